@@ -1,0 +1,82 @@
+package augment
+
+import (
+	"math/rand/v2"
+
+	"github.com/conveyor-ml/conveyor/decode"
+)
+
+// Op is one per-sample transformation. Implementations must be safe for concurrent use by
+// several Contexts and must draw all randomness from c.Rand.
+//
+// Apply returns the transformed image: src itself (modified in place) or an image obtained
+// from c.Next(src). It must not keep src or its result after returning.
+type Op interface {
+	Apply(c *Context, src *decode.Image) (*decode.Image, error)
+	String() string
+}
+
+// Context carries one worker's per-sample state: the random generator and two reusable
+// image buffers that ops ping-pong between, so a sample costs no allocations after warm-up.
+// A Context is not safe for concurrent use.
+type Context struct {
+	// Rand is the sample's random stream. The loader reseeds it for every sample with Seed.
+	Rand *rand.Rand
+
+	pcg *rand.PCG
+	buf [2]decode.Image
+}
+
+// NewContext returns a Context with a generator seeded from (0, 0).
+func NewContext() *Context {
+	p := rand.NewPCG(0, 0)
+	return &Context{Rand: rand.New(p), pcg: p}
+}
+
+// Seed resets the random stream to a function of (seed, epoch, index) alone.
+func (c *Context) Seed(seed, epoch uint64, index int64) {
+	c.pcg.Seed(mix(seed, epoch), mix(uint64(index), seed^0x9e3779b97f4a7c15))
+}
+
+// Next returns a scratch image that is not src, for an op to write its output into.
+func (c *Context) Next(src *decode.Image) *decode.Image {
+	if src == &c.buf[0] {
+		return &c.buf[1]
+	}
+	return &c.buf[0]
+}
+
+// mix is splitmix64's finaliser applied to a combination of a and b.
+func mix(a, b uint64) uint64 {
+	z := a*0x9e3779b97f4a7c15 + b + 0x632be59bd9b4e019
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	return z ^ (z >> 31)
+}
+
+// Pipeline applies ops in order.
+type Pipeline []Op
+
+// Apply runs every op of p on src and returns the final image.
+func (p Pipeline) Apply(c *Context, src *decode.Image) (*decode.Image, error) {
+	img := src
+	for _, op := range p {
+		var err error
+		if img, err = op.Apply(c, img); err != nil {
+			return nil, err
+		}
+	}
+	return img, nil
+}
+
+// String lists the ops, for logs.
+func (p Pipeline) String() string {
+	s := "["
+	for i, op := range p {
+		if i > 0 {
+			s += ", "
+		}
+		s += op.String()
+	}
+	return s + "]"
+}
