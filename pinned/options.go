@@ -1,0 +1,134 @@
+package pinned
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// pageSize is the unit of every mapping and of every buffer's start address.
+var pageSize = os.Getpagesize()
+
+// defaultBuffers is how many buffers an unset Budget buys: enough to double-buffer
+// both the batcher and the transfer stage.
+const defaultBuffers = 4
+
+// Options configures a Pool. A nil *Options passed to New means all defaults, which fails
+// validation because BufferSize has none.
+type Options struct {
+	// BufferSize is the number of bytes Buffer.Bytes returns. Each buffer occupies
+	// BufferSize rounded up to the page size, and that rounded size is the unit of Budget.
+	// Required; no default.
+	BufferSize int
+
+	// Budget is the most bytes the pool maps. The pool holds
+	// floor(Budget / page-rounded BufferSize) buffers, all mapped by New, and it is an
+	// error if that is fewer than one. Default: 4 buffers' worth.
+	Budget int64
+
+	// Lock asks for the slabs to be page-locked with mlock, so that a DMA engine can read
+	// them without the kernel paging them out. When the kernel refuses (RLIMIT_MEMLOCK,
+	// EPERM, ENOMEM) or the OS has no mlock, the pool uses unlocked memory and says so in
+	// Stats.Locked and Stats.LockError rather than failing. Default: true.
+	Lock *bool
+
+	// Register, when set, is called once per slab after it is mapped (and locked), with
+	// the whole slab; the GPU backend uses it for cuMemHostRegister. An error fails New.
+	// It must not call methods of the Pool. Default: nil.
+	Register func(slab []byte) error
+
+	// Unregister, when set, is called once per slab just before it is unmapped: at
+	// Close, or for a slab with leaked buffers, at the Release of its last one (where
+	// an error has no one to go to and is dropped). It must not call methods of the
+	// Pool. Default: nil.
+	Unregister func(slab []byte) error
+}
+
+// EnsureDefaults fills unset fields of o with their defaults and returns o; a nil o is
+// replaced by a new Options.
+func (o *Options) EnsureDefaults() *Options {
+	if o == nil {
+		o = &Options{}
+	}
+	if o.Budget == 0 && o.BufferSize > 0 && o.BufferSize <= maxBufferSize() {
+		o.Budget = defaultBuffers * int64(roundToPage(o.BufferSize))
+	}
+	if o.Lock == nil {
+		lock := true
+		o.Lock = &lock
+	}
+	return o
+}
+
+// Validate reports whether o, as given, describes a usable pool; call EnsureDefaults
+// first so that unset fields take their defaults.
+func (o *Options) Validate() error {
+	if o == nil {
+		return fmt.Errorf("pinned: nil Options")
+	}
+	if o.BufferSize <= 0 {
+		return fmt.Errorf("pinned: Options.BufferSize is %d; it must be > 0", o.BufferSize)
+	}
+	if o.BufferSize > maxBufferSize() {
+		return fmt.Errorf("pinned: Options.BufferSize %d is too large", o.BufferSize)
+	}
+	stride := int64(roundToPage(o.BufferSize))
+	if o.Budget < stride {
+		return fmt.Errorf("pinned: Options.Budget %d is less than one buffer (%d bytes: BufferSize %d rounded up to the %d-byte page)",
+			o.Budget, stride, o.BufferSize, pageSize)
+	}
+	if n := o.Budget / stride; n > math.MaxInt32 {
+		return fmt.Errorf("pinned: Options.Budget %d holds %d buffers; at most %d are allowed", o.Budget, n, math.MaxInt32)
+	}
+	return nil
+}
+
+// String prints the effective configuration (defaults applied) for a training log.
+func (o *Options) String() string {
+	var c Options
+	if o != nil {
+		c = *o
+	}
+	c.EnsureDefaults()
+	var sb strings.Builder
+	sb.WriteString("pinned.Options{BufferSize: ")
+	sb.WriteString(strconv.Itoa(c.BufferSize))
+	if c.BufferSize > 0 && c.BufferSize <= maxBufferSize() {
+		stride := roundToPage(c.BufferSize)
+		fmt.Fprintf(&sb, " (%s, %d page-rounded), Budget: %d (%s, %d buffers)",
+			fmtBytes(int64(c.BufferSize)), stride, c.Budget, fmtBytes(c.Budget), c.Budget/int64(stride))
+	} else {
+		fmt.Fprintf(&sb, ", Budget: %d", c.Budget)
+	}
+	fmt.Fprintf(&sb, ", Lock: %t, Register: %s, Unregister: %s}", *c.Lock, setOrNil(c.Register != nil), setOrNil(c.Unregister != nil))
+	return sb.String()
+}
+
+func setOrNil(set bool) string {
+	if set {
+		return "set"
+	}
+	return "nil"
+}
+
+// maxBufferSize keeps roundToPage from overflowing.
+func maxBufferSize() int { return math.MaxInt - pageSize + 1 }
+
+func roundToPage(n int) int { return (n + pageSize - 1) &^ (pageSize - 1) }
+
+// fmtBytes formats n in IEC units with one decimal: "588 KiB", "1.5 GiB".
+func fmtBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return strconv.FormatInt(n, 10) + " B"
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit && exp < 5; m /= unit {
+		div *= unit
+		exp++
+	}
+	s := strconv.FormatFloat(float64(n)/float64(div), 'f', 1, 64)
+	return strings.TrimSuffix(s, ".0") + " " + "KMGTPE"[exp:exp+1] + "iB"
+}
