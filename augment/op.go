@@ -16,12 +16,16 @@ type Op interface {
 	String() string
 }
 
-// Context carries one worker's per-sample state: the random generator and two reusable
-// image buffers that ops ping-pong between, so a sample costs no allocations after warm-up.
+// Context carries one worker's per-sample state: the random generator, the resampler and
+// two reusable image buffers that ops ping-pong between, so a sample costs no allocations
+// after warm-up.
 // A Context is not safe for concurrent use.
 type Context struct {
 	// Rand is the sample's random stream. The loader reseeds it for every sample with Seed.
 	Rand *rand.Rand
+	// Resizer is the resampler for ops that crop or scale; custom ops may use it too. It
+	// keeps its weight tables and scratch between samples.
+	Resizer decode.Resizer
 
 	pcg *rand.PCG
 	buf [2]decode.Image

@@ -1,0 +1,97 @@
+package augment
+
+import (
+	"testing"
+
+	"github.com/conveyor-ml/conveyor/decode"
+)
+
+// benchSamples runs sample b.N times and reports images/s; bytes is what one sample
+// writes (for MB/s).
+func benchSamples(b *testing.B, bytes int, sample func(i int)) {
+	b.Helper()
+	b.SetBytes(int64(bytes))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		sample(i)
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "images/s")
+}
+
+func benchPack(b *testing.B, layout Layout, d DType, normalize bool) {
+	pk, err := NewPacker(&PackOptions{Width: 224, Height: 224, Layout: layout, DType: d, Normalize: normalize})
+	if err != nil {
+		b.Fatal(err)
+	}
+	img := noise(1, 224, 224)
+	dst := alignedBytes(pk.SampleBytes(), 0)
+	benchSamples(b, pk.SampleBytes(), func(int) {
+		if err := pk.Pack(dst, img); err != nil {
+			b.Fatal(err)
+		}
+	})
+}
+
+func BenchmarkPackFloat32NCHWNormalize(b *testing.B) { benchPack(b, NCHW, Float32, true) }
+func BenchmarkPackFloat32NHWCNormalize(b *testing.B) { benchPack(b, NHWC, Float32, true) }
+func BenchmarkPackFloat16NCHWNormalize(b *testing.B) { benchPack(b, NCHW, Float16, true) }
+func BenchmarkPackBFloat16NCHW(b *testing.B)         { benchPack(b, NCHW, BFloat16, false) }
+func BenchmarkPackUint8NCHW(b *testing.B)            { benchPack(b, NCHW, Uint8, false) }
+func BenchmarkPackUint8NHWC(b *testing.B)            { benchPack(b, NHWC, Uint8, false) }
+
+// benchOps runs p (then a float32 NCHW normalising Pack) on a fresh copy of a w×h photo
+// per sample; the copy is part of the cost, as a decoder's output would be.
+func benchOps(b *testing.B, p Pipeline, w, h, outW, outH int) {
+	src := photo(b, 1, w, h)
+	work := clone(src)
+	pk, err := NewPacker(&PackOptions{Width: outW, Height: outH, Normalize: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	dst := alignedBytes(pk.SampleBytes(), 0)
+	c := NewContext()
+	benchSamples(b, pk.SampleBytes(), func(i int) {
+		c.Seed(1, 0, int64(i))
+		copy(work.Pix, src.Pix)
+		out, err := p.Apply(c, work)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := pk.Pack(dst, out); err != nil {
+			b.Fatal(err)
+		}
+	})
+}
+
+// The standard ImageNet training transform: RandomResizedCrop(224), flip, ToTensor, Normalize.
+func BenchmarkTrainStandard500x375(b *testing.B) {
+	benchOps(b, Pipeline{NewRandomResizedCrop(224, 224), NewRandomHorizontalFlip(0.5)}, 500, 375, 224, 224)
+}
+
+// The heavy one: plus ColorJitter(0.4, 0.4, 0.4, 0.1) and RandomGrayscale(0.2).
+func BenchmarkTrainJitter500x375(b *testing.B) { benchOps(b, trainPipeline(), 500, 375, 224, 224) }
+
+// Evaluation: Resize(256), CenterCrop(224).
+func BenchmarkEval500x375(b *testing.B) {
+	benchOps(b, Pipeline{NewResize(256), NewCenterCrop(224, 224)}, 500, 375, 224, 224)
+}
+
+func benchAdjust(b *testing.B, fn func(*decode.Image)) {
+	img := photo(b, 2, 224, 224)
+	benchSamples(b, 3*224*224, func(int) { fn(img) })
+}
+
+func BenchmarkBrightness224(b *testing.B) {
+	benchAdjust(b, func(m *decode.Image) { AdjustBrightness(m, 1.01) })
+}
+func BenchmarkContrast224(b *testing.B) {
+	benchAdjust(b, func(m *decode.Image) { AdjustContrast(m, 1.01) })
+}
+func BenchmarkSaturation224(b *testing.B) {
+	benchAdjust(b, func(m *decode.Image) { AdjustSaturation(m, 1.01) })
+}
+func BenchmarkHue224(b *testing.B)            { benchAdjust(b, func(m *decode.Image) { AdjustHue(m, 0.05) }) }
+func BenchmarkGrayscale224(b *testing.B)      { benchAdjust(b, Grayscale) }
+func BenchmarkFlipHorizontal224(b *testing.B) { benchAdjust(b, FlipHorizontal) }
+func BenchmarkFlipVertical224(b *testing.B)   { benchAdjust(b, FlipVertical) }

@@ -1,0 +1,80 @@
+package augment
+
+import (
+	"fmt"
+
+	"github.com/conveyor-ml/conveyor/decode"
+)
+
+// RandomHorizontalFlip mirrors the image left to right with probability P, in place, like
+// torchvision.transforms.RandomHorizontalFlip (one uniform draw per sample, flip when it is
+// below P).
+type RandomHorizontalFlip struct {
+	P float64 // probability of a flip; torchvision's default is 0.5
+}
+
+// NewRandomHorizontalFlip returns a RandomHorizontalFlip with probability p.
+func NewRandomHorizontalFlip(p float64) *RandomHorizontalFlip {
+	return &RandomHorizontalFlip{P: p}
+}
+
+// Apply flips src in place or leaves it as it is.
+func (o *RandomHorizontalFlip) Apply(c *Context, src *decode.Image) (*decode.Image, error) {
+	if c.Rand.Float64() < o.P {
+		FlipHorizontal(src)
+	}
+	return src, nil
+}
+
+func (o *RandomHorizontalFlip) String() string {
+	return fmt.Sprintf("RandomHorizontalFlip(p=%g)", o.P)
+}
+
+// RandomVerticalFlip mirrors the image top to bottom with probability P, in place, like
+// torchvision.transforms.RandomVerticalFlip.
+type RandomVerticalFlip struct {
+	P float64 // probability of a flip; torchvision's default is 0.5
+}
+
+// NewRandomVerticalFlip returns a RandomVerticalFlip with probability p.
+func NewRandomVerticalFlip(p float64) *RandomVerticalFlip {
+	return &RandomVerticalFlip{P: p}
+}
+
+// Apply flips src in place or leaves it as it is.
+func (o *RandomVerticalFlip) Apply(c *Context, src *decode.Image) (*decode.Image, error) {
+	if c.Rand.Float64() < o.P {
+		FlipVertical(src)
+	}
+	return src, nil
+}
+
+func (o *RandomVerticalFlip) String() string {
+	return fmt.Sprintf("RandomVerticalFlip(p=%g)", o.P)
+}
+
+// FlipHorizontal reverses the order of the pixels in every row of m.
+func FlipHorizontal(m *decode.Image) {
+	for y := range m.Height {
+		row := m.Row(y)
+		for i, j := 0, len(row)-3; i < j; i, j = i+3, j-3 {
+			a, b := row[i:i+3:i+3], row[j:j+3:j+3]
+			a[0], a[1], a[2], b[0], b[1], b[2] = b[0], b[1], b[2], a[0], a[1], a[2]
+		}
+	}
+}
+
+// FlipVertical reverses the order of the rows of m.
+func FlipVertical(m *decode.Image) {
+	for i, j := 0, m.Height-1; i < j; i, j = i+1, j-1 {
+		a, b := m.Row(i), m.Row(j)
+		// Swap through a stack buffer: memmove is several times faster than a byte loop.
+		var tmp [512]byte
+		for len(a) > 0 {
+			n := copy(tmp[:], a)
+			copy(a, b[:n])
+			copy(b, tmp[:n])
+			a, b = a[n:], b[n:]
+		}
+	}
+}

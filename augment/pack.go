@@ -1,0 +1,381 @@
+package augment
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"strings"
+	"unsafe"
+
+	"github.com/conveyor-ml/conveyor/decode"
+)
+
+// Layout is the order of a packed sample's values.
+type Layout int
+
+const (
+	// NCHW stores three planes, red then green then blue, each row by row (PyTorch's
+	// channels-first order).
+	NCHW Layout = iota
+	// NHWC stores pixels row by row with their three channels together.
+	NHWC
+)
+
+func (l Layout) String() string {
+	switch l {
+	case NCHW:
+		return "NCHW"
+	case NHWC:
+		return "NHWC"
+	}
+	return fmt.Sprintf("Layout(%d)", int(l))
+}
+
+// ParseLayout parses "NCHW" or "NHWC", in any case.
+func ParseLayout(s string) (Layout, error) {
+	switch strings.ToUpper(s) {
+	case "NCHW":
+		return NCHW, nil
+	case "NHWC":
+		return NHWC, nil
+	}
+	return 0, fmt.Errorf("augment: unknown layout %q (want NCHW or NHWC)", s)
+}
+
+// MarshalText implements encoding.TextMarshaler, for configuration files.
+func (l Layout) MarshalText() ([]byte, error) {
+	if l != NCHW && l != NHWC {
+		return nil, fmt.Errorf("augment: invalid %v", l)
+	}
+	return []byte(l.String()), nil
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler with ParseLayout.
+func (l *Layout) UnmarshalText(b []byte) error {
+	v, err := ParseLayout(string(b))
+	if err == nil {
+		*l = v
+	}
+	return err
+}
+
+// DType is the element type of a packed sample. The zero value is Float32.
+type DType int
+
+const (
+	Float32  DType = iota // IEEE binary32
+	Uint8                 // the raw 8-bit pixel values
+	Float16               // IEEE binary16, rounded to nearest even from the float32 value
+	BFloat16              // bfloat16, rounded to nearest even from the float32 value
+)
+
+func (d DType) String() string {
+	switch d {
+	case Uint8:
+		return "uint8"
+	case Float32:
+		return "float32"
+	case Float16:
+		return "float16"
+	case BFloat16:
+		return "bfloat16"
+	}
+	return fmt.Sprintf("DType(%d)", int(d))
+}
+
+// Size returns the bytes per element, or 0 for an invalid DType.
+func (d DType) Size() int {
+	switch d {
+	case Uint8:
+		return 1
+	case Float16, BFloat16:
+		return 2
+	case Float32:
+		return 4
+	}
+	return 0
+}
+
+// ParseDType parses a dtype name as String writes it, in any case, or one of the usual
+// aliases: u8, f32/fp32/float, f16/fp16/half, bf16.
+func ParseDType(s string) (DType, error) {
+	switch strings.ToLower(s) {
+	case "uint8", "u8":
+		return Uint8, nil
+	case "float32", "f32", "fp32", "float":
+		return Float32, nil
+	case "float16", "f16", "fp16", "half":
+		return Float16, nil
+	case "bfloat16", "bf16":
+		return BFloat16, nil
+	}
+	return 0, fmt.Errorf("augment: unknown dtype %q (want uint8, float32, float16 or bfloat16)", s)
+}
+
+// MarshalText implements encoding.TextMarshaler, for configuration files.
+func (d DType) MarshalText() ([]byte, error) {
+	if d.Size() == 0 {
+		return nil, fmt.Errorf("augment: invalid %v", d)
+	}
+	return []byte(d.String()), nil
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler with ParseDType.
+func (d *DType) UnmarshalText(b []byte) error {
+	v, err := ParseDType(string(b))
+	if err == nil {
+		*d = v
+	}
+	return err
+}
+
+// ImageNet's per-channel statistics, as torchvision's reference scripts use them.
+var (
+	ImageNetMean = [3]float32{0.485, 0.456, 0.406}
+	ImageNetStd  = [3]float32{0.229, 0.224, 0.225}
+)
+
+// PackOptions says how a Packer writes samples.
+type PackOptions struct {
+	Width, Height int    // the sample's size; required
+	Layout        Layout // the order of values; default NCHW
+	DType         DType  // the element type; default Float32
+	// Normalize maps x to (x/255 - Mean)/Std per channel, as torchvision's ToTensor then
+	// Normalize do; without it float samples are x/255 (ToTensor alone). Not allowed with
+	// Uint8. Default false.
+	Normalize bool
+	// Mean and Std are the per-channel statistics for Normalize (ignored without it); both
+	// zero means ImageNetMean and ImageNetStd. Every Std must be non-zero. Default zero.
+	Mean, Std [3]float32
+}
+
+// Packer writes finished samples into their batch slots in a fixed layout and dtype. It
+// precomputes, per channel, the encoded value of each of the 256 pixel values, so packing
+// is one table lookup per value. A Packer is safe for concurrent use.
+type Packer struct {
+	o     PackOptions
+	lut8  [3][256]uint8
+	lut16 [3][256]uint16
+	lut32 [3][256]uint32
+}
+
+// NewPacker returns a Packer for o's effective options.
+func NewPacker(o *PackOptions) (*Packer, error) {
+	var opts PackOptions
+	if o != nil {
+		opts = *o
+	}
+	if opts.Normalize && opts.Mean == [3]float32{} && opts.Std == [3]float32{} {
+		opts.Mean, opts.Std = ImageNetMean, ImageNetStd
+	}
+	switch {
+	case opts.Width <= 0 || opts.Height <= 0:
+		return nil, fmt.Errorf("augment: pack size %dx%d: Width and Height must be positive", opts.Width, opts.Height)
+	case opts.Layout != NCHW && opts.Layout != NHWC:
+		return nil, fmt.Errorf("augment: invalid pack layout %v", opts.Layout)
+	case opts.DType.Size() == 0:
+		return nil, fmt.Errorf("augment: invalid pack dtype %v", opts.DType)
+	case opts.DType == Uint8 && opts.Normalize:
+		return nil, fmt.Errorf("augment: cannot normalize into uint8 samples")
+	case int64(opts.Width)*int64(opts.Height)*3*int64(opts.DType.Size()) > math.MaxInt32:
+		return nil, fmt.Errorf("augment: pack size %dx%d is too large", opts.Width, opts.Height)
+	}
+	if opts.Normalize {
+		for _, s := range opts.Std {
+			if s == 0 || s != s {
+				return nil, fmt.Errorf("augment: normalize std %v must be non-zero", opts.Std)
+			}
+		}
+	}
+	p := &Packer{o: opts}
+	for c := range 3 {
+		for x := range 256 {
+			v := p.value(c, uint8(x))
+			p.lut8[c][x] = uint8(x)
+			p.lut32[c][x] = math.Float32bits(v)
+			switch opts.DType {
+			case Float16:
+				p.lut16[c][x] = float16Bits(v)
+			case BFloat16:
+				p.lut16[c][x] = bfloat16Bits(v)
+			}
+		}
+	}
+	return p, nil
+}
+
+// value is the float32 that torchvision produces for value x of channel c: ToTensor's
+// float32(x)/255, then Normalize's (t - mean)/std, each rounded to float32 as torch does.
+func (p *Packer) value(c int, x uint8) float32 {
+	t := float32(x) / 255
+	if p.o.Normalize {
+		t = (t - p.o.Mean[c]) / p.o.Std[c]
+	}
+	return t
+}
+
+// Options returns the Packer's effective options.
+func (p *Packer) Options() PackOptions { return p.o }
+
+// SampleBytes returns the size of one packed sample.
+func (p *Packer) SampleBytes() int {
+	return p.o.Width * p.o.Height * 3 * p.o.DType.Size()
+}
+
+func (p *Packer) String() string {
+	s := fmt.Sprintf("Packer(%dx%d %v %v", p.o.Width, p.o.Height, p.o.Layout, p.o.DType)
+	if p.o.Normalize {
+		s += fmt.Sprintf(" normalize mean=%v std=%v", p.o.Mean, p.o.Std)
+	}
+	return s + ")"
+}
+
+// littleEndian reports whether the machine stores integers least significant byte first;
+// only then can Pack store lookup results directly.
+var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
+
+// Pack writes img into dst, which must be SampleBytes long, as little-endian values.
+// img must be Width×Height. About 75 µs for a 224×224 float32 NCHW sample on one core,
+// mostly the cost of writing its 600 KB.
+func (p *Packer) Pack(dst []byte, img *decode.Image) error {
+	if img.Width != p.o.Width || img.Height != p.o.Height {
+		return fmt.Errorf("augment: pack: image is %dx%d, packer wants %dx%d", img.Width, img.Height, p.o.Width, p.o.Height)
+	}
+	if len(dst) != p.SampleBytes() {
+		return fmt.Errorf("augment: pack: destination has %d bytes, a %dx%d %v sample needs %d", len(dst), p.o.Width, p.o.Height, p.o.DType, p.SampleBytes())
+	}
+	if len(img.Pix) < (img.Height-1)*img.Stride+3*img.Width || img.Stride < 3*img.Width {
+		return fmt.Errorf("augment: pack: malformed %dx%d image (stride %d, %d bytes)", img.Width, img.Height, img.Stride, len(img.Pix))
+	}
+	n := len(dst) / p.o.DType.Size()
+	ptr := unsafe.Pointer(unsafe.SliceData(dst))
+	switch p.o.DType {
+	case Uint8:
+		if p.o.Layout == NHWC {
+			w := 3 * img.Width
+			for y := range img.Height {
+				copy(dst[w*y:w*(y+1)], img.Row(y))
+			}
+		} else {
+			pack(dst, img, &p.lut8, NCHW)
+		}
+	case Float32:
+		if littleEndian && uintptr(ptr)%4 == 0 {
+			pack(unsafe.Slice((*uint32)(ptr), n), img, &p.lut32, p.o.Layout)
+		} else {
+			packBytes(dst, img, p.o.Layout, 4, func(b []byte, c int, x uint8) {
+				binary.LittleEndian.PutUint32(b, p.lut32[c][x])
+			})
+		}
+	default:
+		if littleEndian && uintptr(ptr)%2 == 0 {
+			pack(unsafe.Slice((*uint16)(ptr), n), img, &p.lut16, p.o.Layout)
+		} else {
+			packBytes(dst, img, p.o.Layout, 2, func(b []byte, c int, x uint8) {
+				binary.LittleEndian.PutUint16(b, p.lut16[c][x])
+			})
+		}
+	}
+	return nil
+}
+
+// pack maps img through lut into out, in layout: about 1.5 ns a pixel, bound by stores.
+func pack[T uint8 | uint16 | uint32](out []T, img *decode.Image, lut *[3][256]T, layout Layout) {
+	w, h := img.Width, img.Height
+	l0, l1, l2 := &lut[0], &lut[1], &lut[2]
+	if layout == NHWC {
+		for y := range h {
+			row := img.Row(y)
+			o := out[3*w*y : 3*w*(y+1)]
+			o = o[:len(row)]
+			for i := 0; i < len(row)-2; i += 3 {
+				px, q := row[i:i+3:i+3], o[i:i+3:i+3]
+				q[0], q[1], q[2] = l0[px[0]], l1[px[1]], l2[px[2]]
+			}
+		}
+		return
+	}
+	plane := w * h
+	r, g, b := out[:plane], out[plane:2*plane], out[2*plane:3*plane]
+	for y := range h {
+		row := img.Row(y)
+		rr, gg, bb := r[w*y:w*(y+1)], g[w*y:w*(y+1)], b[w*y:w*(y+1)]
+		gg, bb = gg[:len(rr)], bb[:len(rr)]
+		for x := range rr {
+			px := row[3*x : 3*x+3 : 3*x+3]
+			rr[x], gg[x], bb[x] = l0[px[0]], l1[px[1]], l2[px[2]]
+		}
+	}
+}
+
+// packBytes is the slow path for a destination that is not aligned for its element type
+// (or a big-endian machine): put stores channel c's encoding of x at the start of b.
+func packBytes(dst []byte, img *decode.Image, layout Layout, size int, put func(b []byte, c int, x uint8)) {
+	w, h := img.Width, img.Height
+	for y := range h {
+		row := img.Row(y)
+		for x := range w {
+			for c := range 3 {
+				i := 3*(y*w+x) + c
+				if layout == NCHW {
+					i = c*w*h + y*w + x
+				}
+				put(dst[size*i:], c, row[3*x+c])
+			}
+		}
+	}
+}
+
+// float16Bits rounds f to the nearest IEEE binary16 value, ties to even, as a float32 to
+// float16 conversion in torch or numpy does: values beyond the largest finite half (65504)
+// by at least half a step become infinities, tiny ones become subnormals or zeros, and a
+// NaN stays a (quiet) NaN.
+func float16Bits(f float32) uint16 {
+	b := math.Float32bits(f)
+	sign := uint16(b>>16) & 0x8000
+	exp := int(b>>23) & 0xff
+	mant := b & 0x7fffff
+	if exp == 0xff {
+		if mant != 0 {
+			return sign | 0x7e00 | uint16(mant>>13)
+		}
+		return sign | 0x7c00
+	}
+	e := exp - 127 + 15 // the half's biased exponent
+	if e >= 0x1f {
+		return sign | 0x7c00
+	}
+	if e <= 0 {
+		// Subnormal half (or zero): the value is m·2^(e-14) units of 2^-24, m with its
+		// implicit bit. Below 2^-25 everything rounds to zero.
+		if e < -10 {
+			return sign
+		}
+		m := mant | 0x800000
+		shift := uint(14 - e)
+		return sign | uint16(roundShift(m, shift))
+	}
+	// Normal: a carry out of the mantissa correctly bumps the exponent, up to infinity.
+	return sign | uint16(roundShift(uint32(e)<<23|mant, 13))
+}
+
+// roundShift returns v >> s rounded to nearest, ties to even.
+func roundShift(v uint32, s uint) uint32 {
+	q := v >> s
+	rem := v & (1<<s - 1)
+	half := uint32(1) << (s - 1)
+	if rem > half || (rem == half && q&1 == 1) {
+		q++
+	}
+	return q
+}
+
+// bfloat16Bits rounds f to the nearest bfloat16 (the top half of a float32), ties to
+// even, as torch does; a NaN stays a quiet NaN.
+func bfloat16Bits(f float32) uint16 {
+	b := math.Float32bits(f)
+	if b&0x7fffffff > 0x7f800000 {
+		return uint16(b>>16) | 0x0040
+	}
+	return uint16(roundShift(b, 16))
+}

@@ -1,0 +1,352 @@
+package augment
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"unsafe"
+
+	"github.com/conveyor-ml/conveyor/decode"
+)
+
+// roundTable rounds float32 values to a 16-bit format by search: values[k] is the value of
+// bit pattern k for every finite non-negative pattern, followed by the pattern of +Inf
+// standing for the next step after the largest finite value (IEEE rounds to infinity from
+// half a step beyond it).
+type roundTable struct {
+	values []float64
+	isNaN  func(uint16) bool
+}
+
+func newFloat16Table() *roundTable {
+	var t roundTable
+	for k := range 0x7c01 {
+		e, m := k>>10, float64(k&0x3ff)
+		switch {
+		case k == 0x7c00:
+			t.values = append(t.values, 65536)
+		case e == 0:
+			t.values = append(t.values, math.Ldexp(m, -24))
+		default:
+			t.values = append(t.values, math.Ldexp(1+m/1024, e-15))
+		}
+	}
+	t.isNaN = func(b uint16) bool { return b&0x7c00 == 0x7c00 && b&0x3ff != 0 }
+	return &t
+}
+
+func newBFloat16Table() *roundTable {
+	var t roundTable
+	for k := range 0x7f81 {
+		if k == 0x7f80 {
+			t.values = append(t.values, math.Ldexp(1, 128))
+			break
+		}
+		t.values = append(t.values, float64(math.Float32frombits(uint32(k)<<16)))
+	}
+	t.isNaN = func(b uint16) bool { return b&0x7f80 == 0x7f80 && b&0x7f != 0 }
+	return &t
+}
+
+// round returns the bits of the nearest representable value, ties to the even pattern.
+func (t *roundTable) round(f float32) (bits uint16, nan bool) {
+	if f != f {
+		return 0, true
+	}
+	a := math.Abs(float64(f))
+	var sign uint16
+	if math.Signbit(float64(f)) {
+		sign = 0x8000
+	}
+	last := len(t.values) - 1
+	// k is the largest pattern whose value is ≤ a.
+	k := sort.Search(len(t.values), func(i int) bool { return t.values[i] > a }) - 1
+	if k >= last {
+		return sign | uint16(last), false
+	}
+	lo, hi := t.values[k], t.values[k+1]
+	switch {
+	case a-lo < hi-a:
+	case a-lo > hi-a:
+		k++
+	case k&1 == 1:
+		k++
+	}
+	return sign | uint16(k), false
+}
+
+// testFloats returns edge cases and many random float32 values: random bit patterns
+// (every exponent), random values of the sizes that normalised pixels have, and every
+// value the ImageNet-normalised lookup tables hold.
+func testFloats() []float32 {
+	fs := []float32{
+		0, float32(math.Copysign(0, -1)), 1, -1, 0.5, 65504, -65504, 65519.99, 65520, 65536, 1e10,
+		float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()),
+		math.MaxFloat32, -math.MaxFloat32, math.SmallestNonzeroFloat32,
+		0x1p-14, 0x1p-24, 0x1p-25, 0x1.000002p-25, 0x1.8p-24, 0x1.8p-25, 0x1p-26, 0x1.ffcp-15,
+		1 + 0x1p-11, 1 + 3*0x1p-11, 1 + 0x1p-8, 1 + 3*0x1p-8, 1 + 0x1.000002p-8,
+		math.Float32frombits(0x7f7f8000), math.Float32frombits(0x7f7f7fff), math.Float32frombits(0x3f808000),
+		math.Float32frombits(0x3f818000), math.Float32frombits(0x00008000), math.Float32frombits(0x7fc00001),
+	}
+	r := rand.New(rand.NewPCG(5, 6))
+	for range 100000 {
+		fs = append(fs, math.Float32frombits(r.Uint32()))
+		fs = append(fs, float32(r.NormFloat64()*3))
+		fs = append(fs, float32(r.Float64()*1e-4))
+	}
+	for c := range 3 {
+		for x := range 256 {
+			fs = append(fs, (float32(x)/255-ImageNetMean[c])/ImageNetStd[c])
+		}
+	}
+	return fs
+}
+
+func TestFloat16Bits(t *testing.T) {
+	tab := float16Table()
+	for _, f := range testFloats() {
+		got := float16Bits(f)
+		want, nan := tab.round(f)
+		if nan {
+			if !tab.isNaN(got) {
+				t.Fatalf("float16Bits(NaN %#x) = %#04x, not a NaN", math.Float32bits(f), got)
+			}
+			continue
+		}
+		if got != want {
+			t.Fatalf("float16Bits(%g = %#x) = %#04x, want %#04x", f, math.Float32bits(f), got, want)
+		}
+	}
+}
+
+func TestBFloat16Bits(t *testing.T) {
+	tab := newBFloat16Table()
+	for _, f := range testFloats() {
+		got := bfloat16Bits(f)
+		want, nan := tab.round(f)
+		if nan {
+			if !tab.isNaN(got) {
+				t.Fatalf("bfloat16Bits(NaN %#x) = %#04x, not a NaN", math.Float32bits(f), got)
+			}
+			continue
+		}
+		if got != want {
+			t.Fatalf("bfloat16Bits(%g = %#x) = %#04x, want %#04x", f, math.Float32bits(f), got, want)
+		}
+	}
+}
+
+// alignedBytes returns n bytes starting at an 8-byte boundary plus off.
+func alignedBytes(n, off int) []byte {
+	buf := make([]uint64, (n+off)/8+2)
+	b := unsafe.Slice((*byte)(unsafe.Pointer(&buf[0])), len(buf)*8)
+	return b[off : off+n]
+}
+
+// element decodes element i of a packed sample as a float64 (or the raw byte for Uint8).
+func element(b []byte, d DType, i int) float64 {
+	switch d {
+	case Uint8:
+		return float64(b[i])
+	case Float32:
+		return float64(math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:])))
+	case BFloat16:
+		return float64(math.Float32frombits(uint32(binary.LittleEndian.Uint16(b[2*i:])) << 16))
+	}
+	h := binary.LittleEndian.Uint16(b[2*i:])
+	return float16Table().values[h&0x7fff] * (1 - 2*float64(h>>15))
+}
+
+var float16Table = sync.OnceValue(newFloat16Table)
+
+func TestPackLayouts(t *testing.T) {
+	src := withStride(noise(2, 5, 3), 7)
+	for _, d := range []DType{Uint8, Float32, Float16, BFloat16} {
+		for _, norm := range []bool{false, true} {
+			if d == Uint8 && norm {
+				continue
+			}
+			t.Run(fmt.Sprintf("%v/normalize=%t", d, norm), func(t *testing.T) {
+				var out [2][]byte
+				for li, layout := range []Layout{NCHW, NHWC} {
+					p, err := NewPacker(&PackOptions{Width: 5, Height: 3, Layout: layout, DType: d, Normalize: norm})
+					if err != nil {
+						t.Fatal(err)
+					}
+					out[li] = alignedBytes(p.SampleBytes(), 0)
+					if err := p.Pack(out[li], src); err != nil {
+						t.Fatal(err)
+					}
+					// The unaligned slow path writes the same bytes.
+					if d != Uint8 {
+						odd := alignedBytes(p.SampleBytes(), 1)
+						if err := p.Pack(odd, src); err != nil {
+							t.Fatal(err)
+						}
+						if string(odd) != string(out[li]) {
+							t.Errorf("%v: unaligned destination packs differently", layout)
+						}
+					}
+				}
+				for y := range 3 {
+					for x := range 5 {
+						for c := range 3 {
+							v := src.Row(y)[3*x+c]
+							want := float64(v)
+							if d != Uint8 {
+								want = float64(float32(v) / 255)
+								if norm {
+									want = float64((float32(v)/255 - ImageNetMean[c]) / ImageNetStd[c])
+								}
+								switch d {
+								case Float16:
+									want = element([]byte{byte(float16Bits(float32(want))), byte(float16Bits(float32(want)) >> 8)}, Float16, 0)
+								case BFloat16:
+									want = float64(math.Float32frombits(uint32(bfloat16Bits(float32(want))) << 16))
+								}
+							}
+							if got := element(out[0], d, c*15+y*5+x); got != want {
+								t.Fatalf("NCHW (%d,%d,%d) = %v, want %v", x, y, c, got, want)
+							}
+							if got := element(out[1], d, (y*5+x)*3+c); got != want {
+								t.Fatalf("NHWC (%d,%d,%d) = %v, want %v", x, y, c, got, want)
+							}
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestPackNormalizeValues pins a few values to torch's float32 arithmetic:
+// torch.tensor([x], dtype=torch.uint8).float().div(255).sub(mean).div(std).
+func TestPackNormalizeValues(t *testing.T) {
+	tests := []struct {
+		opts PackOptions
+		x    [3]uint8
+		want [3]float32
+	}{
+		// ToTensor only: x/255.
+		{PackOptions{}, [3]uint8{0, 128, 255}, [3]float32{0, 0.5019608, 1}},
+		// ImageNet statistics.
+		{PackOptions{Normalize: true}, [3]uint8{0, 0, 0}, [3]float32{-2.117904, -2.0357144, -1.8044444}},
+		{PackOptions{Normalize: true}, [3]uint8{255, 255, 255}, [3]float32{2.2489083, 2.4285715, 2.64}},
+		{PackOptions{Normalize: true}, [3]uint8{124, 116, 104}, [3]float32{0.0055655450, -0.0049019608, 0.0081917211}},
+		// Custom statistics: mean 0.5, std 0.5 maps to [-1, 1].
+		{PackOptions{Normalize: true, Mean: [3]float32{0.5, 0.5, 0.5}, Std: [3]float32{0.5, 0.5, 0.5}}, [3]uint8{0, 51, 255}, [3]float32{-1, -0.6, 1}},
+	}
+	for _, tt := range tests {
+		o := tt.opts
+		o.Width, o.Height = 1, 1
+		p, err := NewPacker(&o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Run(fmt.Sprintf("%v/%v", p, tt.x), func(t *testing.T) {
+			out := alignedBytes(p.SampleBytes(), 0)
+			img := &decode.Image{Pix: tt.x[:], Width: 1, Height: 1, Stride: 3}
+			if err := p.Pack(out, img); err != nil {
+				t.Fatal(err)
+			}
+			mean, std := p.Options().Mean, p.Options().Std
+			for c := range 3 {
+				got := math.Float32frombits(binary.LittleEndian.Uint32(out[4*c:]))
+				// Bit-identical to the float32 formula...
+				exact := float32(tt.x[c]) / 255
+				if o.Normalize {
+					exact = (exact - mean[c]) / std[c]
+				}
+				if got != exact {
+					t.Errorf("channel %d: %v, float32 formula gives %v", c, got, exact)
+				}
+				// ...and close to the value torch prints.
+				if math.Abs(float64(got-tt.want[c])) > 1e-6 {
+					t.Errorf("channel %d: %v, want %v", c, got, tt.want[c])
+				}
+			}
+		})
+	}
+}
+
+func TestPackErrors(t *testing.T) {
+	p, err := NewPacker(&PackOptions{Width: 224, Height: 224})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := alignedBytes(p.SampleBytes(), 0)
+	for _, tt := range []struct {
+		name string
+		dst  []byte
+		img  *decode.Image
+		want []string
+	}{
+		{"image size", dst, noise(1, 100, 50), []string{"100x50", "224x224"}},
+		{"destination size", dst[:100], noise(1, 224, 224), []string{"100", fmt.Sprint(p.SampleBytes())}},
+		{"malformed image", dst, &decode.Image{Pix: make([]uint8, 10), Width: 224, Height: 224, Stride: 672}, []string{"malformed"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			err := p.Pack(tt.dst, tt.img)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) || !strings.HasPrefix(err.Error(), "augment: ") {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+		})
+	}
+	for _, o := range []*PackOptions{
+		nil,
+		{Width: 4},
+		{Width: 4, Height: 4, DType: Uint8, Normalize: true},
+		{Width: 4, Height: 4, DType: 9},
+		{Width: 4, Height: 4, Layout: 2},
+		{Width: 4, Height: 4, Normalize: true, Mean: [3]float32{0.5, 0.5, 0.5}},
+		{Width: 1 << 16, Height: 1 << 16},
+	} {
+		if _, err := NewPacker(o); err == nil {
+			t.Errorf("NewPacker(%+v): no error", o)
+		}
+	}
+}
+
+func TestParse(t *testing.T) {
+	for _, d := range []DType{Uint8, Float32, Float16, BFloat16} {
+		for _, s := range []string{d.String(), strings.ToUpper(d.String())} {
+			if got, err := ParseDType(s); got != d || err != nil {
+				t.Errorf("ParseDType(%q) = %v, %v", s, got, err)
+			}
+		}
+		var back DType
+		if b, err := d.MarshalText(); err != nil || back.UnmarshalText(b) != nil || back != d {
+			t.Errorf("%v does not round-trip as text", d)
+		}
+	}
+	for alias, d := range map[string]DType{"fp16": Float16, "bf16": BFloat16, "half": Float16, "fp32": Float32, "u8": Uint8} {
+		if got, err := ParseDType(alias); got != d || err != nil {
+			t.Errorf("ParseDType(%q) = %v, %v", alias, got, err)
+		}
+	}
+	for _, l := range []Layout{NCHW, NHWC} {
+		if got, err := ParseLayout(strings.ToLower(l.String())); got != l || err != nil {
+			t.Errorf("ParseLayout(%q) = %v, %v", l, got, err)
+		}
+	}
+	if _, err := ParseDType("int8"); err == nil {
+		t.Error("ParseDType(int8): no error")
+	}
+	if _, err := ParseLayout("CHW"); err == nil {
+		t.Error("ParseLayout(CHW): no error")
+	}
+	var zero PackOptions
+	if zero.DType != Float32 || zero.Layout != NCHW {
+		t.Error("zero PackOptions is not float32 NCHW")
+	}
+}
