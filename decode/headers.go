@@ -1,0 +1,177 @@
+package decode
+
+// Small bounded parsers for the few header fields the standard decoders do not expose.
+// They read untrusted data: every index is checked, every loop advances, and anything
+// unexpected makes them give up with a neutral answer.
+
+// jpegOrientation returns the EXIF orientation (1 to 8) of a JPEG, or 1 if it has no
+// valid one. It walks the marker segments before the first scan looking for an APP1
+// "Exif" segment, and reads tag 0x0112 of its first IFD in either byte order.
+func jpegOrientation(data []byte) int {
+	i := 2 // after SOI
+	for i+4 <= len(data) {
+		if data[i] != 0xff {
+			return 1 // not a marker where one must be: give up
+		}
+		marker := data[i+1]
+		switch {
+		case marker == 0xff: // fill byte
+			i++
+			continue
+		case marker == 0xd8 || marker == 0x01 || marker >= 0xd0 && marker <= 0xd7:
+			i += 2 // markers without a length
+			continue
+		case marker == 0xda || marker == 0xd9: // start of scan, end of image
+			return 1
+		}
+		n := int(data[i+2])<<8 | int(data[i+3])
+		if n < 2 || i+2+n > len(data) {
+			return 1
+		}
+		seg := data[i+4 : i+2+n]
+		if marker == 0xe1 && len(seg) >= 6 && string(seg[:6]) == "Exif\x00\x00" {
+			if o := exifOrientation(seg[6:]); o != 0 {
+				return o
+			}
+		}
+		i += 2 + n
+	}
+	return 1
+}
+
+// exifOrientation reads the orientation tag from a TIFF-structured EXIF block, returning
+// 0 if there is none or it is out of range.
+func exifOrientation(t []byte) int {
+	if len(t) < 8 {
+		return 0
+	}
+	var u16 func(b []byte) int
+	var u32 func(b []byte) int
+	switch string(t[:4]) {
+	case "II*\x00":
+		u16 = func(b []byte) int { return int(b[0]) | int(b[1])<<8 }
+		u32 = func(b []byte) int { return int(b[0]) | int(b[1])<<8 | int(b[2])<<16 | int(b[3])<<24 }
+	case "MM\x00*":
+		u16 = func(b []byte) int { return int(b[1]) | int(b[0])<<8 }
+		u32 = func(b []byte) int { return int(b[3]) | int(b[2])<<8 | int(b[1])<<16 | int(b[0])<<24 }
+	default:
+		return 0
+	}
+	off := u32(t[4:8])
+	if off < 8 || off > len(t)-2 {
+		return 0
+	}
+	count := u16(t[off:])
+	for k := 0; k < count; k++ {
+		e := off + 2 + 12*k
+		if e+12 > len(t) {
+			return 0
+		}
+		if u16(t[e:]) != 0x0112 {
+			continue
+		}
+		var v int
+		switch typ, n := u16(t[e+2:]), u32(t[e+4:]); {
+		case typ == 3 && n >= 1: // SHORT: the value sits in the first two bytes
+			v = u16(t[e+8:])
+		case typ == 4 && n >= 1: // LONG, from lax writers
+			v = u32(t[e+8:])
+		default:
+			return 0
+		}
+		if v >= 1 && v <= 8 {
+			return v
+		}
+		return 0
+	}
+	return 0
+}
+
+// gifFirstPalette returns the colour table the first frame of a GIF uses (its local table
+// if it has one, else the global one) and the frame's transparent index (-1 if none). The
+// standard decoder replaces the transparent entry with transparent black; PIL keeps its
+// colour when converting to RGB, so the decoder puts it back.
+func gifFirstPalette(data []byte) (table []byte, transparent int) {
+	transparent = -1
+	if len(data) < 13 {
+		return nil, -1
+	}
+	i := 13
+	if flags := data[10]; flags&0x80 != 0 {
+		n := 3 << (flags&7 + 1)
+		if i+n > len(data) {
+			return nil, -1
+		}
+		table = data[i : i+n]
+		i += n
+	}
+	for i < len(data) {
+		switch data[i] {
+		case 0x21: // extension: label, then sub-blocks
+			if i+2 > len(data) {
+				return nil, -1
+			}
+			label := data[i+1]
+			i += 2
+			if label == 0xf9 && i+5 <= len(data) && data[i] == 4 {
+				if data[i+1]&1 != 0 {
+					transparent = int(data[i+4])
+				} else {
+					transparent = -1
+				}
+			}
+			for i < len(data) && data[i] != 0 {
+				i += 1 + int(data[i])
+			}
+			i++ // block terminator
+		case 0x2c: // image descriptor
+			if i+10 > len(data) {
+				return nil, -1
+			}
+			if flags := data[i+9]; flags&0x80 != 0 {
+				n := 3 << (flags&7 + 1)
+				if i+10+n > len(data) {
+					return nil, -1
+				}
+				table = data[i+10 : i+10+n]
+			}
+			return table, transparent
+		default: // trailer or garbage
+			return nil, -1
+		}
+	}
+	return nil, -1
+}
+
+// webpFrameSize returns the size in the first VP8 or VP8L chunk of a WebP file.
+func webpFrameSize(data []byte) (w, h int, ok bool) {
+	i := 12
+	for i+8 <= len(data) {
+		id := string(data[i : i+4])
+		n := int(data[i+4]) | int(data[i+5])<<8 | int(data[i+6])<<16 | int(data[i+7])<<24
+		body := data[i+8:]
+		if n >= 0 && n < len(body) {
+			body = body[:n]
+		}
+		switch id {
+		case "VP8 ":
+			// Frame tag (3 bytes), start code 9d 01 2a, then 14-bit width and height.
+			if len(body) < 10 || body[3] != 0x9d || body[4] != 0x01 || body[5] != 0x2a {
+				return 0, 0, false
+			}
+			return (int(body[6]) | int(body[7])<<8) & 0x3fff, (int(body[8]) | int(body[9])<<8) & 0x3fff, true
+		case "VP8L":
+			// Signature 0x2f, then 14-bit width-1 and height-1.
+			if len(body) < 5 || body[0] != 0x2f {
+				return 0, 0, false
+			}
+			b := int(body[1]) | int(body[2])<<8 | int(body[3])<<16 | int(body[4])<<24
+			return b&0x3fff + 1, (b>>14)&0x3fff + 1, true
+		}
+		if n < 0 || n > len(data) {
+			return 0, 0, false
+		}
+		i += 8 + n + n&1 // chunks are padded to an even size
+	}
+	return 0, 0, false
+}

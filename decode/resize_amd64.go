@@ -1,0 +1,53 @@
+//go:build amd64 && !purego
+
+package decode
+
+// useAVX2 selects the assembly resampling kernels. Tests turn it off to check that the
+// Go kernels compute the same pixels.
+var useAVX2 = hasAVX2()
+
+// hasAVX2 reports whether the CPU has AVX2 and the OS saves the YMM registers, as
+// golang.org/x/sys/cpu decides it.
+func hasAVX2() bool {
+	maxID, _, _, _ := cpuid(0, 0)
+	if maxID < 7 {
+		return false
+	}
+	_, _, ecx1, _ := cpuid(1, 0)
+	const osxsave, avx = 1 << 27, 1 << 28
+	if ecx1&osxsave == 0 || ecx1&avx == 0 {
+		return false
+	}
+	if xcr0, _ := xgetbv(); xcr0&6 != 6 { // XMM and YMM state
+		return false
+	}
+	_, ebx7, _, _ := cpuid(7, 0)
+	return ebx7&(1<<5) != 0
+}
+
+func cpuid(eaxArg, ecxArg uint32) (eax, ebx, ecx, edx uint32)
+
+func xgetbv() (eax, edx uint32)
+
+// vert8to16AVX2 is vert8to16 for the first n bytes of a row, n a multiple of 16, with
+// pairs pairs of weights (len(w) = 2*pairs).
+//
+//go:noescape
+func vert8to16AVX2(dst *uint16, src *uint8, stride int, w *int16, pairs int, n int)
+
+// vert16to8AVX2 is vert16to8 for the first n samples, n a multiple of 16; stride is in
+// bytes.
+//
+//go:noescape
+func vert16to8AVX2(dst *uint8, src *uint16, stride int, w *int16, pairs int, n int)
+
+// horiz8to16AVX2 is horiz8to16 for the first out outputs; w is in wideWeights' layout
+// with groups groups of four taps per output.
+//
+//go:noescape
+func horiz8to16AVX2(dst *uint16, src *uint8, start *int32, w *int16, groups int, out int)
+
+// horiz16to8AVX2 is horiz16to8 for the first out outputs.
+//
+//go:noescape
+func horiz16to8AVX2(dst *uint8, src *uint16, start *int32, w *int16, groups int, out int)

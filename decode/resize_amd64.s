@@ -1,0 +1,248 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// Resampling kernels for packed RGB with Q14 weights (see resize.go). The vertical
+// kernels pair taps so that one VPMADDWD multiplies 16 samples of two rows by their two
+// weights and adds the pairs: 32 multiply-adds per instruction. The horizontal kernels
+// shuffle two neighbouring pixels (r0 g0 b0 r1 g1 b1) to (r0 r1 g0 g1 b0 b1) so the same
+// instruction applies two taps to all three channels, two pixel pairs per YMM register.
+
+// func cpuid(eaxArg, ecxArg uint32) (eax, ebx, ecx, edx uint32)
+TEXT ·cpuid(SB), NOSPLIT, $0-24
+	MOVL eaxArg+0(FP), AX
+	MOVL ecxArg+4(FP), CX
+	CPUID
+	MOVL AX, eax+8(FP)
+	MOVL BX, ebx+12(FP)
+	MOVL CX, ecx+16(FP)
+	MOVL DX, edx+20(FP)
+	RET
+
+// func xgetbv() (eax, edx uint32)
+TEXT ·xgetbv(SB), NOSPLIT, $0-8
+	MOVL $0, CX
+	XGETBV
+	MOVL AX, eax+0(FP)
+	MOVL DX, edx+4(FP)
+	RET
+
+// func vert8to16AVX2(dst *uint16, src *uint8, stride int, w *int16, pairs int, n int)
+TEXT ·vert8to16AVX2(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ stride+16(FP), DX
+	MOVQ w+24(FP), R8
+	MOVQ pairs+32(FP), R9
+	MOVQ n+40(FP), CX
+	MOVL $64, AX // round1
+	VMOVD AX, X15
+	VPBROADCASTD X15, Y15
+	XORQ BX, BX
+
+v8col:
+	CMPQ BX, CX
+	JGE v8done
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	LEAQ (SI)(BX*1), R10
+	MOVQ R8, R11
+	MOVQ R9, R12
+
+v8tap:
+	VPMOVZXBW (R10), Y2
+	VPMOVZXBW (R10)(DX*1), Y3
+	VPBROADCASTD (R11), Y4
+	VPUNPCKLWD Y3, Y2, Y5
+	VPUNPCKHWD Y3, Y2, Y6
+	VPMADDWD Y4, Y5, Y5
+	VPMADDWD Y4, Y6, Y6
+	VPADDD Y5, Y0, Y0
+	VPADDD Y6, Y1, Y1
+	LEAQ (R10)(DX*2), R10
+	ADDQ $4, R11
+	DECQ R12
+	JNZ v8tap
+
+	VPADDD Y15, Y0, Y0
+	VPADDD Y15, Y1, Y1
+	VPSRAD $7, Y0, Y0
+	VPSRAD $7, Y1, Y1
+	VPACKUSDW Y1, Y0, Y0
+	VMOVDQU Y0, (DI)(BX*2)
+	ADDQ $16, BX
+	JMP v8col
+
+v8done:
+	VZEROUPPER
+	RET
+
+// func vert16to8AVX2(dst *uint8, src *uint16, stride int, w *int16, pairs int, n int)
+TEXT ·vert16to8AVX2(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ stride+16(FP), DX
+	MOVQ w+24(FP), R8
+	MOVQ pairs+32(FP), R9
+	MOVQ n+40(FP), CX
+	MOVL $0x100000, AX // round2
+	VMOVD AX, X15
+	VPBROADCASTD X15, Y15
+	XORQ BX, BX
+
+v16col:
+	CMPQ BX, CX
+	JGE v16done
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	LEAQ (SI)(BX*2), R10
+	MOVQ R8, R11
+	MOVQ R9, R12
+
+v16tap:
+	VMOVDQU (R10), Y2
+	VMOVDQU (R10)(DX*1), Y3
+	VPBROADCASTD (R11), Y4
+	VPUNPCKLWD Y3, Y2, Y5
+	VPUNPCKHWD Y3, Y2, Y6
+	VPMADDWD Y4, Y5, Y5
+	VPMADDWD Y4, Y6, Y6
+	VPADDD Y5, Y0, Y0
+	VPADDD Y6, Y1, Y1
+	LEAQ (R10)(DX*2), R10
+	ADDQ $4, R11
+	DECQ R12
+	JNZ v16tap
+
+	VPADDD Y15, Y0, Y0
+	VPADDD Y15, Y1, Y1
+	VPSRAD $21, Y0, Y0
+	VPSRAD $21, Y1, Y1
+	VPACKUSDW Y1, Y0, Y0
+	VPACKUSWB Y0, Y0, Y0
+	VPERMQ $0x08, Y0, Y0
+	VMOVDQU X0, (DI)(BX*1)
+	ADDQ $16, BX
+	JMP v16col
+
+v16done:
+	VZEROUPPER
+	RET
+
+// Shuffle masks for the horizontal kernels. For 16-bit input each 128-bit lane holds
+// (r0 g0 b0 r1 g1 b1 r2 g2) and becomes (r0 r1 g0 g1 b0 b1 0 0). For 8-bit input both
+// lanes hold the same 16 bytes (four pixels); the low lane widens pixels 0 and 1 and the
+// high lane pixels 2 and 3 into the same 16-bit layout.
+DATA shuf16<>+0x00(SB)/8, $0x0908030207060100
+DATA shuf16<>+0x08(SB)/8, $0x808080800b0a0504
+DATA shuf16<>+0x10(SB)/8, $0x0908030207060100
+DATA shuf16<>+0x18(SB)/8, $0x808080800b0a0504
+GLOBL shuf16<>(SB), RODATA|NOPTR, $32
+
+DATA shuf8<>+0x00(SB)/8, $0x8004800180038000
+DATA shuf8<>+0x08(SB)/8, $0x8080808080058002
+DATA shuf8<>+0x10(SB)/8, $0x800a800780098006
+DATA shuf8<>+0x18(SB)/8, $0x80808080800b8008
+GLOBL shuf8<>(SB), RODATA|NOPTR, $32
+
+// func horiz8to16AVX2(dst *uint16, src *uint8, start *int32, w *int16, groups int, out int)
+TEXT ·horiz8to16AVX2(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ start+16(FP), R8
+	MOVQ w+24(FP), R9
+	MOVQ groups+32(FP), R10
+	MOVQ out+40(FP), CX
+	TESTQ CX, CX
+	JZ h8done
+	VMOVDQU shuf8<>(SB), Y14
+	MOVL $64, AX // round1
+	VMOVD AX, X15
+	VPBROADCASTD X15, X15
+
+h8px:
+	VPXOR Y0, Y0, Y0
+	MOVLQSX (R8), AX
+	LEAQ (AX)(AX*2), AX
+	LEAQ (SI)(AX*1), R11
+	MOVQ R10, R12
+
+h8tap:
+	VBROADCASTI128 (R11), Y1
+	VPSHUFB Y14, Y1, Y1
+	VPMADDWD (R9), Y1, Y1
+	VPADDD Y1, Y0, Y0
+	ADDQ $12, R11
+	ADDQ $32, R9
+	DECQ R12
+	JNZ h8tap
+
+	VEXTRACTI128 $1, Y0, X1
+	VPADDD X1, X0, X0
+	VPADDD X15, X0, X0
+	VPSRAD $7, X0, X0
+	VPACKUSDW X0, X0, X0
+	VMOVQ X0, AX
+	MOVL AX, (DI)
+	SHRQ $32, AX
+	MOVW AX, 4(DI)
+	ADDQ $6, DI
+	ADDQ $4, R8
+	DECQ CX
+	JNZ h8px
+
+h8done:
+	VZEROUPPER
+	RET
+
+// func horiz16to8AVX2(dst *uint8, src *uint16, start *int32, w *int16, groups int, out int)
+TEXT ·horiz16to8AVX2(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ start+16(FP), R8
+	MOVQ w+24(FP), R9
+	MOVQ groups+32(FP), R10
+	MOVQ out+40(FP), CX
+	TESTQ CX, CX
+	JZ h16done
+	VMOVDQU shuf16<>(SB), Y14
+	MOVL $0x100000, AX // round2
+	VMOVD AX, X15
+	VPBROADCASTD X15, X15
+
+h16px:
+	VPXOR Y0, Y0, Y0
+	MOVLQSX (R8), AX
+	LEAQ (AX)(AX*2), AX
+	LEAQ (SI)(AX*2), R11
+	MOVQ R10, R12
+
+h16tap:
+	VMOVDQU (R11), X1
+	VINSERTI128 $1, 12(R11), Y1, Y1
+	VPSHUFB Y14, Y1, Y1
+	VPMADDWD (R9), Y1, Y1
+	VPADDD Y1, Y0, Y0
+	ADDQ $24, R11
+	ADDQ $32, R9
+	DECQ R12
+	JNZ h16tap
+
+	VEXTRACTI128 $1, Y0, X1
+	VPADDD X1, X0, X0
+	VPADDD X15, X0, X0
+	VPSRAD $21, X0, X0
+	VPACKUSDW X0, X0, X0
+	VPACKUSWB X0, X0, X0
+	VMOVD X0, AX
+	MOVW AX, (DI)
+	SHRL $16, AX
+	MOVB AX, 2(DI)
+	ADDQ $3, DI
+	ADDQ $4, R8
+	DECQ CX
+	JNZ h16px
+
+h16done:
+	VZEROUPPER
+	RET

@@ -1,0 +1,133 @@
+package decode
+
+import (
+	"bytes"
+	"fmt"
+	"image"
+	"image/jpeg"
+	"testing"
+
+	"github.com/conveyor-ml/conveyor/internal/turbojpeg"
+)
+
+// turboDecoder returns a Decoder on the libjpeg-turbo backend, or skips the test.
+func turboDecoder(t testing.TB, o Options) *Decoder {
+	t.Helper()
+	if _, err := turbojpeg.Load(); err != nil {
+		t.Skipf("libjpeg-turbo not available, so the turbo backend cannot be tested: %v", err)
+	}
+	t.Setenv(EnvBackend, "") // a CONVEYOR_DECODER=go in the environment would force Go
+	o.Backend = BackendTurbo
+	d, err := NewDecoder(&o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	if d.Backend() != BackendTurbo {
+		t.Fatalf("backend %q", d.Backend())
+	}
+	return d
+}
+
+// TestTurboMatchesGo is the differential test of the two JPEG backends: libjpeg-turbo
+// (with DCT scaling when shrinking) against image/jpeg, within a mean absolute error of 2
+// per channel and a PSNR of 35 dB.
+func TestTurboMatchesGo(t *testing.T) {
+	enc := func(m image.Image, q int) []byte {
+		var b bytes.Buffer
+		if err := jpeg.Encode(&b, m, &jpeg.Options{Quality: q}); err != nil {
+			t.Fatal(err)
+		}
+		return b.Bytes()
+	}
+	big := photo(640, 480)
+	gray := image.NewGray(big.Rect)
+	for i := range gray.Pix {
+		gray.Pix[i] = big.Pix[4*i+1]
+	}
+	files := []struct {
+		name string
+		data []byte
+	}{
+		{"photo-420", enc(big, 90)},
+		{"odd-size", enc(photo(333, 211), 85)},
+		{"gray", enc(gray, 90)},
+		{"progressive", fixture(t, "progressive.jpg")},
+		{"orient-6", fixture(t, "orient-6.jpg")},
+	}
+	policies := []ResizePolicy{
+		{},
+		{Mode: ResizeShorter, Size: 200}, // 640x480 decodes at 7/8, then resizes
+		{Mode: ResizeShorter, Size: 100}, // at 1/2
+		{Mode: ResizeFit, Width: 64, Height: 64},
+	}
+	for _, p := range policies {
+		turbo := turboDecoder(t, Options{Resize: p})
+		golang := goDecoder(t, Options{Resize: p})
+		for _, f := range files {
+			t.Run(fmt.Sprintf("%s/%v", f.name, p), func(t *testing.T) {
+				a, err := turbo.Decode(nil, f.data)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, err := golang.Decode(nil, f.data)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if a.Width != b.Width || a.Height != b.Height {
+					t.Fatalf("turbo %dx%d, go %dx%d", a.Width, a.Height, b.Width, b.Height)
+				}
+				mean, psnr := stats(a, b)
+				if mean > 2 || psnr < 35 {
+					t.Errorf("mean abs error %.2f, PSNR %.1f dB", mean, psnr)
+				}
+				t.Logf("%dx%d: mean abs error %.2f, PSNR %.1f dB", a.Width, a.Height, mean, psnr)
+			})
+		}
+	}
+}
+
+// TestTurboFallsBack checks the files libjpeg-turbo declines: CMYK goes to image/jpeg
+// with identical pixels, and damaged files fail the same way as on the Go backend.
+func TestTurboFallsBack(t *testing.T) {
+	turbo := turboDecoder(t, Options{})
+	golang := goDecoder(t, Options{})
+	cmyk := fixture(t, "cmyk.jpg")
+	a, err := turbo.Decode(nil, cmyk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := golang.Decode(nil, cmyk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameImage(t, a, b, 0)
+	for _, name := range []string{"truncated.jpg", "corrupt.jpg", "huge.jpg"} {
+		_, ea := turbo.Decode(nil, fixture(t, name))
+		_, eb := golang.Decode(nil, fixture(t, name))
+		if ea == nil || eb == nil || ea.Error() != eb.Error() {
+			t.Errorf("%s: turbo %v, go %v", name, ea, eb)
+		}
+	}
+}
+
+func TestTurboScale(t *testing.T) {
+	tj := turboDecoder(t, Options{}).turbo
+	for _, tc := range []struct {
+		w, h, tw, th int
+		num, denom   int
+	}{
+		{640, 480, 640, 480, 1, 1},
+		{640, 480, 320, 240, 1, 1},
+		{640, 480, 160, 120, 1, 2},
+		{640, 480, 161, 120, 5, 8}, // 1/2 gives 320 < 2*161
+		{640, 480, 40, 30, 1, 8},
+		{640, 480, 39, 1, 1, 8},
+		{1920, 1080, 455, 256, 1, 2},
+		{333, 211, 64, 41, 1, 2}, // 3/8 gives 125 < 128
+	} {
+		if num, denom := tj.scale(tc.w, tc.h, tc.tw, tc.th); num*tc.denom != tc.num*denom {
+			t.Errorf("scale(%dx%d -> %dx%d) = %d/%d, want %d/%d", tc.w, tc.h, tc.tw, tc.th, num, denom, tc.num, tc.denom)
+		}
+	}
+}
