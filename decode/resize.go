@@ -77,8 +77,8 @@ func (z *Resizer) Resize(dst, src *Image, r image.Rectangle, w, h int) (*Image, 
 	if useAVX2 {
 		padX, padY = 4, 2
 	}
-	xp := z.plan(cw, w, padX)
-	yp := z.plan(ch, h, padY)
+	xp := z.plan(cw, w, padX, nil)
+	yp := z.plan(ch, h, padY, xp)
 	dst.Reset(w, h)
 	// Pick the cheaper pass order. Vertical first filters every column of the crop for
 	// each output row; horizontal first filters the rows the vertical pass reads (about
@@ -152,7 +152,9 @@ func (z *Resizer) accumulator(n int) []int32 {
 
 // plan returns the cached weights for n -> out with taps padded to a multiple of pad,
 // computing them on a miss.
-func (z *Resizer) plan(n, out, pad int) *axisPlan {
+//
+// keep is a plan the caller still uses (the other axis's): it is never the one evicted.
+func (z *Resizer) plan(n, out, pad int, keep *axisPlan) *axisPlan {
 	for i := range z.plans {
 		p := &z.plans[i]
 		if p.n == n && p.out == out && p.pad == pad {
@@ -160,6 +162,10 @@ func (z *Resizer) plan(n, out, pad int) *axisPlan {
 		}
 	}
 	p := &z.plans[z.next]
+	if p == keep {
+		z.next = (z.next + 1) % len(z.plans)
+		p = &z.plans[z.next]
+	}
 	z.next = (z.next + 1) % len(z.plans)
 	p.compute(n, out, pad)
 	return p

@@ -1,6 +1,7 @@
 package decode
 
 import (
+	"bytes"
 	"image"
 	"math/rand/v2"
 	"testing"
@@ -280,4 +281,36 @@ func BenchmarkResize(b *testing.B) {
 	})
 	b.Run("imaging-500x375-crop-224", func(b *testing.B) { benchImaging(b, 500, 375, crop, 224, 224) })
 	b.Run("imaging-1920x1080-455x256", func(b *testing.B) { benchImaging(b, 1920, 1080, image.Rectangle{}, 455, 256) })
+}
+
+// TestResizerCacheNeverStale resizes a stream of crops whose lengths repeat, so the weight
+// cache both hits and evicts, and compares every result with a fresh Resizer's. A cache
+// that evicted one axis's plan while computing the other's once made results depend on
+// what the Resizer had done before.
+func TestResizerCacheNeverStale(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	src := &Image{}
+	src.Reset(96, 80)
+	for i := range src.Pix {
+		src.Pix[i] = uint8(r.IntN(256))
+	}
+	var used Resizer
+	var a, b Image
+	lengths := []int{7, 13, 24, 40, 61}
+	for i := 0; i < 3000; i++ {
+		cw, ch := lengths[r.IntN(len(lengths))], lengths[r.IntN(len(lengths))]
+		x0, y0 := r.IntN(96-cw+1), r.IntN(80-ch+1)
+		rect := image.Rect(x0, y0, x0+cw, y0+ch)
+		ow, oh := lengths[r.IntN(len(lengths))], lengths[r.IntN(len(lengths))]
+		var fresh Resizer
+		if _, err := fresh.Resize(&a, src, rect, ow, oh); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := used.Resize(&b, src, rect, ow, oh); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(a.Pix, b.Pix) {
+			t.Fatalf("step %d: %v -> %dx%d differs from a fresh Resizer's result", i, rect, ow, oh)
+		}
+	}
 }
