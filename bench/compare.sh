@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Runs conveyor and PyTorch's DataLoader (../shared/bench/anchor_torch.py) interleaved on the
+# same ImageFolder tree, same recipe, batch size and workers, and prints each one's median
+# images/s and the ratio. These machines are noisy: only ratios from one run mean anything.
+#
+#   bench/compare.sh [DIR] [--recipe train|eval] [--workers 2] [--batch 64] [--rounds 5] [--images 1000]
+#
+# Without DIR it uses conveyor's built-in synthetic set (~500x375 JPEGs), written once to
+# $CONVEYOR_SYNTH_DIR (default /tmp/conveyor-synth-N).
+# Needs: apt-get install -y python3-torch python3-torchvision python3-pil
+set -euo pipefail
+cd "$(dirname "$0")/.."
+dir="" recipe=train workers=2 batch=64 rounds=5 images=1000 size=224
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --recipe) recipe=$2; shift 2 ;;
+    --workers) workers=$2; shift 2 ;;
+    --batch) batch=$2; shift 2 ;;
+    --rounds) rounds=$2; shift 2 ;;
+    --images) images=$2; shift 2 ;;
+    --size) size=$2; shift 2 ;;
+    -*) echo "unknown flag $1" >&2; exit 2 ;;
+    *) dir=$1; shift ;;
+  esac
+done
+anchor=${ANCHOR:-../shared/bench/anchor_torch.py}
+bin=$(mktemp -d)/conveyor
+go build -o "$bin" ./cmd/conveyor
+if [ -z "$dir" ]; then
+  dir=${CONVEYOR_SYNTH_DIR:-/tmp/conveyor-synth-$images}
+  "$bin" bench --images "$images" --synthetic-dir "$dir" --batch "$batch" --workers "$workers" >/dev/null
+fi
+common=(--recipe "$recipe" --workers "$workers" --batch "$batch" --size "$size")
+echo "dir=$dir recipe=$recipe workers=$workers batch=$batch size=$size rounds=$rounds"
+echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(date -u +%Y-%m-%d)"
+# Warm the page cache so neither side pays for the first read.
+cat $(find "$dir" -type f) >/dev/null
+cv=() pt=()
+for r in $(seq "$rounds"); do
+  c=$("$bin" bench "$dir" "${common[@]}" --json | sed -n 's/.*"images_per_s":\([0-9.]*\).*/\1/p')
+  p=$(/usr/bin/python3 "$anchor" "$dir" "${common[@]}" | sed -n 's/.*images_per_s=\([0-9.]*\).*/\1/p')
+  echo "round $r: conveyor $c images/s, torch $p images/s"
+  cv+=("$c") pt+=("$p")
+done
+median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+mc=$(median "${cv[@]}") mp=$(median "${pt[@]}")
+echo "median: conveyor $mc images/s, torch $mp images/s, ratio $(awk -v a="$mc" -v b="$mp" 'BEGIN{printf "%.2f", a/b}')x"

@@ -1,0 +1,159 @@
+package pipeline
+
+import (
+	"errors"
+	"fmt"
+	"log"
+	"runtime"
+	"strings"
+
+	"github.com/conveyor-ml/conveyor/augment"
+	"github.com/conveyor-ml/conveyor/decode"
+)
+
+// Policy says what the loader does with a sample that cannot be read or decoded.
+type Policy int
+
+const (
+	// Skip counts and logs the bad sample, with its path and reason, and fills its slot
+	// with a deterministic replacement so batches stay full.
+	Skip Policy = iota
+	// Fail ends the epoch with an error naming the file.
+	Fail
+)
+
+func (p Policy) String() string {
+	switch p {
+	case Skip:
+		return "skip"
+	case Fail:
+		return "fail"
+	}
+	return fmt.Sprintf("Policy(%d)", int(p))
+}
+
+// Config configures a Loader. The zero value of every field means its default; New works
+// on a copy, so a Config may be reused.
+type Config struct {
+	// BatchSize is the number of samples per batch; default 64.
+	BatchSize int
+	// DropLast drops the epoch's last batch when it would be short; default false (the last
+	// batch holds the remainder, Batch.Len says how many).
+	DropLast bool
+
+	// Workers is the number of CPU workers (decode, augment, pack); default GOMAXPROCS.
+	Workers int
+	// IOWorkers is the number of concurrent file reads, separate from Workers so a slow
+	// disk does not idle the decoders; default max(4, Workers).
+	IOWorkers int
+	// Prefetch is how many batches may be in flight (being assembled or ready) ahead of the
+	// consumer; the pinned pool holds Prefetch+1 batch buffers. Default 2.
+	Prefetch int
+
+	// Seed decides the order and every random augmentation; default 0.
+	Seed uint64
+	// Sequential visits samples in index order (evaluation); default false: every epoch
+	// is reshuffled from (Seed, epoch).
+	Sequential bool
+	// Rank and World shard the dataset for distributed training, as DistributedSampler
+	// does: each of World ranks sees an equal number of samples; default 0 and 1.
+	Rank, World int
+	// DropUneven drops the tail of the global order to make it divisible by World instead
+	// of repeating its head; default false.
+	DropUneven bool
+
+	// Decode configures decoding and the resize-first policy; default decode's defaults.
+	Decode decode.Options
+	// Augment runs on every decoded sample; default none. Its output must have the size
+	// given in Pack.
+	Augment augment.Pipeline
+	// Pack says how samples are written into batches. Width and Height are required.
+	Pack augment.PackOptions
+
+	// OnError is the bad-sample policy; default Skip.
+	OnError Policy
+	// MaxBadFraction ends the epoch with an error once more than this fraction of the
+	// epoch's samples have failed (under Skip); default 0.01. Negative means no limit.
+	MaxBadFraction float64
+
+	// MemoryBudget bounds every byte the loader holds: the pinned batch buffers, encoded
+	// files in flight and decode working memory. Default: the pinned buffers plus 320 MiB.
+	// Of what the pinned buffers leave, a fifth rations reads and the rest decoding.
+	MemoryBudget int64
+
+	// Logf receives one line per bad sample and notices such as a pinned-memory fallback;
+	// default log.Printf.
+	Logf func(format string, args ...any)
+}
+
+const (
+	mib = 1 << 20
+	// minWorkingBudget is the least memory New accepts beyond the pinned buffers.
+	minWorkingBudget = 16 * mib
+)
+
+// EnsureDefaults fills zero fields with their defaults.
+func (c *Config) EnsureDefaults() {
+	if c.BatchSize == 0 {
+		c.BatchSize = 64
+	}
+	if c.Workers == 0 {
+		c.Workers = runtime.GOMAXPROCS(0)
+	}
+	if c.IOWorkers == 0 {
+		c.IOWorkers = max(4, c.Workers)
+	}
+	if c.Prefetch == 0 {
+		c.Prefetch = 2
+	}
+	if c.World == 0 {
+		c.World = 1
+	}
+	if c.MaxBadFraction == 0 {
+		c.MaxBadFraction = 0.01
+	}
+	if c.Logf == nil {
+		c.Logf = log.Printf
+	}
+	c.Decode.EnsureDefaults()
+}
+
+// Validate reports the first invalid field.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.BatchSize < 1 {
+		errs = append(errs, fmt.Errorf("BatchSize %d < 1", c.BatchSize))
+	}
+	if c.Workers < 1 || c.IOWorkers < 1 || c.Prefetch < 1 {
+		errs = append(errs, fmt.Errorf("Workers %d, IOWorkers %d and Prefetch %d must be ≥ 1", c.Workers, c.IOWorkers, c.Prefetch))
+	}
+	if c.World < 1 || c.Rank < 0 || c.Rank >= c.World {
+		errs = append(errs, fmt.Errorf("Rank %d not in [0, World=%d)", c.Rank, c.World))
+	}
+	if c.OnError != Skip && c.OnError != Fail {
+		errs = append(errs, fmt.Errorf("OnError %v", c.OnError))
+	}
+	if c.MaxBadFraction > 1 {
+		errs = append(errs, fmt.Errorf("MaxBadFraction %g > 1", c.MaxBadFraction))
+	}
+	if c.MemoryBudget < 0 {
+		errs = append(errs, fmt.Errorf("MemoryBudget %d < 0", c.MemoryBudget))
+	}
+	if err := c.Decode.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("pipeline: config: %w", err)
+	}
+	return nil
+}
+
+// String prints the effective configuration, for training logs.
+func (c *Config) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "batch=%d drop_last=%t workers=%d io_workers=%d prefetch=%d seed=%d sequential=%t",
+		c.BatchSize, c.DropLast, c.Workers, c.IOWorkers, c.Prefetch, c.Seed, c.Sequential)
+	fmt.Fprintf(&b, " rank=%d/%d drop_uneven=%t on_error=%v max_bad=%g budget=%d decode={%s} augment=%v",
+		c.Rank, c.World, c.DropUneven, c.OnError, c.MaxBadFraction, c.MemoryBudget, c.Decode.String(), c.Augment)
+	return b.String()
+}

@@ -1,0 +1,629 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/conveyor-ml/conveyor/augment"
+	"github.com/conveyor-ml/conveyor/decode"
+	"github.com/conveyor-ml/conveyor/pinned"
+)
+
+// ErrClosed is returned by a Loader that has been closed.
+var ErrClosed = errors.New("pipeline: loader closed")
+
+// ErrBusy is returned when an epoch is started while another is still being iterated.
+var ErrBusy = errors.New("pipeline: another epoch is running")
+
+// ErrHeld is returned when the caller holds every batch buffer without releasing any, so
+// no further batch could ever be assembled.
+var ErrHeld = errors.New("pipeline: every batch buffer is held by the caller; Release batches when done with them")
+
+// maxAttempts bounds how many replacements a slot tries under Skip before the epoch fails.
+const maxAttempts = 64
+
+// Loader streams batches of a Source. Create it with New, iterate with Epoch, and Close it
+// when done. Its methods are safe for concurrent use, but only one epoch runs at a time.
+type Loader struct {
+	cfg         Config
+	src         Source
+	packer      *augment.Packer
+	pool        *pinned.Pool
+	held        heldTotal
+	read, dec   *budget
+	sampleBytes int
+	nbuf        int // pinned batch buffers
+
+	workers []*worker // per-worker reusable state, kept across epochs
+	stats   counters
+
+	mu      sync.Mutex
+	run     *run // the epoch being iterated, or nil
+	closed  bool
+	sampler sampler
+	order   []int32
+
+	outstanding atomic.Int64 // batches handed out and not yet released
+}
+
+// New validates cfg and builds a Loader over src: it maps and locks the pinned batch
+// buffers up front, so an impossible memory budget fails here, before training starts.
+func New(src Source, cfg *Config) (*Loader, error) {
+	if src == nil || src.Len() == 0 {
+		return nil, errors.New("pipeline: empty source")
+	}
+	var c Config
+	if cfg != nil {
+		c = *cfg
+	}
+	c.EnsureDefaults()
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	packer, err := augment.NewPacker(&c.Pack)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: %w", err)
+	}
+	l := &Loader{cfg: c, src: src, packer: packer, sampleBytes: packer.SampleBytes(), nbuf: c.Prefetch + 1}
+	l.sampler = sampler{n: src.Len(), seed: c.Seed, shuffle: !c.Sequential, rank: c.Rank, world: c.World, dropUneven: c.DropUneven}
+	if l.sampler.shardLen() == 0 {
+		return nil, fmt.Errorf("pipeline: %d samples cannot be split among %d ranks", src.Len(), c.World)
+	}
+	batchBytes := int64(c.BatchSize) * int64(l.sampleBytes)
+	pinnedBytes := int64(l.nbuf) * pageRound(batchBytes)
+	if c.MemoryBudget == 0 {
+		l.cfg.MemoryBudget = pinnedBytes + 320*mib
+	}
+	working := l.cfg.MemoryBudget - pinnedBytes
+	if working < minWorkingBudget {
+		return nil, fmt.Errorf("pipeline: MemoryBudget %d bytes leaves %d after %d batch buffers of %d bytes; need at least %d more",
+			l.cfg.MemoryBudget, working, l.nbuf, batchBytes, minWorkingBudget-working)
+	}
+	l.read = newBudget(working/5, &l.held)
+	l.dec = newBudget(working-working/5, &l.held)
+	l.pool, err = pinned.New(&pinned.Options{BufferSize: int(batchBytes), Budget: pinnedBytes})
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: %w", err)
+	}
+	if st := l.pool.Stats(); !st.Locked {
+		c.Logf("pipeline: batch buffers are not page-locked (%s); host-to-device copies may be slower", st.LockError)
+	}
+	l.workers = make([]*worker, c.Workers)
+	for i := range l.workers {
+		l.workers[i] = &worker{share: l.dec.size / int64(c.Workers)}
+		l.workers[i].reset(l)
+	}
+	return l, nil
+}
+
+// pageRound rounds n up to a whole number of 4 KiB pages, as the pinned pool does.
+func pageRound(n int64) int64 {
+	const page = 4096
+	return (n + page - 1) / page * page
+}
+
+// Config returns the effective configuration.
+func (l *Loader) Config() Config { return l.cfg }
+
+// Len is the number of batches per epoch.
+func (l *Loader) Len() int {
+	n := l.sampler.shardLen()
+	if l.cfg.DropLast {
+		return n / l.cfg.BatchSize
+	}
+	return (n + l.cfg.BatchSize - 1) / l.cfg.BatchSize
+}
+
+// SamplesPerEpoch is the number of samples this rank sees per epoch, before DropLast.
+func (l *Loader) SamplesPerEpoch() int { return l.sampler.shardLen() }
+
+// Epoch streams epoch e's batches in order. Breaking out of the loop stops the work; the
+// iterator returns only after every goroutine it started has exited. An error is yielded
+// at most once, as the last value. Batches stay valid until Release.
+func (l *Loader) Epoch(ctx context.Context, e int) iter.Seq2[*Batch, error] {
+	return l.EpochFrom(ctx, e, 0)
+}
+
+// EpochFrom resumes epoch e at cursor, the number of this epoch's samples already consumed
+// (a multiple of BatchSize, as Batch.Cursor reports): the batches it yields are exactly
+// those an uninterrupted Epoch would have yielded from there on.
+func (l *Loader) EpochFrom(ctx context.Context, e, cursor int) iter.Seq2[*Batch, error] {
+	return func(yield func(*Batch, error) bool) {
+		r, err := l.start(ctx, e, cursor)
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		defer l.finish(r)
+		for {
+			var b *Batch
+			var ok bool
+			select {
+			case b, ok = <-r.ready:
+			default:
+				if l.outstanding.Load() >= int64(l.nbuf) {
+					yield(nil, ErrHeld)
+					return
+				}
+				select {
+				case b, ok = <-r.ready:
+				case <-r.ctx.Done():
+					yield(nil, r.cause())
+					return
+				}
+			}
+			if !ok {
+				if err := r.cause(); err != nil {
+					yield(nil, err)
+				}
+				return
+			}
+			select {
+			case <-b.done:
+			case <-r.ctx.Done():
+				r.waiting = b // workers may still write into it: finish releases it after joining them
+				yield(nil, r.cause())
+				return
+			}
+			l.outstanding.Add(1)
+			r.inBody.Store(true)
+			more := yield(b, nil)
+			r.inBody.Store(false)
+			if !more {
+				return
+			}
+		}
+	}
+}
+
+// Close stops a running epoch, waits for its goroutines and unmaps the batch buffers. It
+// reports batches still held by the caller; their memory stays valid until released.
+func (l *Loader) Close() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.closed = true
+	r := l.run
+	l.mu.Unlock()
+	if r != nil {
+		r.cancel(ErrClosed)
+		r.wg.Wait()
+		// The iterator returns the buffers it still has once it sees the cancellation;
+		// wait for that unless it is inside its loop body, which may be this very call.
+		if !r.inBody.Load() {
+			<-r.finished
+		} else {
+			for b := range r.ready {
+				r.putBack(b)
+			}
+		}
+	}
+	if err := l.pool.Close(); err != nil {
+		return fmt.Errorf("pipeline: close: %w", err)
+	}
+	return nil
+}
+
+// run is one epoch in flight.
+type run struct {
+	l      *Loader
+	epoch  int
+	order  []int32
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	wg     sync.WaitGroup
+
+	tasks   chan task
+	retry   chan task // replacements; never blocks: capacity covers every slot in flight
+	decodeQ chan readItem
+	ready   chan *Batch
+	quit    chan struct{} // closed when every dispatched slot is written
+
+	bad      atomic.Int64 // failed samples this epoch
+	waiting  *Batch       // taken from ready but never delivered
+	inBody   atomic.Bool  // the consumer's loop body is running
+	finished chan struct{}
+}
+
+type task struct {
+	b       *Batch
+	slot    int
+	pos     int   // position in the epoch order
+	idx     int   // source index to load
+	attempt int32 // 0 for the original sample, then replacements
+}
+
+type readItem struct {
+	task
+	data []byte
+	size int64 // bytes charged to the read budget
+	err  error
+}
+
+func (r *run) cause() error {
+	err := context.Cause(r.ctx)
+	if errors.Is(err, errEpochDone) {
+		return nil
+	}
+	return err
+}
+
+var errEpochDone = errors.New("pipeline: epoch done")
+
+func (l *Loader) start(ctx context.Context, e, cursor int) (*run, error) {
+	if e < 0 {
+		return nil, fmt.Errorf("pipeline: negative epoch %d", e)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil, ErrClosed
+	}
+	if l.run != nil {
+		return nil, ErrBusy
+	}
+	l.order = l.sampler.order(e, l.order)
+	n := len(l.order)
+	if l.cfg.DropLast {
+		n -= n % l.cfg.BatchSize
+	}
+	if cursor < 0 || cursor > n || (cursor%l.cfg.BatchSize != 0 && cursor != n) {
+		return nil, fmt.Errorf("pipeline: cursor %d is not a batch boundary of an epoch of %d samples (batch %d)", cursor, n, l.cfg.BatchSize)
+	}
+	r := &run{
+		l:        l,
+		epoch:    e,
+		order:    l.order[:n],
+		tasks:    make(chan task, 2*l.cfg.Workers+l.cfg.IOWorkers),
+		retry:    make(chan task, l.nbuf*l.cfg.BatchSize),
+		decodeQ:  make(chan readItem, 2*l.cfg.Workers),
+		ready:    make(chan *Batch, l.nbuf),
+		quit:     make(chan struct{}),
+		finished: make(chan struct{}),
+	}
+	r.ctx, r.cancel = context.WithCancelCause(ctx)
+	l.run = r
+	l.stats.epochs.Add(1)
+	r.wg.Add(1 + l.cfg.IOWorkers + l.cfg.Workers)
+	go r.dispatch(cursor)
+	for range l.cfg.IOWorkers {
+		go r.reader()
+	}
+	for _, w := range l.workers {
+		go r.work(w)
+	}
+	return r, nil
+}
+
+// finish stops r, joins its goroutines and returns the buffers of batches never handed out.
+func (l *Loader) finish(r *run) {
+	r.cancel(errEpochDone)
+	r.wg.Wait()
+	for b := range r.ready {
+		r.putBack(b)
+	}
+	if r.waiting != nil {
+		r.putBack(r.waiting)
+	}
+	l.mu.Lock()
+	l.run = nil
+	l.mu.Unlock()
+	close(r.finished)
+}
+
+// putBack returns the buffer of a batch the consumer never saw.
+func (r *run) putBack(b *Batch) {
+	b.ld = nil
+	b.Release()
+}
+
+// dispatch walks the epoch order batch by batch: it takes a buffer (waiting while all are
+// in use: this is what bounds memory), queues the batch for in-order delivery, then hands
+// its slots to the readers.
+func (r *run) dispatch(cursor int) {
+	defer r.wg.Done()
+	defer close(r.ready)
+	l := r.l
+	bs := l.cfg.BatchSize
+	var inflight []*Batch
+	for start := cursor; start < len(r.order); start += bs {
+		buf, err := l.pool.Get(r.ctx)
+		if err != nil {
+			r.cancel(err)
+			return
+		}
+		n := min(bs, len(r.order)-start)
+		b := &Batch{
+			Epoch: r.epoch, Number: start / bs, Cursor: start + n, Len: n,
+			Data: buf.Bytes()[:n*l.sampleBytes], Layout: l.cfg.Pack.Layout, DType: l.cfg.Pack.DType,
+			Labels: make([]int32, n), Indices: make([]int64, n),
+			buf: buf, ld: l, done: make(chan struct{}),
+		}
+		b.Shape = l.shape(n)
+		b.remaining.Store(int32(n))
+		r.ready <- b // never blocks: capacity is the number of buffers
+		for s := range n {
+			t := task{b: b, slot: s, pos: start + s, idx: int(r.order[start+s])}
+			select {
+			case r.tasks <- t:
+			case <-r.ctx.Done():
+				return
+			}
+		}
+		// A buffer is reused only after its batch was delivered, so at most nbuf batches
+		// can be incomplete: keep just those.
+		if len(inflight) == l.nbuf {
+			inflight = inflight[1:]
+		}
+		inflight = append(inflight, b)
+	}
+	close(r.tasks)
+	for _, b := range inflight {
+		select {
+		case <-b.done:
+		case <-r.ctx.Done():
+			return
+		}
+	}
+	close(r.quit)
+}
+
+func (l *Loader) shape(n int) [4]int {
+	w, h := l.cfg.Pack.Width, l.cfg.Pack.Height
+	if l.cfg.Pack.Layout == augment.NHWC {
+		return [4]int{n, h, w, 3}
+	}
+	return [4]int{n, 3, h, w}
+}
+
+// reader loads encoded bytes for the workers, replacements first.
+func (r *run) reader() {
+	defer r.wg.Done()
+	tasks := r.tasks
+	for {
+		var t task
+		var ok bool
+		select {
+		case t = <-r.retry:
+		default:
+			select {
+			case t = <-r.retry:
+			case t, ok = <-tasks:
+				if !ok {
+					tasks = nil
+					continue
+				}
+			case <-r.quit:
+				return
+			case <-r.ctx.Done():
+				return
+			}
+		}
+		it := r.load(t)
+		select {
+		case r.decodeQ <- it:
+		case <-r.ctx.Done():
+			r.l.read.release(it.size)
+			return
+		}
+	}
+}
+
+// load reads sample t.idx whole, charging its size to the read budget.
+func (r *run) load(t task) readItem {
+	l := r.l
+	it := readItem{task: t}
+	t0 := time.Now()
+	f, err := l.src.Open(t.idx)
+	if err != nil {
+		it.err = err
+		return it
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		it.err = err
+		return it
+	}
+	size := fi.Size()
+	if fi.IsDir() {
+		it.err = errors.New("is a directory")
+		return it
+	}
+	if size+1 > l.read.size {
+		it.err = fmt.Errorf("%w: file of %d bytes exceeds the read budget of %d bytes", decode.ErrTooLarge, size, l.read.size)
+		return it
+	}
+	if err := l.read.acquire(r.ctx, size+1); err != nil {
+		it.err = err
+		return it
+	}
+	it.size = size + 1
+	buf := make([]byte, size+1) // one spare byte detects a file that grew since Stat
+	n, err := io.ReadFull(f, buf)
+	switch {
+	case err == nil:
+		it.err = fmt.Errorf("file grew beyond the %d bytes it had when opened", size)
+	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
+		it.data = buf[:n]
+	default:
+		it.err = err
+	}
+	l.stats.read.add(t0, int64(n))
+	return it
+}
+
+// work decodes, augments and packs samples into their slots.
+func (r *run) work(w *worker) {
+	defer r.wg.Done()
+	for {
+		select {
+		case it := <-r.decodeQ:
+			r.process(w, it)
+		case <-r.quit:
+			return
+		case <-r.ctx.Done():
+			return
+		}
+	}
+}
+
+func (r *run) process(w *worker, it readItem) {
+	l := r.l
+	err := it.err
+	if err == nil {
+		err = w.sample(r, it)
+	}
+	l.read.release(it.size)
+	if err != nil {
+		var fatal *fatalError
+		if errors.As(err, &fatal) {
+			r.cancel(fatal.err)
+			return
+		}
+		if r.ctx.Err() != nil {
+			return
+		}
+		r.fail(it.task, err)
+		return
+	}
+	it.b.Labels[it.slot] = int32(l.src.Label(it.idx))
+	it.b.Indices[it.slot] = int64(it.idx)
+	if it.b.remaining.Add(-1) == 0 {
+		close(it.b.done)
+	}
+}
+
+// fail records a bad sample and applies the policy.
+func (r *run) fail(t task, err error) {
+	l := r.l
+	bad := &SampleError{Path: l.src.Path(t.idx), Index: t.idx, Epoch: r.epoch, Err: err}
+	l.stats.addBad(bad)
+	l.cfg.Logf("%v", bad)
+	if l.cfg.OnError == Fail {
+		r.cancel(bad)
+		return
+	}
+	n := r.bad.Add(1)
+	if l.cfg.MaxBadFraction >= 0 && float64(n) > l.cfg.MaxBadFraction*float64(len(r.order)) {
+		r.cancel(fmt.Errorf("pipeline: %d bad samples in epoch %d of %d samples exceed MaxBadFraction %g; last: %w",
+			n, r.epoch, len(r.order), l.cfg.MaxBadFraction, bad))
+		return
+	}
+	if t.attempt+1 >= maxAttempts {
+		r.cancel(fmt.Errorf("pipeline: no good replacement for position %d of epoch %d after %d attempts; last: %w",
+			t.pos, r.epoch, maxAttempts, bad))
+		return
+	}
+	// The replacement depends only on (seed, epoch, position, attempt), so it is the same
+	// whatever the worker count, and a resumed epoch makes the same choice.
+	t.attempt++
+	t.idx = int(mix64(mix64(l.cfg.Seed, uint64(r.epoch)), uint64(t.pos)<<8|uint64(t.attempt)) % uint64(l.src.Len()))
+	r.retry <- t // never blocks: one entry per slot in flight at most
+}
+
+// SampleError is a sample that could not be loaded, with the file that caused it.
+type SampleError struct {
+	Path  string
+	Index int
+	Epoch int
+	Err   error
+}
+
+func (e *SampleError) Error() string {
+	return fmt.Sprintf("pipeline: bad sample %q (index %d, epoch %d): %v", e.Path, e.Index, e.Epoch, e.Err)
+}
+
+func (e *SampleError) Unwrap() error { return e.Err }
+
+// fatalError wraps errors that are not the sample's fault (configuration, packing) and
+// end the epoch whatever the policy.
+type fatalError struct{ err error }
+
+func (e *fatalError) Error() string { return e.err.Error() }
+
+// worker is one CPU worker's reusable state.
+type worker struct {
+	dec    *decode.Decoder
+	actx   *augment.Context
+	img    decode.Image
+	charge int64 // decode budget held for this worker's scratch
+	share  int64 // charge a worker may keep between samples
+}
+
+func (w *worker) reset(l *Loader) {
+	if w.dec != nil {
+		w.dec.Close()
+	}
+	// Options were validated in New, so NewDecoder cannot fail here.
+	w.dec, _ = decode.NewDecoder(&l.cfg.Decode)
+	w.actx = augment.NewContext()
+	w.img = decode.Image{}
+}
+
+// decodeBytes estimates the memory decoding a w×h image may hold at once: the decoder's
+// own planes (up to 4 bytes a pixel for CMYK), the RGB image, an orientation or resize
+// copy, plus room for the augmentation buffers.
+func decodeBytes(cfg decode.Config) int64 {
+	return 10*int64(cfg.Width)*int64(cfg.Height) + 4*mib
+}
+
+func (w *worker) sample(r *run, it readItem) error {
+	l := r.l
+	cfg, err := decode.ReadConfig(it.data)
+	if err != nil {
+		return err
+	}
+	if px := int64(cfg.Width) * int64(cfg.Height); px > l.cfg.Decode.MaxPixels {
+		return fmt.Errorf("%w: %dx%d is over the limit of %d pixels", decode.ErrTooLarge, cfg.Width, cfg.Height, l.cfg.Decode.MaxPixels)
+	}
+	need := decodeBytes(cfg)
+	if need > l.dec.size {
+		return fmt.Errorf("%w: %dx%d needs about %d bytes of decode memory, budget %d", decode.ErrTooLarge, cfg.Width, cfg.Height, need, l.dec.size)
+	}
+	if need > w.charge {
+		// Never wait while holding: give back what this worker holds, then ask for all.
+		if w.charge > 0 {
+			l.dec.release(w.charge)
+			w.charge = 0
+			w.reset(l)
+		}
+		if err := l.dec.acquire(r.ctx, need); err != nil {
+			return err
+		}
+		w.charge = need
+	}
+	defer func() {
+		if w.charge > w.share {
+			l.dec.release(w.charge)
+			w.charge = 0
+			w.reset(l)
+		}
+	}()
+	t0 := time.Now()
+	img, err := w.dec.Decode(&w.img, it.data)
+	if err != nil {
+		return err
+	}
+	t1 := l.stats.decode.add(t0, int64(img.Width*img.Height))
+	w.actx.Seed(l.cfg.Seed, uint64(r.epoch), int64(it.idx)+int64(it.attempt)<<40)
+	out, err := l.cfg.Augment.Apply(w.actx, img)
+	if err != nil {
+		return err
+	}
+	t2 := l.stats.augment.add(t1, 1)
+	slot := it.b.Data[it.slot*l.sampleBytes : (it.slot+1)*l.sampleBytes]
+	if err := l.packer.Pack(slot, out); err != nil {
+		return &fatalError{fmt.Errorf("pipeline: %s: %w (the augment pipeline must produce the packed size)", l.src.Path(it.idx), err)}
+	}
+	l.stats.pack.add(t2, int64(l.sampleBytes))
+	return nil
+}

@@ -1,0 +1,649 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/conveyor-ml/conveyor/augment"
+	"github.com/conveyor-ml/conveyor/decode"
+	"github.com/conveyor-ml/conveyor/internal/synth"
+)
+
+func TestMain(m *testing.M) {
+	before := runtime.NumGoroutine()
+	code := m.Run()
+	if code == 0 {
+		// Every goroutine the loader starts must have exited by now.
+		deadline := time.Now().Add(2 * time.Second)
+		for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if n := runtime.NumGoroutine(); n > before {
+			buf := make([]byte, 1<<20)
+			buf = buf[:runtime.Stack(buf, true)]
+			fmt.Fprintf(os.Stderr, "goroutine leak: %d before, %d after\n%s\n", before, n, buf)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+var (
+	treeOnce sync.Once
+	treeDir  string
+	treeErr  error
+)
+
+// sharedTree is a small mixed-format ImageFolder tree shared by read-only tests.
+func sharedTree(t testing.TB) string {
+	t.Helper()
+	treeOnce.Do(func() {
+		treeDir, treeErr = os.MkdirTemp("", "conveyor-pipeline-test-")
+		if treeErr == nil {
+			_, treeErr = synth.WriteTree(treeDir, &synth.TreeOptions{Classes: 3, PerClass: 20, Seed: 7, MinSide: 40, MaxSide: 120, Formats: synth.AllFormats()})
+		}
+	})
+	if treeErr != nil {
+		t.Fatal(treeErr)
+	}
+	return treeDir
+}
+
+// newTree writes a private tree the test may damage.
+func newTree(t testing.TB, classes, perClass int) string {
+	t.Helper()
+	dir := t.TempDir()
+	if _, err := synth.WriteTree(dir, &synth.TreeOptions{Classes: classes, PerClass: perClass, Seed: 3, MinSide: 40, MaxSide: 100, Formats: synth.AllFormats()}); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func testConfig(workers int) *Config {
+	cfg := &Config{
+		BatchSize: 8, Workers: workers, Seed: 42,
+		Pack: augment.PackOptions{DType: augment.Float32, Normalize: true},
+		Logf: func(string, ...any) {},
+	}
+	if err := ApplyRecipe(cfg, "train", 24); err != nil {
+		panic(err)
+	}
+	cfg.Augment = append(cfg.Augment, &augment.ColorJitter{Brightness: 0.4, Contrast: 0.4, Saturation: 0.4, Hue: 0.1}, &augment.RandomGrayscale{P: 0.2})
+	return cfg
+}
+
+func newLoader(t testing.TB, src Source, cfg *Config) *Loader {
+	t.Helper()
+	ld, err := New(src, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := ld.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return ld
+}
+
+type epochData struct {
+	data    []byte
+	labels  []int32
+	indices []int64
+	batches int
+	lens    []int
+}
+
+func collect(t testing.TB, ld *Loader, ctx context.Context, epoch, cursor int) epochData {
+	t.Helper()
+	var d epochData
+	for b, err := range ld.EpochFrom(ctx, epoch, cursor) {
+		if err != nil {
+			t.Fatalf("epoch %d: %v", epoch, err)
+		}
+		if want := len(b.Data); want != b.Len*ld.sampleBytes {
+			t.Fatalf("batch %d: %d bytes for %d samples", b.Number, want, b.Len)
+		}
+		d.data = append(d.data, b.Data...)
+		d.labels = append(d.labels, b.Labels...)
+		d.indices = append(d.indices, b.Indices...)
+		d.lens = append(d.lens, b.Len)
+		d.batches++
+		b.Release()
+	}
+	return d
+}
+
+func TestSameBatchesForAnyWorkerCount(t *testing.T) {
+	src, err := Dir(sharedTree(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ref epochData
+	for i, w := range []int{1, 8, 3} {
+		cfg := testConfig(w)
+		cfg.IOWorkers = w
+		ld := newLoader(t, src, cfg)
+		got := collect(t, ld, context.Background(), 1, 0)
+		if len(got.indices) != src.Len() {
+			t.Fatalf("workers=%d: %d samples, want %d", w, len(got.indices), src.Len())
+		}
+		if i == 0 {
+			ref = got
+			continue
+		}
+		if !bytes.Equal(got.data, ref.data) || !slices.Equal(got.indices, ref.indices) || !slices.Equal(got.labels, ref.labels) {
+			t.Fatalf("workers=%d: batches differ from workers=1", w)
+		}
+	}
+	for i, idx := range ref.indices {
+		if int(ref.labels[i]) != src.Label(int(idx)) {
+			t.Fatalf("sample %d: label %d, source says %d", idx, ref.labels[i], src.Label(int(idx)))
+		}
+	}
+	sorted := slices.Clone(ref.indices)
+	slices.Sort(sorted)
+	for i, v := range sorted {
+		if int(v) != i {
+			t.Fatalf("epoch is not a permutation of the dataset: %v", sorted)
+		}
+	}
+}
+
+func TestEpochsReshuffle(t *testing.T) {
+	src, err := Dir(sharedTree(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ld := newLoader(t, src, testConfig(2))
+	e0 := collect(t, ld, context.Background(), 0, 0)
+	e1 := collect(t, ld, context.Background(), 1, 0)
+	e0again := collect(t, ld, context.Background(), 0, 0)
+	if slices.Equal(e0.indices, e1.indices) {
+		t.Error("epochs 0 and 1 have the same order")
+	}
+	if !slices.Equal(e0.indices, e0again.indices) || !bytes.Equal(e0.data, e0again.data) {
+		t.Error("epoch 0 twice differs")
+	}
+	cfg := testConfig(2)
+	cfg.Sequential = true
+	seq := collect(t, newLoader(t, src, cfg), context.Background(), 5, 0)
+	for i, v := range seq.indices {
+		if int(v) != i {
+			t.Fatalf("sequential order position %d holds %d", i, v)
+		}
+	}
+}
+
+func TestResumeReproducesRestOfEpoch(t *testing.T) {
+	src, err := Dir(sharedTree(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ld := newLoader(t, src, testConfig(2))
+	full := collect(t, ld, context.Background(), 3, 0)
+	// Stop after two batches, as a checkpointing job would, and resume from the cursor.
+	var cursor int
+	n := 0
+	for b, err := range ld.Epoch(context.Background(), 3) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		cursor = b.Cursor
+		b.Release()
+		if n++; n == 2 {
+			break
+		}
+	}
+	rest := collect(t, ld, context.Background(), 3, cursor)
+	off := cursor * ld.sampleBytes
+	if !bytes.Equal(rest.data, full.data[off:]) || !slices.Equal(rest.indices, full.indices[cursor:]) {
+		t.Fatalf("resuming at %d does not reproduce the rest of the epoch", cursor)
+	}
+	for _, bad := range []int{-1, 3, len(full.indices) + 8} {
+		for _, err := range ld.EpochFrom(context.Background(), 3, bad) {
+			if err == nil {
+				t.Errorf("cursor %d accepted", bad)
+			}
+		}
+	}
+}
+
+func TestShardsDisjointAndEqual(t *testing.T) {
+	for _, tc := range []struct {
+		n, world   int
+		dropUneven bool
+		wantLen    int
+	}{
+		{10, 3, false, 4}, {10, 3, true, 3}, {12, 4, false, 3}, {5, 8, false, 1}, {7, 2, true, 3},
+	} {
+		t.Run(fmt.Sprintf("n=%d,world=%d,drop=%t", tc.n, tc.world, tc.dropUneven), func(t *testing.T) {
+			seen := map[int32]int{}
+			for rank := range tc.world {
+				s := sampler{n: tc.n, seed: 9, shuffle: true, rank: rank, world: tc.world, dropUneven: tc.dropUneven}
+				o := s.order(4, nil)
+				if len(o) != tc.wantLen {
+					t.Fatalf("rank %d: %d samples, want %d", rank, len(o), tc.wantLen)
+				}
+				for _, v := range o {
+					seen[v]++
+				}
+			}
+			total := tc.wantLen * tc.world
+			if tc.dropUneven || total == tc.n {
+				if len(seen) != total {
+					t.Fatalf("shards overlap: %d distinct of %d", len(seen), total)
+				}
+			} else if len(seen) != tc.n {
+				t.Fatalf("padded shards cover %d of %d samples", len(seen), tc.n)
+			}
+		})
+	}
+}
+
+func TestBatchingAndDropLast(t *testing.T) {
+	src, err := Dir(sharedTree(t)) // 60 samples
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, drop := range []bool{false, true} {
+		cfg := testConfig(2)
+		cfg.BatchSize = 16
+		cfg.DropLast = drop
+		ld := newLoader(t, src, cfg)
+		d := collect(t, ld, context.Background(), 0, 0)
+		want := []int{16, 16, 16, 12}
+		if drop {
+			want = want[:3]
+		}
+		if !slices.Equal(d.lens, want) || ld.Len() != len(want) {
+			t.Errorf("drop_last=%t: batch sizes %v (Len %d), want %v", drop, d.lens, ld.Len(), want)
+		}
+	}
+}
+
+// damage kinds for the bad-input tests.
+func corrupt(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	files := listFiles(t, dir)
+	jpg := readFirst(t, files, ".jpg")
+	png := readFirst(t, files, ".png")
+	w := func(rel string, data []byte) string {
+		p := filepath.Join(dir, rel)
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return rel
+	}
+	bad := map[string]string{
+		"corrupt":    w("class00/zz-corrupt.jpg", append(slices.Clone(jpg[:200]), bytes.Repeat([]byte{0x55}, 3000)...)),
+		"truncated":  w("class01/zz-truncated.jpg", jpg[:len(jpg)/3]),
+		"zero-byte":  w("class00/zz-empty.png", nil),
+		"not-image":  w("class00/zz-text.jpg", []byte("this is not an image at all\n")),
+		"huge":       w("class01/zz-huge.png", hugePNG()),
+		"truncpng":   w("class01/zz-trunc.png", png[:len(png)/2]),
+		"misnamed":   w("class00/zz-really-jpeg.png", jpg), // decodes: content decides
+		"unreadable": w("class01/zz-unreadable.jpg", jpg),
+	}
+	return bad
+}
+
+func listFiles(t *testing.T, dir string) []string {
+	var files []string
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			files = append(files, p)
+		}
+		return nil
+	})
+	slices.Sort(files)
+	return files
+}
+
+func readFirst(t *testing.T, files []string, ext string) []byte {
+	for _, f := range files {
+		if filepath.Ext(f) == ext {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return b
+		}
+	}
+	t.Fatalf("no %s file in tree", ext)
+	return nil
+}
+
+// hugePNG is a PNG header claiming 100000×100000 pixels with nothing behind it.
+func hugePNG() []byte {
+	var b bytes.Buffer
+	b.WriteString("\x89PNG\r\n\x1a\n")
+	ihdr := []byte{0, 1, 0x86, 0xa0, 0, 1, 0x86, 0xa0, 8, 2, 0, 0, 0}
+	b.Write([]byte{0, 0, 0, 13})
+	chunk := append([]byte("IHDR"), ihdr...)
+	b.Write(chunk)
+	b.Write(crc32be(chunk))
+	return b.Bytes()
+}
+
+// denyFS makes chosen files unreadable, as a permission error would.
+type denyFS struct {
+	fs.FS
+	deny map[string]bool
+}
+
+func (d denyFS) Open(name string) (fs.File, error) {
+	if d.deny[name] {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrPermission}
+	}
+	return d.FS.Open(name)
+}
+
+func TestBadInputSkipped(t *testing.T) {
+	dir := newTree(t, 3, 10)
+	bad := corrupt(t, dir)
+	unreadable := bad["unreadable"]
+	if os.Geteuid() != 0 {
+		// A real permission error where the test is not root; root reads anything, so the
+		// wrapped file system below covers the same path there.
+		if err := os.Chmod(filepath.Join(dir, unreadable), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src, err := ImageFolder(denyFS{os.DirFS(dir), map[string]bool{unreadable: true}}, ".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Vanished mid-epoch: listed, then deleted before it is read.
+	files := listFiles(t, dir)
+	gone := files[3]
+	if err := os.Remove(gone); err != nil {
+		t.Fatal(err)
+	}
+	var logged []string
+	var mu sync.Mutex
+	cfg := testConfig(2)
+	cfg.MaxBadFraction = 0.5
+	cfg.Logf = func(f string, a ...any) { mu.Lock(); logged = append(logged, fmt.Sprintf(f, a...)); mu.Unlock() }
+	ld := newLoader(t, src, cfg)
+	d := collect(t, ld, context.Background(), 0, 0)
+	if len(d.indices) != src.Len() {
+		t.Fatalf("%d samples delivered, want %d (batches stay full)", len(d.indices), src.Len())
+	}
+	st := ld.Stats()
+	wantBad := []string{bad["corrupt"], bad["truncated"], bad["zero-byte"], bad["not-image"], bad["huge"], bad["truncpng"], unreadable, mustRel(t, dir, gone)}
+	// Every failure counts, including a bad file drawn again as a replacement.
+	if st.BadSamples < int64(len(wantBad)) || int(st.BadSamples) != len(logged) {
+		t.Errorf("BadSamples = %d, %d lines logged, want ≥ %d: %v", st.BadSamples, len(logged), len(wantBad), st.RecentBad)
+	}
+	badPaths := map[string]error{}
+	for _, e := range st.RecentBad {
+		badPaths[e.Path] = e.Err
+	}
+	if len(badPaths) != len(wantBad) {
+		t.Errorf("%d distinct bad files reported, want %d: %v", len(badPaths), len(wantBad), badPaths)
+	}
+	for _, p := range wantBad {
+		if badPaths[p] == nil {
+			t.Errorf("%s not reported bad", p)
+		}
+	}
+	if _, ok := badPaths[bad["misnamed"]]; ok {
+		t.Errorf("a JPEG named .png was rejected: %v", badPaths[bad["misnamed"]])
+	}
+	if !errors.Is(badPaths[bad["huge"]], decode.ErrTooLarge) {
+		t.Errorf("huge header: %v, want ErrTooLarge", badPaths[bad["huge"]])
+	}
+	if !errors.Is(badPaths[unreadable], fs.ErrPermission) {
+		t.Errorf("unreadable: %v, want a permission error", badPaths[unreadable])
+	}
+	if !errors.Is(badPaths[mustRel(t, dir, gone)], fs.ErrNotExist) {
+		t.Errorf("vanished: %v", badPaths[mustRel(t, dir, gone)])
+	}
+	// No replacement may be a bad sample, and every logged line names its file.
+	for _, idx := range d.indices {
+		if _, isBad := badPaths[src.Path(int(idx))]; isBad {
+			t.Errorf("bad sample %s delivered", src.Path(int(idx)))
+		}
+	}
+	for _, line := range logged {
+		found := false
+		for _, p := range wantBad {
+			found = found || bytes.Contains([]byte(line), []byte(p))
+		}
+		if !found {
+			t.Errorf("log line names no bad file: %s", line)
+		}
+	}
+	// The same bad files give the same replacements whatever the worker count.
+	cfg8 := *cfg
+	cfg8.Workers = 8
+	d8 := collect(t, newLoader(t, src, &cfg8), context.Background(), 0, 0)
+	if !bytes.Equal(d.data, d8.data) || !slices.Equal(d.indices, d8.indices) {
+		t.Error("replacements differ between 2 and 8 workers")
+	}
+}
+
+func mustRel(t *testing.T, dir, p string) string {
+	r, err := filepath.Rel(dir, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.ToSlash(r)
+}
+
+func TestBadInputFailPolicyAndThreshold(t *testing.T) {
+	dir := newTree(t, 2, 10)
+	bad := corrupt(t, dir)
+	src, err := Dir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(2)
+	cfg.OnError = Fail
+	var got error
+	for b, err := range newLoader(t, src, cfg).Epoch(context.Background(), 0) {
+		if err != nil {
+			got = err
+		}
+		b.Release()
+	}
+	var se *SampleError
+	if !errors.As(got, &se) {
+		t.Fatalf("Fail policy: got %v, want a *SampleError", got)
+	}
+	found := false
+	for _, p := range bad {
+		found = found || se.Path == p
+	}
+	if !found || !bytes.Contains([]byte(got.Error()), []byte(se.Path)) {
+		t.Errorf("error %q does not name a damaged file", got)
+	}
+
+	cfg = testConfig(2)
+	cfg.MaxBadFraction = 0.1 // 7 of 28 samples are bad
+	got = nil
+	for b, err := range newLoader(t, src, cfg).Epoch(context.Background(), 0) {
+		if err != nil {
+			got = err
+		}
+		b.Release()
+	}
+	if got == nil || !bytes.Contains([]byte(got.Error()), []byte("MaxBadFraction")) {
+		t.Errorf("threshold: got %v", got)
+	}
+}
+
+func TestMemoryBudgetHolds(t *testing.T) {
+	src, err := Dir(sharedTree(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(4)
+	sample := 3 * 24 * 24 * 4
+	pinnedBytes := int64(3 * pageRound(int64(8*sample)))
+	cfg.MemoryBudget = pinnedBytes + minWorkingBudget // as tight as New allows
+	ld := newLoader(t, src, cfg)
+	for e := range 3 {
+		collect(t, ld, context.Background(), e, 0)
+	}
+	st := ld.Stats()
+	if st.PeakHeld > st.Budget || st.PeakHeld <= st.Pinned.BytesMapped {
+		t.Errorf("peak held %d bytes, budget %d, pinned %d", st.PeakHeld, st.Budget, st.Pinned.BytesMapped)
+	}
+	if st.PeakRead > st.ReadBudget || st.PeakDecode > st.DecodeBudget || st.Pinned.PeakBytesInUse > st.Pinned.Budget {
+		t.Errorf("a pool exceeded its share: %+v", st)
+	}
+	if _, err := New(src, &Config{MemoryBudget: 1 << 20, Pack: cfg.Pack, Augment: cfg.Augment}); err == nil {
+		t.Error("a budget smaller than the batch buffers was accepted")
+	}
+}
+
+func TestNoGrowthOverEpochs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow")
+	}
+	src, err := Dir(sharedTree(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ld := newLoader(t, src, testConfig(2))
+	var ms runtime.MemStats
+	var heap [20]uint64
+	var gor [20]int
+	for e := range 20 {
+		collect(t, ld, context.Background(), e, 0)
+		runtime.GC()
+		runtime.ReadMemStats(&ms)
+		heap[e], gor[e] = ms.HeapAlloc, runtime.NumGoroutine()
+	}
+	if gor[19] > gor[4] {
+		t.Errorf("goroutines grew from %d to %d", gor[4], gor[19])
+	}
+	// Allow noise, not growth: the last epochs may hold at most 1 MiB more than epoch 5.
+	if heap[19] > heap[4]+1<<20 {
+		t.Errorf("heap grew from %d to %d bytes over 15 epochs", heap[4], heap[19])
+	}
+}
+
+func TestCancelIsPromptAndCloseJoins(t *testing.T) {
+	src, err := Dir(sharedTree(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ld := newLoader(t, src, testConfig(2))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var got error
+	n := 0
+	start := time.Now()
+	var took time.Duration
+	for b, err := range ld.Epoch(ctx, 0) {
+		if err != nil {
+			got = err
+			break
+		}
+		b.Release()
+		if n++; n == 1 {
+			start = time.Now()
+			cancel()
+		}
+	}
+	took = time.Since(start)
+	if !errors.Is(got, context.Canceled) {
+		t.Errorf("after cancel: %v, want context.Canceled", got)
+	}
+	if took > time.Second {
+		t.Errorf("cancel took %v", took)
+	}
+	// Close while an epoch is being consumed by another goroutine.
+	ld2, err := New(src, testConfig(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		var last error
+		first := true
+		for b, err := range ld2.Epoch(context.Background(), 0) {
+			if err != nil {
+				last = err
+				break
+			}
+			b.Release()
+			if first {
+				close(started)
+				first = false
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		done <- last
+	}()
+	<-started
+	if err := ld2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; !errors.Is(err, ErrClosed) {
+		t.Errorf("epoch after Close: %v, want ErrClosed", err)
+	}
+}
+
+func TestHoldingEveryBufferIsAnError(t *testing.T) {
+	src, err := Dir(sharedTree(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ld := newLoader(t, src, testConfig(2))
+	var held []*Batch
+	var got error
+	for b, err := range ld.Epoch(context.Background(), 0) {
+		if err != nil {
+			got = err
+			break
+		}
+		held = append(held, b)
+	}
+	if !errors.Is(got, ErrHeld) || len(held) != 3 {
+		t.Errorf("holding every buffer: got %v after %d batches", got, len(held))
+	}
+	for _, b := range held {
+		b.Release()
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("second Release did not panic")
+		}
+	}()
+	held[0].Release()
+}
+
+func TestStats(t *testing.T) {
+	src, err := Dir(sharedTree(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ld := newLoader(t, src, testConfig(2))
+	collect(t, ld, context.Background(), 0, 0)
+	st := ld.Stats()
+	n := int64(src.Len())
+	if st.Read.Items != n || st.Decode.Items != n || st.Augment.Items != n || st.Pack.Items != n {
+		t.Errorf("stage items %d/%d/%d/%d, want %d", st.Read.Items, st.Decode.Items, st.Augment.Items, st.Pack.Items, n)
+	}
+	if st.Read.Bytes == 0 || st.Decode.Busy == 0 || st.Pack.Bytes != n*int64(ld.sampleBytes) || st.Epochs != 1 {
+		t.Errorf("stats: %+v", st)
+	}
+	if st.Tasks.Cap != 0 {
+		t.Error("queues reported while idle")
+	}
+}

@@ -1,0 +1,48 @@
+package pipeline
+
+import (
+	"fmt"
+
+	"github.com/conveyor-ml/conveyor/augment"
+	"github.com/conveyor-ml/conveyor/decode"
+)
+
+// Recipes are the standard ImageNet preprocessings, as torchvision's reference scripts
+// (and ../shared/bench/anchor_torch.py) define them:
+//
+//	train: RandomResizedCrop(size) → RandomHorizontalFlip(0.5)
+//	eval:  Resize(size·256/224) → CenterCrop(size)
+//
+// For eval the resize happens during decoding (resize first); the Resize op that follows
+// only acts on images smaller than the target, which torchvision enlarges.
+var Recipes = []string{"train", "eval"}
+
+// ApplyRecipe sets cfg's resize-first policy, augmentation and packed size for the named
+// recipe at the given output size. Pack's layout, dtype and normalisation are left alone.
+func ApplyRecipe(cfg *Config, name string, size int) error {
+	if size < 1 {
+		return fmt.Errorf("pipeline: recipe size %d < 1", size)
+	}
+	switch name {
+	case "train":
+		cfg.Decode.Resize = decode.ResizePolicy{}
+		cfg.Augment = augment.Pipeline{
+			augment.NewRandomResizedCrop(size, size),
+			&augment.RandomHorizontalFlip{P: 0.5},
+		}
+	case "eval":
+		short := size * 256 / 224
+		cfg.Decode.Resize = decode.ResizePolicy{Mode: decode.ResizeShorter, Size: short}
+		cfg.Augment = augment.Pipeline{
+			&augment.Resize{Size: short},
+			&augment.CenterCrop{Width: size, Height: size},
+		}
+	default:
+		return fmt.Errorf("pipeline: unknown recipe %q (have %v)", name, Recipes)
+	}
+	cfg.Pack.Width, cfg.Pack.Height = size, size
+	return nil
+}
+
+// DecodeBackend names the JPEG decoder in use ("turbo" or "go").
+func (l *Loader) DecodeBackend() string { return l.workers[0].dec.Backend() }

@@ -1,0 +1,111 @@
+package pipeline
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/conveyor-ml/conveyor/pinned"
+)
+
+// Stats is a snapshot of a Loader's counters since New.
+type Stats struct {
+	Epochs int64 // epochs started
+
+	// Per stage: items processed, time spent working (summed over goroutines, so it can
+	// exceed wall time) and bytes (read: file bytes; decode: output pixels; pack: bytes
+	// written into batches).
+	Read, Decode, Augment, Pack StageStats
+
+	// Queue occupancy of the running epoch at the time of the snapshot (zero when idle).
+	Tasks, Decoded, Ready QueueStats
+
+	// BadSamples counts failed samples; RecentBad holds the last few, newest last.
+	BadSamples int64
+	RecentBad  []SampleError
+
+	// Memory, in bytes. PeakHeld is the most the loader held at once — pinned buffers plus
+	// read and decode working memory — and never exceeds Budget.
+	Budget, PeakHeld, ReadBudget, PeakRead, DecodeBudget, PeakDecode int64
+	Pinned                                                           pinned.Stats
+	Outstanding                                                      int64 // batches held by the caller
+}
+
+// StageStats counts one stage's work.
+type StageStats struct {
+	Items int64
+	Busy  time.Duration
+	Bytes int64
+}
+
+// QueueStats is a queue's length and capacity.
+type QueueStats struct {
+	Len, Cap int
+}
+
+const recentBad = 32
+
+type stage struct {
+	items, busy, bytes atomic.Int64
+}
+
+// add counts one item that started at t0 and returns the time it ended, so the next stage
+// can start its clock without another call to time.Now.
+func (s *stage) add(t0 time.Time, bytes int64) time.Time {
+	t1 := time.Now()
+	s.items.Add(1)
+	s.busy.Add(int64(t1.Sub(t0)))
+	s.bytes.Add(bytes)
+	return t1
+}
+
+func (s *stage) snapshot() StageStats {
+	return StageStats{Items: s.items.Load(), Busy: time.Duration(s.busy.Load()), Bytes: s.bytes.Load()}
+}
+
+type counters struct {
+	epochs                      atomic.Int64
+	read, decode, augment, pack stage
+
+	mu     sync.Mutex
+	bad    int64
+	recent []SampleError
+}
+
+func (c *counters) addBad(e *SampleError) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.bad++
+	if len(c.recent) == recentBad {
+		copy(c.recent, c.recent[1:])
+		c.recent = c.recent[:recentBad-1]
+	}
+	c.recent = append(c.recent, *e)
+}
+
+// Stats returns a snapshot of the loader's counters.
+func (l *Loader) Stats() Stats {
+	s := Stats{
+		Epochs: l.stats.epochs.Load(),
+		Read:   l.stats.read.snapshot(), Decode: l.stats.decode.snapshot(),
+		Augment: l.stats.augment.snapshot(), Pack: l.stats.pack.snapshot(),
+		Budget:     l.cfg.MemoryBudget,
+		ReadBudget: l.read.size, PeakRead: l.read.peak.Load(),
+		DecodeBudget: l.dec.size, PeakDecode: l.dec.peak.Load(),
+		Pinned:      l.pool.Stats(),
+		Outstanding: l.outstanding.Load(),
+	}
+	s.PeakHeld = s.Pinned.BytesMapped + l.held.peak.Load()
+	l.stats.mu.Lock()
+	s.BadSamples = l.stats.bad
+	s.RecentBad = append([]SampleError(nil), l.stats.recent...)
+	l.stats.mu.Unlock()
+	l.mu.Lock()
+	if r := l.run; r != nil {
+		s.Tasks = QueueStats{len(r.tasks), cap(r.tasks)}
+		s.Decoded = QueueStats{len(r.decodeQ), cap(r.decodeQ)}
+		s.Ready = QueueStats{len(r.ready), cap(r.ready)}
+	}
+	l.mu.Unlock()
+	return s
+}
