@@ -10,7 +10,7 @@
 # Needs: apt-get install -y python3-torch python3-torchvision python3-pil
 set -euo pipefail
 cd "$(dirname "$0")/.."
-dir="" recipe=train workers=2 batch=64 rounds=5 images=1000 size=224
+dir="" recipe=train workers=2 batch=64 rounds=5 images=1000 size=224 epochs=2
 while [ $# -gt 0 ]; do
   case "$1" in
     --recipe) recipe=$2; shift 2 ;;
@@ -19,6 +19,7 @@ while [ $# -gt 0 ]; do
     --rounds) rounds=$2; shift 2 ;;
     --images) images=$2; shift 2 ;;
     --size) size=$2; shift 2 ;;
+    --epochs) epochs=$2; shift 2 ;;
     -*) echo "unknown flag $1" >&2; exit 2 ;;
     *) dir=$1; shift ;;
   esac
@@ -30,18 +31,23 @@ if [ -z "$dir" ]; then
   dir=${CONVEYOR_SYNTH_DIR:-/tmp/conveyor-synth-$images}
   "$bin" bench --images "$images" --synthetic-dir "$dir" --batch "$batch" --workers "$workers" >/dev/null
 fi
-common=(--recipe "$recipe" --workers "$workers" --batch "$batch" --size "$size")
-echo "dir=$dir recipe=$recipe workers=$workers batch=$batch size=$size rounds=$rounds"
+common=(--recipe "$recipe" --workers "$workers" --batch "$batch" --size "$size" --epochs "$epochs")
+echo "dir=$dir recipe=$recipe workers=$workers batch=$batch size=$size epochs=$epochs rounds=$rounds"
+echo "each figure is the last epoch's images/s (steady state: worker start-up excluded on both sides)"
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(date -u +%Y-%m-%d)"
 # Warm the page cache so neither side pays for the first read.
 cat $(find "$dir" -type f) >/dev/null
-cv=() pt=()
+last() { grep 'epoch=' | tail -1 | sed -n 's/.*images_per_s=\([0-9.]*\).*/\1/p'; }
+cv=() cg=() pt=()
 for r in $(seq "$rounds"); do
-  c=$("$bin" bench "$dir" "${common[@]}" --json | sed -n 's/.*"images_per_s":\([0-9.]*\).*/\1/p')
-  p=$(/usr/bin/python3 "$anchor" "$dir" "${common[@]}" | sed -n 's/.*images_per_s=\([0-9.]*\).*/\1/p')
-  echo "round $r: conveyor $c images/s, torch $p images/s"
-  cv+=("$c") pt+=("$p")
+  c=$("$bin" bench "$dir" "${common[@]}" | last)
+  g=$(CONVEYOR_DECODER=go "$bin" bench "$dir" "${common[@]}" | last)
+  p=$(/usr/bin/python3 "$anchor" "$dir" "${common[@]}" | last)
+  echo "round $r: conveyor $c, conveyor(go decoder) $g, torch $p images/s"
+  cv+=("$c") cg+=("$g") pt+=("$p")
 done
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
-mc=$(median "${cv[@]}") mp=$(median "${pt[@]}")
-echo "median: conveyor $mc images/s, torch $mp images/s, ratio $(awk -v a="$mc" -v b="$mp" 'BEGIN{printf "%.2f", a/b}')x"
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", a/b}'; }
+mc=$(median "${cv[@]}") mg=$(median "${cg[@]}") mp=$(median "${pt[@]}")
+echo "median images/s: conveyor $mc ($("$bin" bench "$dir" --epochs 1 --images 10 --json 2>/dev/null | sed -n 's/.*"decode_backend":"\([a-z]*\)".*/\1/p') decoder), conveyor(go decoder) $mg, torch $mp"
+echo "ratio conveyor/torch $(ratio "$mc" "$mp")x; go decoder/torch $(ratio "$mg" "$mp")x"

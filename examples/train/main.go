@@ -26,7 +26,7 @@ func main() {
 	dir := flag.String("dir", "", "ImageFolder tree (default: generate a synthetic one)")
 	epochs := flag.Int("epochs", 8, "epochs")
 	size := flag.Int("size", 32, "input side in pixels")
-	lr := flag.Float64("lr", 0.05, "learning rate")
+	lr := flag.Float64("lr", 0.002, "learning rate")
 	flag.Parse()
 	if err := run(*dir, *epochs, *size, float32(*lr)); err != nil {
 		log.Fatal(err)
@@ -40,7 +40,7 @@ func run(dir string, epochs, size int, lr float32) error {
 			return err
 		}
 		defer os.RemoveAll(tmp)
-		if _, err := synth.WriteTree(tmp, &synth.TreeOptions{Classes: 4, PerClass: 64, Seed: 1, MinSide: 64, MaxSide: 160}); err != nil {
+		if _, err := synth.WriteTree(tmp, &synth.TreeOptions{Classes: 10, PerClass: 40, Seed: 1, MinSide: 64, MaxSide: 160}); err != nil {
 			return err
 		}
 		dir = tmp
