@@ -154,7 +154,7 @@ func (l *Loader) EpochFrom(ctx context.Context, e, cursor int) iter.Seq2[*Batch,
 				select {
 				case b, ok = <-r.ready:
 				case <-r.ctx.Done():
-					yield(nil, r.cause())
+					yield(nil, r.stopped())
 					return
 				}
 			}
@@ -168,7 +168,7 @@ func (l *Loader) EpochFrom(ctx context.Context, e, cursor int) iter.Seq2[*Batch,
 			case <-b.done:
 			case <-r.ctx.Done():
 				r.waiting = b // workers may still write into it: finish releases it after joining them
-				yield(nil, r.cause())
+				yield(nil, r.stopped())
 				return
 			}
 			l.outstanding.Add(1)
@@ -248,12 +248,21 @@ type readItem struct {
 	err  error
 }
 
+// cause is why r stopped early, or nil when it was not stopped.
 func (r *run) cause() error {
 	err := context.Cause(r.ctx)
 	if errors.Is(err, errEpochDone) {
 		return nil
 	}
 	return err
+}
+
+// stopped is the error to yield once r's context is done.
+func (r *run) stopped() error {
+	if err := r.cause(); err != nil {
+		return err
+	}
+	return ErrClosed
 }
 
 var errEpochDone = errors.New("pipeline: epoch done")
