@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -74,6 +75,18 @@ func bench(args []string, stdout io.Writer) error {
 	}
 	logf := func(format string, a ...any) { fmt.Fprintf(os.Stderr, format+"\n", a...) }
 
+	dt, err := augment.ParseDType(*dtype)
+	if err != nil {
+		return err
+	}
+	lay, err := augment.ParseLayout(*layout)
+	if err != nil {
+		return err
+	}
+	if !slices.Contains(pipeline.Recipes, *recipe) {
+		return fmt.Errorf("bench: unknown recipe %q (have %v)", *recipe, pipeline.Recipes)
+	}
+
 	name := dir
 	if dir == "" {
 		var err error
@@ -83,14 +96,6 @@ func bench(args []string, stdout io.Writer) error {
 		name = fmt.Sprintf("synthetic(%d)", *images)
 	}
 	src, err := pipeline.Dir(dir)
-	if err != nil {
-		return err
-	}
-	dt, err := augment.ParseDType(*dtype)
-	if err != nil {
-		return err
-	}
-	lay, err := augment.ParseLayout(*layout)
 	if err != nil {
 		return err
 	}
