@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/conveyor-ml/conveyor/decode"
+	"github.com/conveyor-ml/conveyor/internal/seed"
 )
 
 // Op is one per-sample transformation. Implementations must be safe for concurrent use by
@@ -38,8 +39,8 @@ func NewContext() *Context {
 }
 
 // Seed resets the random stream to a function of (seed, epoch, index) alone.
-func (c *Context) Seed(seed, epoch uint64, index int64) {
-	c.pcg.Seed(mix(seed, epoch), mix(uint64(index), seed^0x9e3779b97f4a7c15))
+func (c *Context) Seed(s, epoch uint64, index int64) {
+	c.pcg.Seed(seed.Mix(s, epoch), seed.Mix(uint64(index), s^0x9e3779b97f4a7c15))
 }
 
 // Next returns a scratch image that is not src, for an op to write its output into.
@@ -48,14 +49,6 @@ func (c *Context) Next(src *decode.Image) *decode.Image {
 		return &c.buf[1]
 	}
 	return &c.buf[0]
-}
-
-// mix is splitmix64's finaliser applied to a combination of a and b.
-func mix(a, b uint64) uint64 {
-	z := a*0x9e3779b97f4a7c15 + b + 0x632be59bd9b4e019
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
-	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
-	return z ^ (z >> 31)
 }
 
 // Pipeline applies ops in order.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/conveyor-ml/conveyor/augment"
 	"github.com/conveyor-ml/conveyor/decode"
+	"github.com/conveyor-ml/conveyor/internal/seed"
 	"github.com/conveyor-ml/conveyor/pinned"
 )
 
@@ -535,7 +536,7 @@ func (r *run) fail(t task, err error) {
 	// The replacement depends only on (seed, epoch, position, attempt), so it is the same
 	// whatever the worker count, and a resumed epoch makes the same choice.
 	t.attempt++
-	t.idx = int(mix64(mix64(l.cfg.Seed, uint64(r.epoch)), uint64(t.pos)<<8|uint64(t.attempt)) % uint64(l.src.Len()))
+	t.idx = int(seed.Mix(seed.Mix(l.cfg.Seed, uint64(r.epoch)), uint64(t.pos)<<8|uint64(t.attempt)) % uint64(l.src.Len()))
 	r.retry <- t // never blocks: one entry per slot in flight at most
 }
 

@@ -2,6 +2,8 @@ package pipeline
 
 import (
 	"math/rand/v2"
+
+	"github.com/conveyor-ml/conveyor/internal/seed"
 )
 
 // sampler decides this rank's sample order for an epoch. Nothing else decides order.
@@ -39,7 +41,7 @@ func (s *sampler) order(epoch int, dst []int32) []int32 {
 		perm[i] = int32(i)
 	}
 	if s.shuffle {
-		r := rand.New(rand.NewPCG(mix64(s.seed, uint64(epoch)), 0x5eed5a3b1e))
+		r := rand.New(rand.NewPCG(seed.Mix(s.seed, uint64(epoch)), 0x5eed5a3b1e))
 		for i := len(perm) - 1; i > 0; i-- {
 			j := r.IntN(i + 1)
 			perm[i], perm[j] = perm[j], perm[i]
@@ -52,12 +54,4 @@ func (s *sampler) order(epoch int, dst []int32) []int32 {
 		dst = append(dst, perm[p%s.n])
 	}
 	return dst
-}
-
-// mix64 is splitmix64's finaliser over a combination of a and b.
-func mix64(a, b uint64) uint64 {
-	z := a*0x9e3779b97f4a7c15 + b + 0x632be59bd9b4e019
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
-	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
-	return z ^ (z >> 31)
 }
