@@ -1,7 +1,9 @@
 package pipeline
 
 import (
+	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"unsafe"
 
@@ -34,6 +36,47 @@ type Batch struct {
 	remaining atomic.Int32 // slots not yet written
 	done      chan struct{}
 	released  atomic.Bool
+	bad       atomic.Int32 // failed samples, replacements included
+
+	mu      sync.Mutex
+	err     error // the lowest slot's error ends the epoch when this batch's turn comes
+	errSlot int
+	lowBad  *SampleError // the lowest slot's bad sample, for messages
+	badSlot int
+}
+
+// setErr records err for slot unless a lower slot already has one, so the error reported
+// does not depend on timing. Slot -1 is the batch itself.
+func (b *Batch) setErr(slot int, err error) {
+	b.mu.Lock()
+	if b.err == nil || slot < b.errSlot {
+		b.err, b.errSlot = err, slot
+	}
+	b.mu.Unlock()
+}
+
+func (b *Batch) failure() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.err
+}
+
+func (b *Batch) noteBad(slot int, e *SampleError) {
+	b.bad.Add(1)
+	b.mu.Lock()
+	if b.lowBad == nil || slot < b.badSlot {
+		b.lowBad, b.badSlot = e, slot
+	}
+	b.mu.Unlock()
+}
+
+func (b *Batch) lastBad() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.lowBad == nil {
+		return errors.New("none in this batch")
+	}
+	return b.lowBad
 }
 
 // Release returns the batch's buffer to the loader. It is safe to call on a nil Batch;

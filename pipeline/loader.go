@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"iter"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,7 +38,8 @@ type Loader struct {
 	packer      *augment.Packer
 	pool        *pinned.Pool
 	held        heldTotal
-	read, dec   *budget
+	read, dec   *budget // dec is shared by samples larger than a worker's retained share
+	retain      int64   // decode memory each worker keeps between samples, charged once in New
 	sampleBytes int
 	nbuf        int // pinned batch buffers
 
@@ -76,6 +78,9 @@ func New(src Source, cfg *Config) (*Loader, error) {
 	if l.sampler.shardLen() == 0 {
 		return nil, fmt.Errorf("pipeline: %d samples cannot be split among %d ranks", src.Len(), c.World)
 	}
+	if c.DropLast && l.sampler.shardLen() < c.BatchSize {
+		return nil, fmt.Errorf("pipeline: DropLast with %d samples per epoch and BatchSize %d leaves no batch", l.sampler.shardLen(), c.BatchSize)
+	}
 	batchBytes := int64(c.BatchSize) * int64(l.sampleBytes)
 	pinnedBytes := int64(l.nbuf) * pageRound(batchBytes)
 	if c.MemoryBudget == 0 {
@@ -86,26 +91,37 @@ func New(src Source, cfg *Config) (*Loader, error) {
 		return nil, fmt.Errorf("pipeline: MemoryBudget %d bytes leaves %d after %d batch buffers of %d bytes; need at least %d more",
 			l.cfg.MemoryBudget, working, l.nbuf, batchBytes, minWorkingBudget-working)
 	}
+	// A fifth of the working memory rations reads. Of the rest, each worker keeps up to
+	// half its share between samples (its decoder's and augmenter's scratch, charged here
+	// once), and the other half is a pool that larger samples draw on one at a time.
+	// A worker holds nothing from that pool while it waits for it, so it cannot deadlock.
+	decTotal := working - working/5
+	l.retain = decTotal / int64(2*c.Workers)
 	l.read = newBudget(working/5, &l.held)
-	l.dec = newBudget(working-working/5, &l.held)
+	l.dec = newBudget(decTotal-l.retain*int64(c.Workers), &l.held)
+	l.held.add(l.retain * int64(c.Workers))
 	l.pool, err = pinned.New(&pinned.Options{BufferSize: int(batchBytes), Budget: pinnedBytes})
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: %w", err)
+	}
+	if n := l.pool.Stats().Buffers; n != l.nbuf {
+		l.pool.Close()
+		return nil, fmt.Errorf("pipeline: pinned pool holds %d batch buffers, want %d", n, l.nbuf)
 	}
 	if st := l.pool.Stats(); !st.Locked {
 		c.Logf("pipeline: batch buffers are not page-locked (%s); host-to-device copies may be slower", st.LockError)
 	}
 	l.workers = make([]*worker, c.Workers)
 	for i := range l.workers {
-		l.workers[i] = &worker{share: l.dec.size / int64(c.Workers)}
+		l.workers[i] = &worker{}
 		l.workers[i].reset(l)
 	}
 	return l, nil
 }
 
-// pageRound rounds n up to a whole number of 4 KiB pages, as the pinned pool does.
+// pageRound rounds n up to a whole number of pages, as the pinned pool does.
 func pageRound(n int64) int64 {
-	const page = 4096
+	page := int64(os.Getpagesize())
 	return (n + page - 1) / page * page
 }
 
@@ -142,45 +158,74 @@ func (l *Loader) EpochFrom(ctx context.Context, e, cursor int) iter.Seq2[*Batch,
 			return
 		}
 		defer l.finish(r)
+		bad := 0 // failed samples in the batches delivered so far
 		for {
-			var b *Batch
-			var ok bool
-			select {
-			case b, ok = <-r.ready:
-			default:
-				if l.outstanding.Load() >= int64(l.nbuf) {
-					yield(nil, ErrHeld)
-					return
-				}
-				select {
-				case b, ok = <-r.ready:
-				case <-r.ctx.Done():
-					yield(nil, r.stopped())
-					return
-				}
-			}
-			if !ok {
-				if err := r.cause(); err != nil {
-					yield(nil, err)
-				}
+			b, err := r.next()
+			if err != nil {
+				yield(nil, err)
 				return
 			}
-			select {
-			case <-b.done:
-			case <-r.ctx.Done():
-				r.waiting = b // workers may still write into it: finish releases it after joining them
-				yield(nil, r.stopped())
+			if b == nil {
+				return
+			}
+			// Errors travel with their batch and are reported in order, so what the
+			// caller sees does not depend on how far ahead the workers were.
+			bad += int(b.bad.Load())
+			if err := b.failure(); err == nil && l.cfg.MaxBadFraction >= 0 && float64(bad) > l.cfg.MaxBadFraction*float64(len(r.order)) {
+				b.setErr(-1, fmt.Errorf("pipeline: %d bad samples in epoch %d of %d samples exceed MaxBadFraction %g; last: %w",
+					bad, r.epoch, len(r.order), l.cfg.MaxBadFraction, b.lastBad()))
+			}
+			if err := b.failure(); err != nil {
+				r.putBack(b)
+				yield(nil, err)
 				return
 			}
 			l.outstanding.Add(1)
-			r.inBody.Store(true)
-			more := yield(b, nil)
-			r.inBody.Store(false)
-			if !more {
+			if !yield(b, nil) {
 				return
 			}
 		}
 	}
+}
+
+// next returns the next complete batch, nil at the end of the epoch, or why the epoch
+// stopped early.
+func (r *run) next() (*Batch, error) {
+	var b *Batch
+	var ok bool
+	select {
+	case b, ok = <-r.ready:
+	default:
+		if r.ctx.Err() != nil {
+			return nil, r.stopped()
+		}
+		if r.l.outstanding.Load() >= int64(r.l.nbuf) {
+			return nil, ErrHeld
+		}
+		select {
+		case b, ok = <-r.ready:
+		case <-r.ctx.Done():
+			return nil, r.stopped()
+		}
+	}
+	if !ok {
+		return nil, r.cause()
+	}
+	select {
+	case <-b.done:
+	default:
+		select {
+		case <-b.done:
+		case <-r.ctx.Done():
+			r.park(b) // workers may still write into it: reclaim frees it after joining them
+			return nil, r.stopped()
+		}
+	}
+	if r.ctx.Err() != nil {
+		r.putBack(b) // complete, so no worker touches it
+		return nil, r.stopped()
+	}
+	return b, nil
 }
 
 // Close stops a running epoch, waits for its goroutines and unmaps the batch buffers. It
@@ -197,18 +242,14 @@ func (l *Loader) Close() error {
 	if r != nil {
 		r.cancel(ErrClosed)
 		r.wg.Wait()
-		// The iterator returns the buffers it still has once it sees the cancellation;
-		// wait for that unless it is inside its loop body, which may be this very call.
-		if !r.inBody.Load() {
-			<-r.finished
-		} else {
-			for b := range r.ready {
-				r.putBack(b)
-			}
-		}
+		r.reclaim()
 	}
-	if err := l.pool.Close(); err != nil {
-		return fmt.Errorf("pipeline: close: %w", err)
+	for _, w := range l.workers {
+		w.dec.Close()
+	}
+	l.pool.Close() // buffers still out are unmapped when released
+	if n := l.outstanding.Load(); n > 0 {
+		return fmt.Errorf("pipeline: close: %d batches not released; their memory stays mapped until they are", n)
 	}
 	return nil
 }
@@ -228,10 +269,8 @@ type run struct {
 	ready   chan *Batch
 	quit    chan struct{} // closed when every dispatched slot is written
 
-	bad      atomic.Int64 // failed samples this epoch
-	waiting  *Batch       // taken from ready but never delivered
-	inBody   atomic.Bool  // the consumer's loop body is running
-	finished chan struct{}
+	mu     sync.Mutex
+	parked []*Batch // taken from ready but never delivered
 }
 
 type task struct {
@@ -289,15 +328,14 @@ func (l *Loader) start(ctx context.Context, e, cursor int) (*run, error) {
 		return nil, fmt.Errorf("pipeline: cursor %d is not a batch boundary of an epoch of %d samples (batch %d)", cursor, n, l.cfg.BatchSize)
 	}
 	r := &run{
-		l:        l,
-		epoch:    e,
-		order:    l.order[:n],
-		tasks:    make(chan task, 2*l.cfg.Workers+l.cfg.IOWorkers),
-		retry:    make(chan task, l.nbuf*l.cfg.BatchSize),
-		decodeQ:  make(chan readItem, 2*l.cfg.Workers),
-		ready:    make(chan *Batch, l.nbuf),
-		quit:     make(chan struct{}),
-		finished: make(chan struct{}),
+		l:       l,
+		epoch:   e,
+		order:   l.order[:n],
+		tasks:   make(chan task, 2*l.cfg.Workers+l.cfg.IOWorkers),
+		retry:   make(chan task, l.nbuf*l.cfg.BatchSize),
+		decodeQ: make(chan readItem, 2*l.cfg.Workers),
+		ready:   make(chan *Batch, l.nbuf),
+		quit:    make(chan struct{}),
 	}
 	r.ctx, r.cancel = context.WithCancelCause(ctx)
 	l.run = r
@@ -313,20 +351,45 @@ func (l *Loader) start(ctx context.Context, e, cursor int) (*run, error) {
 	return r, nil
 }
 
-// finish stops r, joins its goroutines and returns the buffers of batches never handed out.
+// finish stops r, joins its goroutines and returns what it still holds.
 func (l *Loader) finish(r *run) {
 	r.cancel(errEpochDone)
 	r.wg.Wait()
-	for b := range r.ready {
-		r.putBack(b)
-	}
-	if r.waiting != nil {
-		r.putBack(r.waiting)
-	}
+	r.reclaim()
 	l.mu.Lock()
 	l.run = nil
 	l.mu.Unlock()
-	close(r.finished)
+}
+
+// reclaim returns the buffers of batches never handed out and the read budget of files
+// never decoded. It runs once r's goroutines have exited; the iterator and Close may both
+// call it.
+func (r *run) reclaim() {
+	for b := range r.ready {
+		r.putBack(b)
+	}
+	for {
+		select {
+		case it := <-r.decodeQ:
+			r.l.read.release(it.size)
+			continue
+		default:
+		}
+		break
+	}
+	r.mu.Lock()
+	parked := r.parked
+	r.parked = nil
+	r.mu.Unlock()
+	for _, b := range parked {
+		r.putBack(b)
+	}
+}
+
+func (r *run) park(b *Batch) {
+	r.mu.Lock()
+	r.parked = append(r.parked, b)
+	r.mu.Unlock()
 }
 
 // putBack returns the buffer of a batch the consumer never saw.
@@ -495,49 +558,46 @@ func (r *run) process(w *worker, it readItem) {
 	l.read.release(it.size)
 	if err != nil {
 		var fatal *fatalError
-		if errors.As(err, &fatal) {
-			r.cancel(fatal.err)
-			return
+		switch {
+		case errors.As(err, &fatal):
+			it.b.setErr(it.slot, fatal.err)
+		case r.ctx.Err() != nil:
+			return // stopping: the slot will never be delivered
+		case r.fail(it.task, err):
+			return // a replacement fills the slot
 		}
-		if r.ctx.Err() != nil {
-			return
-		}
-		r.fail(it.task, err)
-		return
+	} else {
+		it.b.Labels[it.slot] = int32(l.src.Label(it.idx))
+		it.b.Indices[it.slot] = int64(it.idx)
 	}
-	it.b.Labels[it.slot] = int32(l.src.Label(it.idx))
-	it.b.Indices[it.slot] = int64(it.idx)
 	if it.b.remaining.Add(-1) == 0 {
 		close(it.b.done)
 	}
 }
 
-// fail records a bad sample and applies the policy.
-func (r *run) fail(t task, err error) {
+// fail records a bad sample and applies the policy. It reports whether a replacement
+// was queued; otherwise the slot is finished with an error on its batch.
+func (r *run) fail(t task, err error) bool {
 	l := r.l
 	bad := &SampleError{Path: l.src.Path(t.idx), Index: t.idx, Epoch: r.epoch, Err: err}
 	l.stats.addBad(bad)
 	l.cfg.Logf("%v", bad)
+	t.b.noteBad(t.slot, bad)
 	if l.cfg.OnError == Fail {
-		r.cancel(bad)
-		return
-	}
-	n := r.bad.Add(1)
-	if l.cfg.MaxBadFraction >= 0 && float64(n) > l.cfg.MaxBadFraction*float64(len(r.order)) {
-		r.cancel(fmt.Errorf("pipeline: %d bad samples in epoch %d of %d samples exceed MaxBadFraction %g; last: %w",
-			n, r.epoch, len(r.order), l.cfg.MaxBadFraction, bad))
-		return
+		t.b.setErr(t.slot, bad)
+		return false
 	}
 	if t.attempt+1 >= maxAttempts {
-		r.cancel(fmt.Errorf("pipeline: no good replacement for position %d of epoch %d after %d attempts; last: %w",
+		t.b.setErr(t.slot, fmt.Errorf("pipeline: no good replacement for position %d of epoch %d after %d attempts; last: %w",
 			t.pos, r.epoch, maxAttempts, bad))
-		return
+		return false
 	}
 	// The replacement depends only on (seed, epoch, position, attempt), so it is the same
 	// whatever the worker count, and a resumed epoch makes the same choice.
 	t.attempt++
 	t.idx = int(seed.Mix(seed.Mix(l.cfg.Seed, uint64(r.epoch)), uint64(t.pos)<<8|uint64(t.attempt)) % uint64(l.src.Len()))
 	r.retry <- t // never blocks: one entry per slot in flight at most
+	return true
 }
 
 // SampleError is a sample that could not be loaded, with the file that caused it.
@@ -562,11 +622,9 @@ func (e *fatalError) Error() string { return e.err.Error() }
 
 // worker is one CPU worker's reusable state.
 type worker struct {
-	dec    *decode.Decoder
-	actx   *augment.Context
-	img    decode.Image
-	charge int64 // decode budget held for this worker's scratch
-	share  int64 // charge a worker may keep between samples
+	dec  *decode.Decoder
+	actx *augment.Context
+	img  decode.Image
 }
 
 func (w *worker) reset(l *Loader) {
@@ -579,11 +637,12 @@ func (w *worker) reset(l *Loader) {
 	w.img = decode.Image{}
 }
 
-// decodeBytes estimates the memory decoding a w×h image may hold at once: the decoder's
+// decodeBytes estimates the memory a sample of w×h pixels may hold at once: the decoder's
 // own planes (up to 4 bytes a pixel for CMYK), the RGB image, an orientation or resize
-// copy, plus room for the augmentation buffers.
-func decodeBytes(cfg decode.Config) int64 {
-	return 10*int64(cfg.Width)*int64(cfg.Height) + 4*mib
+// copy, and the augmentation's two buffers, allowing them four times the packed size for
+// intermediate steps such as eval's Resize before its CenterCrop.
+func (l *Loader) decodeBytes(cfg decode.Config) int64 {
+	return 10*int64(cfg.Width)*int64(cfg.Height) + 24*int64(l.cfg.Pack.Width)*int64(l.cfg.Pack.Height)
 }
 
 func (w *worker) sample(r *run, it readItem) error {
@@ -595,29 +654,20 @@ func (w *worker) sample(r *run, it readItem) error {
 	if px := int64(cfg.Width) * int64(cfg.Height); px > l.cfg.Decode.MaxPixels {
 		return fmt.Errorf("%w: %dx%d is over the limit of %d pixels", decode.ErrTooLarge, cfg.Width, cfg.Height, l.cfg.Decode.MaxPixels)
 	}
-	need := decodeBytes(cfg)
-	if need > l.dec.size {
-		return fmt.Errorf("%w: %dx%d needs about %d bytes of decode memory, budget %d", decode.ErrTooLarge, cfg.Width, cfg.Height, need, l.dec.size)
-	}
-	if need > w.charge {
-		// Never wait while holding: give back what this worker holds, then ask for all.
-		if w.charge > 0 {
-			l.dec.release(w.charge)
-			w.charge = 0
-			w.reset(l)
+	if need := l.decodeBytes(cfg); need > l.retain {
+		// Too big for the memory this worker keeps: borrow from the shared pool, holding
+		// nothing else from it, and drop the grown scratch afterwards.
+		if need > l.dec.size {
+			return fmt.Errorf("%w: %dx%d needs about %d bytes of decode memory, budget %d", decode.ErrTooLarge, cfg.Width, cfg.Height, need, l.dec.size)
 		}
 		if err := l.dec.acquire(r.ctx, need); err != nil {
 			return err
 		}
-		w.charge = need
-	}
-	defer func() {
-		if w.charge > w.share {
-			l.dec.release(w.charge)
-			w.charge = 0
+		defer func() {
 			w.reset(l)
-		}
-	}()
+			l.dec.release(need)
+		}()
+	}
 	t0 := time.Now()
 	img, err := w.dec.Decode(&w.img, it.data)
 	if err != nil {

@@ -485,14 +485,20 @@ func TestBadInputFailPolicyAndThreshold(t *testing.T) {
 }
 
 func TestMemoryBudgetHolds(t *testing.T) {
-	src, err := Dir(sharedTree(t))
+	// Images up to 900 pixels a side: with the tightest budget New accepts, the larger
+	// ones need more decode memory than a worker keeps and must borrow from the shared pool.
+	dir := t.TempDir()
+	if _, err := synth.WriteTree(dir, &synth.TreeOptions{Classes: 2, PerClass: 8, Seed: 5, MinSide: 200, MaxSide: 900}); err != nil {
+		t.Fatal(err)
+	}
+	src, err := Dir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg := testConfig(4)
 	sample := 3 * 24 * 24 * 4
 	pinnedBytes := int64(3 * pageRound(int64(8*sample)))
-	cfg.MemoryBudget = pinnedBytes + minWorkingBudget // as tight as New allows
+	cfg.MemoryBudget = pinnedBytes + minWorkingBudget
 	ld := newLoader(t, src, cfg)
 	for e := range 3 {
 		collect(t, ld, context.Background(), e, 0)
@@ -504,8 +510,77 @@ func TestMemoryBudgetHolds(t *testing.T) {
 	if st.PeakRead > st.ReadBudget || st.PeakDecode > st.DecodeBudget || st.Pinned.PeakBytesInUse > st.Pinned.Budget {
 		t.Errorf("a pool exceeded its share: %+v", st)
 	}
+	if ld.dec.peak.Load() == 0 {
+		t.Error("no sample borrowed from the shared decode pool; the test no longer covers it")
+	}
 	if _, err := New(src, &Config{MemoryBudget: 1 << 20, Pack: cfg.Pack, Augment: cfg.Augment}); err == nil {
 		t.Error("a budget smaller than the batch buffers was accepted")
+	}
+}
+
+// TestEarlyStopsReturnEverything breaks, cancels and fails epochs repeatedly and checks
+// that every byte and buffer comes back, so later epochs cannot starve.
+func TestEarlyStopsReturnEverything(t *testing.T) {
+	src, err := Dir(sharedTree(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ld := newLoader(t, src, testConfig(2))
+	for i := range 10 {
+		ctx, cancel := context.WithCancel(context.Background())
+		n := 0
+		for b, err := range ld.Epoch(ctx, i) {
+			if err != nil {
+				break
+			}
+			b.Release()
+			if n++; n == 1+i%3 {
+				if i%2 == 0 {
+					break
+				}
+				cancel()
+			}
+		}
+		cancel()
+	}
+	if got, want := ld.held.cur.Load(), ld.retain*int64(ld.cfg.Workers); got != want {
+		t.Errorf("after early stops the loader holds %d bytes of working memory, want %d", got, want)
+	}
+	if st := ld.Stats(); st.Pinned.InUse != 0 || st.Outstanding != 0 {
+		t.Errorf("buffers still out: %+v", st.Pinned)
+	}
+	collect(t, ld, context.Background(), 0, 0)
+}
+
+// TestCloseInsideLoop closes the loader from the loop body, after an error and after a
+// batch: neither may deadlock.
+func TestCloseInsideLoop(t *testing.T) {
+	src, err := Dir(sharedTree(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, afterError := range []bool{false, true} {
+		cfg := testConfig(2)
+		ld, err := New(src, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		if afterError {
+			cancel()
+		}
+		var closeErr error
+		for b, err := range ld.Epoch(ctx, 0) {
+			if err == nil {
+				b.Release()
+			}
+			closeErr = ld.Close()
+			break
+		}
+		cancel()
+		if closeErr != nil {
+			t.Errorf("afterError=%t: Close: %v", afterError, closeErr)
+		}
 	}
 }
 
