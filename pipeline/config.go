@@ -77,8 +77,10 @@ type Config struct {
 	MaxBadFraction float64
 
 	// MemoryBudget bounds every byte the loader holds: the pinned batch buffers, encoded
-	// files in flight and decode working memory. Default: the pinned buffers plus 320 MiB.
-	// Of what the pinned buffers leave, a fifth rations reads and the rest decoding.
+	// files in flight and decode working memory. Of what the pinned buffers leave, a fifth
+	// rations reads; of the rest, half is kept by the workers between samples and half is
+	// a pool that large images borrow from one at a time. Default: the pinned buffers plus
+	// max(320 MiB, 64 MiB + 64 MiB per worker).
 	MemoryBudget int64
 
 	// Logf receives one line per bad sample and notices such as a pinned-memory fallback;

@@ -84,7 +84,7 @@ func New(src Source, cfg *Config) (*Loader, error) {
 	batchBytes := int64(c.BatchSize) * int64(l.sampleBytes)
 	pinnedBytes := int64(l.nbuf) * pageRound(batchBytes)
 	if c.MemoryBudget == 0 {
-		l.cfg.MemoryBudget = pinnedBytes + 320*mib
+		l.cfg.MemoryBudget = pinnedBytes + max(320*mib, 64*mib+int64(c.Workers)*64*mib)
 	}
 	working := l.cfg.MemoryBudget - pinnedBytes
 	if working < minWorkingBudget {
