@@ -87,6 +87,20 @@ func (d *Decoder) Close() error {
 	return t.close()
 }
 
+// Config reads data's header like ReadConfig and applies this Decoder's pixel limit, so a
+// caller can reserve memory for the decode before calling Decode: an image over MaxPixels
+// fails here with ErrTooLarge, as Decode would.
+func (d *Decoder) Config(data []byte) (Config, error) {
+	c, err := ReadConfig(data)
+	if err != nil {
+		return Config{}, err
+	}
+	if err := checkSize(c.Width, c.Height, d.opts.MaxPixels); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
 // Decode decodes data into dst and returns dst (a new Image if dst is nil), reusing
 // dst's memory when it is large enough. The result is dst itself, never the Decoder's
 // scratch, so it stays valid across later calls.

@@ -148,3 +148,26 @@ func TestDecodeResize(t *testing.T) {
 		t.Errorf("nil data: %v", err)
 	}
 }
+
+func TestDecoderConfigAppliesLimit(t *testing.T) {
+	var buf bytes.Buffer
+	if err := png.Encode(&buf, image.NewGray(image.Rect(0, 0, 40, 30))); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		limit int64
+		ok    bool
+	}{{1200, true}, {1199, false}} {
+		d, err := NewDecoder(&Options{MaxPixels: tc.limit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := d.Config(buf.Bytes())
+		if tc.ok != (err == nil) || (!tc.ok && !errors.Is(err, ErrTooLarge)) {
+			t.Errorf("limit %d: %v", tc.limit, err)
+		}
+		if tc.ok && (c.Width != 40 || c.Height != 30 || c.Format != PNG) {
+			t.Errorf("limit %d: %+v", tc.limit, c)
+		}
+	}
+}

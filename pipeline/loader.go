@@ -647,12 +647,9 @@ func (l *Loader) decodeBytes(cfg decode.Config) int64 {
 
 func (w *worker) sample(r *run, it readItem) error {
 	l := r.l
-	cfg, err := decode.ReadConfig(it.data)
+	cfg, err := w.dec.Config(it.data)
 	if err != nil {
 		return err
-	}
-	if px := int64(cfg.Width) * int64(cfg.Height); px > l.cfg.Decode.MaxPixels {
-		return fmt.Errorf("%w: %dx%d is over the limit of %d pixels", decode.ErrTooLarge, cfg.Width, cfg.Height, l.cfg.Decode.MaxPixels)
 	}
 	if need := l.decodeBytes(cfg); need > l.retain {
 		// Too big for the memory this worker keeps: borrow from the shared pool, holding

@@ -89,7 +89,6 @@ func bench(args []string, stdout io.Writer) error {
 
 	name := dir
 	if dir == "" {
-		var err error
 		if dir, err = syntheticSet(*synthDir, *images, logf); err != nil {
 			return err
 		}
