@@ -1,6 +1,6 @@
 module github.com/conveyor-ml/conveyor
 
-go 1.24
+go 1.25
 
 require (
 	github.com/disintegration/imaging v1.6.2
@@ -8,3 +8,5 @@ require (
 	golang.org/x/image v0.30.0
 	golang.org/x/sync v0.16.0
 )
+
+require github.com/klauspost/compress v1.20.3 // indirect

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/conveyor-ml/conveyor/augment"
+	"github.com/conveyor-ml/conveyor/cache"
 	"github.com/conveyor-ml/conveyor/decode"
 )
 
@@ -70,6 +71,18 @@ type Config struct {
 	// Pack says how samples are written into batches. Width and Height are required.
 	Pack augment.PackOptions
 
+	// Cache, when set, stores each decoded sample (after the resize-first step, before
+	// augmentation) under its file's identity and the decode spec, and later epochs read
+	// it from there instead of decoding. Lossless codecs give the same batches with and
+	// without it. The loader refreshes it at each epoch's start and does not close it.
+	// Default nil: no cache.
+	Cache *cache.Cache
+	// CacheFill bounds the share of the workers' busy time that storing samples may take
+	// while the loader is the bottleneck; time they spend waiting for the consumer or the
+	// disk is free for it. A sample not stored in one epoch is stored in a later one.
+	// 1 stores every sample on first sight, whatever it costs. Default 0.1.
+	CacheFill float64
+
 	// OnError is the bad-sample policy; default Skip.
 	OnError Policy
 	// MaxBadFraction ends the epoch with an error once more than this fraction of the
@@ -114,6 +127,9 @@ func (c *Config) EnsureDefaults() {
 	if c.MaxBadFraction == 0 {
 		c.MaxBadFraction = 0.01
 	}
+	if c.CacheFill == 0 {
+		c.CacheFill = 0.1
+	}
 	if c.Logf == nil {
 		c.Logf = log.Printf
 	}
@@ -138,6 +154,9 @@ func (c *Config) Validate() error {
 	if c.MaxBadFraction > 1 {
 		errs = append(errs, fmt.Errorf("MaxBadFraction %g > 1", c.MaxBadFraction))
 	}
+	if c.CacheFill < 0 || c.CacheFill > 1 {
+		errs = append(errs, fmt.Errorf("CacheFill %g not in [0, 1]", c.CacheFill))
+	}
 	if c.MemoryBudget < 0 {
 		errs = append(errs, fmt.Errorf("MemoryBudget %d < 0", c.MemoryBudget))
 	}
@@ -157,5 +176,9 @@ func (c *Config) String() string {
 		c.BatchSize, c.DropLast, c.Workers, c.IOWorkers, c.Prefetch, c.Seed, c.Sequential)
 	fmt.Fprintf(&b, " rank=%d/%d drop_uneven=%t on_error=%v max_bad=%g budget=%d decode={%s} augment=%v",
 		c.Rank, c.World, c.DropUneven, c.OnError, c.MaxBadFraction, c.MemoryBudget, c.Decode.String(), c.Augment)
+	if c.Cache != nil {
+		o := c.Cache.Options()
+		fmt.Fprintf(&b, " cache={dir=%s %s fill=%g}", c.Cache.Dir(), o.String(), c.CacheFill)
+	}
 	return b.String()
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/conveyor-ml/conveyor/augment"
+	"github.com/conveyor-ml/conveyor/cache"
 	"github.com/conveyor-ml/conveyor/decode"
 	"github.com/conveyor-ml/conveyor/internal/seed"
 	"github.com/conveyor-ml/conveyor/pinned"
@@ -46,6 +47,10 @@ type Loader struct {
 	workers []*worker // per-worker reusable state, kept across epochs
 	stats   counters
 
+	spec string     // the decode spec, with the backend in use: part of every cache key
+	conv *Converted // the source, when it is a converted dataset
+	fill fillMeter
+
 	mu      sync.Mutex
 	run     *run // the epoch being iterated, or nil
 	closed  bool
@@ -61,6 +66,10 @@ func New(src Source, cfg *Config) (*Loader, error) {
 	if src == nil || src.Len() == 0 {
 		return nil, errors.New("pipeline: empty source")
 	}
+	conv, _ := src.(*Converted)
+	if conv != nil && cfg != nil && cfg.Cache != nil {
+		return nil, errors.New("pipeline: a converted dataset is a cache already; leave Config.Cache unset")
+	}
 	var c Config
 	if cfg != nil {
 		c = *cfg
@@ -73,7 +82,7 @@ func New(src Source, cfg *Config) (*Loader, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: %w", err)
 	}
-	l := &Loader{cfg: c, src: src, packer: packer, sampleBytes: packer.SampleBytes(), nbuf: c.Prefetch + 1}
+	l := &Loader{cfg: c, src: src, conv: conv, packer: packer, sampleBytes: packer.SampleBytes(), nbuf: c.Prefetch + 1}
 	l.sampler = sampler{n: src.Len(), seed: c.Seed, shuffle: !c.Sequential, rank: c.Rank, world: c.World, dropUneven: c.DropUneven}
 	if l.sampler.shardLen() == 0 {
 		return nil, fmt.Errorf("pipeline: %d samples cannot be split among %d ranks", src.Len(), c.World)
@@ -116,6 +125,9 @@ func New(src Source, cfg *Config) (*Loader, error) {
 		l.workers[i] = &worker{}
 		l.workers[i].reset(l)
 	}
+	spec := c.Decode
+	spec.Backend = l.workers[0].dec.Backend()
+	l.spec = spec.String()
 	return l, nil
 }
 
@@ -246,6 +258,9 @@ func (l *Loader) Close() error {
 	}
 	for _, w := range l.workers {
 		w.dec.Close()
+		if w.coder != nil {
+			w.coder.Close()
+		}
 	}
 	l.pool.Close() // buffers still out are unmapped when released
 	if n := l.outstanding.Load(); n > 0 {
@@ -279,6 +294,7 @@ type task struct {
 	pos     int   // position in the epoch order
 	idx     int   // source index to load
 	attempt int32 // 0 for the original sample, then replacements
+	noCache bool  // its cached record was damaged: decode the source
 }
 
 type readItem struct {
@@ -286,6 +302,11 @@ type readItem struct {
 	data []byte
 	size int64 // bytes charged to the read budget
 	err  error
+
+	hit   bool      // data is the payload of ref
+	ref   cache.Ref // the cached record, when hit
+	store bool      // a miss to store under key once decoded
+	key   cache.Key
 }
 
 // cause is why r stopped early, or nil when it was not stopped.
@@ -336,6 +357,12 @@ func (l *Loader) start(ctx context.Context, e, cursor int) (*run, error) {
 		decodeQ: make(chan readItem, 2*l.cfg.Workers),
 		ready:   make(chan *Batch, l.nbuf),
 		quit:    make(chan struct{}),
+	}
+	if c := l.cfg.Cache; c != nil {
+		// Pick up what other loaders sharing the directory stored since.
+		if err := c.Refresh(); err != nil {
+			l.cfg.Logf("pipeline: %v", err)
+		}
 	}
 	r.ctx, r.cancel = context.WithCancelCause(ctx)
 	l.run = r
@@ -490,11 +517,22 @@ func (r *run) reader() {
 	}
 }
 
-// load reads sample t.idx whole, charging its size to the read budget.
+// load reads sample t.idx whole, from the cache when it holds it, charging its size to
+// the read budget.
 func (r *run) load(t task) readItem {
 	l := r.l
 	it := readItem{task: t}
 	t0 := time.Now()
+	if l.conv != nil {
+		ref := l.conv.refs[t.idx]
+		if it.err = r.reserve(&it, int64(ref.Bytes)); it.err != nil {
+			return it
+		}
+		it.data, it.err = l.conv.cache.Read(ref, nil) // mapped: no copy
+		it.hit, it.ref = true, ref
+		l.stats.read.add(t0, int64(ref.Bytes))
+		return it
+	}
 	f, err := l.src.Open(t.idx)
 	if err != nil {
 		it.err = err
@@ -511,15 +549,29 @@ func (r *run) load(t task) readItem {
 		it.err = errors.New("is a directory")
 		return it
 	}
-	if size+1 > l.read.size {
-		it.err = fmt.Errorf("%w: file of %d bytes exceeds the read budget of %d bytes", decode.ErrTooLarge, size, l.read.size)
+	if c := l.cfg.Cache; c != nil && !t.noCache {
+		key := cache.Key{Spec: l.spec, Path: l.src.Path(t.idx), Size: size, ModTime: fi.ModTime().UnixNano()}
+		if ref, ok := c.Lookup(key); ok {
+			if it.err = r.reserve(&it, int64(ref.Bytes)); it.err != nil {
+				return it
+			}
+			payload, err := c.Read(ref, make([]byte, ref.Bytes))
+			if err == nil {
+				it.data, it.hit, it.ref = payload, true, ref
+				l.stats.read.add(t0, int64(ref.Bytes))
+				l.stats.cacheHits.Add(1)
+				return it
+			}
+			// Damaged (the cache counted it and forgot the record): decode the source.
+			l.cfg.Logf("pipeline: %v; decoding the source instead", err)
+			l.read.release(it.size)
+			it.size = 0
+		}
+		it.store, it.key = true, key
+	}
+	if it.err = r.reserve(&it, size+1); it.err != nil {
 		return it
 	}
-	if err := l.read.acquire(r.ctx, size+1); err != nil {
-		it.err = err
-		return it
-	}
-	it.size = size + 1
 	buf := make([]byte, size+1) // one spare byte detects a file that grew since Stat
 	n, err := io.ReadFull(f, buf)
 	switch {
@@ -534,12 +586,26 @@ func (r *run) load(t task) readItem {
 	return it
 }
 
+// reserve charges n bytes to the read budget for it.
+func (r *run) reserve(it *readItem, n int64) error {
+	if n > r.l.read.size {
+		return fmt.Errorf("%w: %d bytes to read exceed the read budget of %d bytes", decode.ErrTooLarge, n, r.l.read.size)
+	}
+	if err := r.l.read.acquire(r.ctx, n); err != nil {
+		return err
+	}
+	it.size = n
+	return nil
+}
+
 // work decodes, augments and packs samples into their slots.
 func (r *run) work(w *worker) {
 	defer r.wg.Done()
 	for {
+		t0 := time.Now()
 		select {
 		case it := <-r.decodeQ:
+			r.l.fill.idle.Add(int64(time.Since(t0)))
 			r.process(w, it)
 		case <-r.quit:
 			return
@@ -563,6 +629,13 @@ func (r *run) process(w *worker, it readItem) {
 			it.b.setErr(it.slot, fatal.err)
 		case r.ctx.Err() != nil:
 			return // stopping: the slot will never be delivered
+		case it.hit && l.conv == nil && errors.Is(err, cache.ErrCorrupt):
+			// The record did not decode (the cache counted it and forgot it): load the
+			// same sample from its source, with the same random stream.
+			l.cfg.Logf("pipeline: %v; decoding the source instead", err)
+			it.noCache = true
+			r.retry <- it.task // never blocks: one entry per slot in flight at most
+			return
 		case r.fail(it.task, err):
 			return // a replacement fills the slot
 		}
@@ -622,17 +695,28 @@ func (e *fatalError) Error() string { return e.err.Error() }
 
 // worker is one CPU worker's reusable state.
 type worker struct {
-	dec  *decode.Decoder
-	actx *augment.Context
-	img  decode.Image
+	dec   *decode.Decoder
+	coder *cache.Coder // nil without a cache
+	actx  *augment.Context
+	img   decode.Image
 }
 
 func (w *worker) reset(l *Loader) {
 	if w.dec != nil {
 		w.dec.Close()
 	}
+	if w.coder != nil {
+		w.coder.Close()
+		w.coder = nil
+	}
 	// Options were validated in New, so NewDecoder cannot fail here.
 	w.dec, _ = decode.NewDecoder(&l.cfg.Decode)
+	switch {
+	case l.conv != nil:
+		w.coder = l.conv.cache.NewCoder()
+	case l.cfg.Cache != nil:
+		w.coder = l.cfg.Cache.NewCoder()
+	}
 	w.actx = augment.NewContext()
 	w.img = decode.Image{}
 }
@@ -647,9 +731,14 @@ func (l *Loader) decodeBytes(cfg decode.Config) int64 {
 
 func (w *worker) sample(r *run, it readItem) error {
 	l := r.l
-	cfg, err := w.dec.Config(it.data)
-	if err != nil {
-		return err
+	var cfg decode.Config
+	if it.hit {
+		cfg = decode.Config{Width: int(it.ref.Width), Height: int(it.ref.Height)}
+	} else {
+		var err error
+		if cfg, err = w.dec.Config(it.data); err != nil {
+			return err
+		}
 	}
 	if need := l.decodeBytes(cfg); need > l.retain {
 		// Too big for the memory this worker keeps: borrow from the shared pool, holding
@@ -666,11 +755,20 @@ func (w *worker) sample(r *run, it readItem) error {
 		}()
 	}
 	t0 := time.Now()
-	img, err := w.dec.Decode(&w.img, it.data)
+	var img *decode.Image
+	var err error
+	if it.hit {
+		img, err = w.coder.Decode(&w.img, it.ref, it.data)
+	} else {
+		img, err = w.dec.Decode(&w.img, it.data)
+	}
 	if err != nil {
 		return err
 	}
 	t1 := l.stats.decode.add(t0, int64(img.Width*img.Height))
+	if it.store {
+		t1 = w.store(l, it, img, t1)
+	}
 	w.actx.Seed(l.cfg.Seed, uint64(r.epoch), int64(it.idx)+int64(it.attempt)<<40)
 	out, err := l.cfg.Augment.Apply(w.actx, img)
 	if err != nil {
@@ -682,5 +780,38 @@ func (w *worker) sample(r *run, it readItem) error {
 		return &fatalError{fmt.Errorf("pipeline: %s: %w (the augment pipeline must produce the packed size)", l.src.Path(it.idx), err)}
 	}
 	l.stats.pack.add(t2, int64(l.sampleBytes))
+	l.fill.busy.Add(int64(time.Since(t0)))
 	return nil
+}
+
+// store puts a freshly decoded sample in the cache when the fill share allows, and
+// returns the time it finished.
+func (w *worker) store(l *Loader, it readItem, img *decode.Image, t0 time.Time) time.Time {
+	if !l.fill.admit(l.cfg.CacheFill) {
+		l.stats.cacheDeferred.Add(1)
+		return t0
+	}
+	err := w.coder.Put(it.key, l.src.Label(it.idx), img)
+	t1 := time.Now()
+	l.fill.fill.Add(int64(t1.Sub(t0)))
+	switch {
+	case err == nil:
+		l.stats.cacheStored.Add(1)
+	case errors.Is(err, cache.ErrFull), errors.Is(err, cache.ErrDisabled), errors.Is(err, cache.ErrReadOnly):
+		// The cache logged why once; the epoch carries on from the sources.
+	default:
+		l.cfg.Logf("pipeline: caching %s: %v", it.key.Path, err)
+	}
+	return t1
+}
+
+// fillMeter shares worker time between the epoch's work and filling the cache.
+type fillMeter struct {
+	busy, fill, idle atomic.Int64 // nanoseconds summed over workers
+}
+
+// admit reports whether one more sample may be stored: while filling has taken no more
+// than share of the workers' busy time plus the time they spent waiting for input.
+func (m *fillMeter) admit(share float64) bool {
+	return share >= 1 || float64(m.fill.Load()) <= share*float64(m.busy.Load())+float64(m.idle.Load())
 }

@@ -44,5 +44,11 @@ func ApplyRecipe(cfg *Config, name string, size int) error {
 	return nil
 }
 
-// DecodeBackend names the JPEG decoder in use ("turbo" or "go").
-func (l *Loader) DecodeBackend() string { return l.workers[0].dec.Backend() }
+// DecodeBackend names the JPEG decoder in use ("turbo" or "go"), or "cache:CODEC" for a
+// converted dataset, whose samples are stored pixels.
+func (l *Loader) DecodeBackend() string {
+	if l.conv != nil {
+		return "cache:" + string(l.conv.info.Codec)
+	}
+	return l.workers[0].dec.Backend()
+}

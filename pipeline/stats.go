@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/conveyor-ml/conveyor/cache"
 	"github.com/conveyor-ml/conveyor/pinned"
 )
 
@@ -23,6 +24,12 @@ type Stats struct {
 	// BadSamples counts failed samples; RecentBad holds the last few, newest last.
 	BadSamples int64
 	RecentBad  []SampleError
+
+	// Cache use: samples read from it, stored into it, and not stored because filling
+	// had used its share of the workers' time (see Config.CacheFill). Cache is the
+	// cache's own snapshot, nil without one.
+	CacheHits, CacheStored, CacheDeferred int64
+	Cache                                 *cache.Stats
 
 	// Memory, in bytes. PeakHeld is the most the loader held at once — pinned buffers plus
 	// read and decode working memory — and never exceeds Budget.
@@ -64,8 +71,9 @@ func (s *stage) snapshot() StageStats {
 }
 
 type counters struct {
-	epochs                      atomic.Int64
-	read, decode, augment, pack stage
+	epochs                                atomic.Int64
+	read, decode, augment, pack           stage
+	cacheHits, cacheStored, cacheDeferred atomic.Int64
 
 	mu     sync.Mutex
 	bad    int64
@@ -96,6 +104,15 @@ func (l *Loader) Stats() Stats {
 		Outstanding: l.outstanding.Load(),
 	}
 	s.PeakHeld = s.Pinned.BytesMapped + l.held.peak.Load()
+	s.CacheHits, s.CacheStored, s.CacheDeferred = l.stats.cacheHits.Load(), l.stats.cacheStored.Load(), l.stats.cacheDeferred.Load()
+	switch {
+	case l.cfg.Cache != nil:
+		cs := l.cfg.Cache.Stats()
+		s.Cache = &cs
+	case l.conv != nil:
+		cs := l.conv.cache.Stats()
+		s.Cache = &cs
+	}
 	l.stats.mu.Lock()
 	s.BadSamples = l.stats.bad
 	s.RecentBad = append([]SampleError(nil), l.stats.recent...)

@@ -1,0 +1,768 @@
+package cache
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/conveyor-ml/conveyor/decode"
+)
+
+// Errors returned by Put. None of them loses data already in the cache.
+var (
+	// ErrFull: the record would take the cache past MaxBytes and nothing could be evicted.
+	ErrFull = errors.New("cache: full")
+	// ErrDisabled: an earlier write failed (a full disk, say), so this Cache writes no more.
+	ErrDisabled = errors.New("cache: writing disabled")
+	// ErrReadOnly: the Cache was opened with ReadOnly.
+	ErrReadOnly = errors.New("cache: opened read-only")
+)
+
+// Options configures Open. A nil *Options means the defaults.
+type Options struct {
+	// Codec stores new records; records already written keep theirs. Default S2.
+	Codec Codec
+	// Quality is the JPEG codec's quality, 1 to 100; default 90.
+	Quality int
+	// MaxBytes bounds the directory's size (shards and their indexes), as far as this
+	// process knows it (see Refresh). Admission and eviction: a record is admitted while
+	// it fits; when it does not, whole shards written for other specs are deleted, oldest
+	// first; when none is left, no more records are admitted and those already stored stay.
+	// A training epoch visits every sample once in random order, and for that pattern
+	// keeping what is stored (hit rate MaxBytes/dataset size) beats LRU or FIFO
+	// replacement, which would evict each record before its next use. Default 0: no bound.
+	MaxBytes int64
+	// ShardBytes is the size at which a writer starts a new shard; default 1 GiB.
+	ShardBytes int64
+	// ReadOnly opens an existing cache without creating or writing anything; default false.
+	ReadOnly bool
+	// Logf receives notices such as writes being disabled; default log.Printf.
+	Logf func(format string, args ...any)
+}
+
+// EnsureDefaults fills zero fields with their defaults.
+func (o *Options) EnsureDefaults() {
+	if o.Codec == "" {
+		o.Codec = S2
+	}
+	if o.Quality == 0 {
+		o.Quality = 90
+	}
+	if o.ShardBytes == 0 {
+		o.ShardBytes = 1 << 30
+	}
+	if o.Logf == nil {
+		o.Logf = log.Printf
+	}
+}
+
+// Validate reports the first invalid field.
+func (o *Options) Validate() error {
+	if _, err := ParseCodec(string(o.Codec)); err != nil {
+		return err
+	}
+	if o.Quality < 1 || o.Quality > 100 {
+		return fmt.Errorf("cache: Quality %d not in [1, 100]", o.Quality)
+	}
+	if o.MaxBytes < 0 || o.ShardBytes < 1<<16 {
+		return fmt.Errorf("cache: MaxBytes %d must be ≥ 0 and ShardBytes %d ≥ 64 KiB", o.MaxBytes, o.ShardBytes)
+	}
+	return nil
+}
+
+// String prints the effective options.
+func (o *Options) String() string {
+	return fmt.Sprintf("codec=%s quality=%d max_bytes=%d shard_bytes=%d read_only=%t", o.Codec, o.Quality, o.MaxBytes, o.ShardBytes, o.ReadOnly)
+}
+
+// Ref locates one record. It is a small value; copy it freely.
+type Ref struct {
+	Path          string // the source file, relative to its dataset's root
+	Label         int32
+	Width, Height uint32 // stored pixels
+	Codec         Codec
+	Bytes         int   // the record's size on disk
+	SourceSize    int64 // the source file's size and modification time when it was stored
+	SourceModTime int64
+
+	id  ID
+	sh  *shard
+	off int64
+}
+
+// ID is the record's key digest.
+func (r Ref) ID() ID { return r.id }
+
+// Spec is the decode spec the record was stored under.
+func (r Ref) Spec() string { return r.sh.spec }
+
+// Offset is the record's position in its shard file.
+func (r Ref) Offset() int64 { return r.off }
+
+// Shard names the shard file holding the record, for messages.
+func (r Ref) Shard() string { return r.sh.name + shardExt }
+
+const (
+	shardExt = ".shard"
+	indexExt = ".idx"
+	lockName = "LOCK"
+)
+
+type shard struct {
+	name    string   // file name without extension
+	f       *os.File // read handle; the writer's handle when this process writes it
+	codec   Codec
+	spec    string
+	hdrLen  int64
+	idxOff  int64 // index bytes consumed
+	dataEnd int64 // end of the last record known
+	bytes   int64 // shard and index bytes on disk, as last seen
+	recs    []Ref
+	gone    bool   // evicted
+	m       []byte // read-only mapping of the shard's records, ReadOnly caches only
+	oldMaps [][]byte
+}
+
+type loc struct {
+	sh *shard
+	i  int32
+}
+
+type writer struct {
+	sh     *shard
+	idx    *os.File
+	idxOff int64
+	ibuf   []byte
+}
+
+// Cache is an open cache directory. Its methods are safe for concurrent use, except
+// Close, which must be the last call.
+type Cache struct {
+	dir  string
+	opts Options
+	lock *os.File
+
+	mu      sync.RWMutex
+	shards  map[string]*shard
+	retired []*shard // evicted, still open for Refs taken before
+	index   map[ID]loc
+
+	wmu      sync.Mutex // serialises writes, rotation and eviction
+	writers  map[string]*writer
+	bytes    int64 // directory bytes as far as this process knows, under wmu
+	full     bool
+	disabled atomic.Pointer[string]
+
+	hits, misses, corrupt, written, rejected, evicted atomic.Int64
+}
+
+// writeAt is the one place records reach the disk, so tests can inject write failures.
+var writeAt = func(f *os.File, b []byte, off int64) (int, error) { return f.WriteAt(b, off) }
+
+// Open opens the cache in dir, creating the directory unless ReadOnly, and reads every
+// shard's index.
+func Open(dir string, opts *Options) (*Cache, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	o.EnsureDefaults()
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	if !o.ReadOnly {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("cache: %w", err)
+		}
+	} else if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		if err == nil {
+			err = errors.New("not a directory")
+		}
+		return nil, fmt.Errorf("cache: %s: %w", dir, err)
+	}
+	c := &Cache{dir: dir, opts: o, shards: map[string]*shard{}, index: map[ID]loc{}, writers: map[string]*writer{}}
+	if !o.ReadOnly {
+		f, err := os.OpenFile(filepath.Join(dir, lockName), os.O_CREATE|os.O_RDWR, 0o644)
+		if err != nil {
+			return nil, fmt.Errorf("cache: %w", err)
+		}
+		c.lock = f
+	}
+	if err := c.Refresh(); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// Dir is the cache's directory.
+func (c *Cache) Dir() string { return c.dir }
+
+// Options returns the effective options.
+func (c *Cache) Options() Options { return c.opts }
+
+// Refresh reads what was appended to the directory since Open or the last Refresh:
+// shards and records other processes wrote, and records a crashed writer left unindexed.
+func (c *Cache) Refresh() error {
+	ents, err := os.ReadDir(c.dir)
+	if err != nil {
+		return fmt.Errorf("cache: %w", err)
+	}
+	var names []string
+	for _, e := range ents {
+		if name, ok := strings.CutSuffix(e.Name(), shardExt); ok && e.Type().IsRegular() {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names) // names start with the creation time: older records are added first
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	var total int64
+	for _, name := range names {
+		c.mu.RLock()
+		sh := c.shards[name]
+		c.mu.RUnlock()
+		if sh == nil {
+			sh, err = c.openShard(name)
+			if err != nil {
+				c.opts.Logf("cache: ignoring %s: %v", filepath.Join(c.dir, name+shardExt), err)
+				continue
+			}
+			if sh == nil {
+				continue // its header is still being written
+			}
+		}
+		if !c.ownWriter(sh) {
+			if err := c.catchUp(sh); err != nil {
+				c.opts.Logf("cache: %s: %v", filepath.Join(c.dir, name+shardExt), err)
+			}
+		}
+		total += sh.bytes
+	}
+	c.bytes = total
+	return nil
+}
+
+func (c *Cache) ownWriter(sh *shard) bool {
+	w := c.writers[sh.spec]
+	return w != nil && w.sh == sh
+}
+
+// openShard opens a shard and parses its header; nil, nil while the header is incomplete.
+func (c *Cache) openShard(name string) (*shard, error) {
+	f, err := os.Open(filepath.Join(c.dir, name+shardExt))
+	if err != nil {
+		return nil, err
+	}
+	buf := make([]byte, 64)
+	for {
+		n, err := f.ReadAt(buf, 0)
+		if err != nil && err != io.EOF {
+			f.Close()
+			return nil, err
+		}
+		codec, spec, hl, need, perr := parseShardHeader(buf[:n])
+		if perr != nil {
+			f.Close()
+			return nil, perr
+		}
+		if need == 0 {
+			sh := &shard{name: name, f: f, codec: codec, spec: spec, hdrLen: int64(hl), dataEnd: int64(hl)}
+			c.mu.Lock()
+			c.shards[name] = sh
+			c.mu.Unlock()
+			return sh, nil
+		}
+		if n < len(buf) || need <= len(buf) {
+			f.Close()
+			return nil, nil
+		}
+		buf = make([]byte, need)
+	}
+}
+
+// catchUp adds the records appended to sh since it was last read: first from its index,
+// then by scanning the shard past the last indexed record.
+func (c *Cache) catchUp(sh *shard) error {
+	fi, err := sh.f.Stat()
+	if err != nil {
+		return err
+	}
+	size := fi.Size()
+	var idxSize int64
+	if data, err := readFrom(filepath.Join(c.dir, sh.name+indexExt), sh.idxOff); err == nil {
+		idxSize = sh.idxOff + int64(len(data))
+		for len(data) > 0 {
+			off, h, n, err := parseIndexEntry(data)
+			if err != nil || n == 0 {
+				break // torn or damaged: the shard scan below recovers what follows
+			}
+			if off >= sh.hdrLen && off+int64(h.recordLen()) <= size {
+				c.add(sh, off, &h)
+			}
+			data = data[n:]
+			sh.idxOff += int64(n)
+		}
+	}
+	buf := make([]byte, recordFixed+256)
+	for sh.dataEnd < size {
+		n, err := sh.f.ReadAt(buf[:min(int64(len(buf)), size-sh.dataEnd)], sh.dataEnd)
+		if err != nil && err != io.EOF {
+			return err
+		}
+		h, need, err := parseHeader(buf[:n])
+		if need > 0 {
+			if int64(need) > size-sh.dataEnd || need <= n {
+				break // a header still being written, or a torn one
+			}
+			buf = make([]byte, need)
+			continue
+		}
+		if err != nil || sh.dataEnd+int64(h.recordLen()) > size {
+			break // a record still being written, or a writer's torn last record
+		}
+		c.add(sh, sh.dataEnd, &h)
+	}
+	sh.bytes = size + idxSize
+	if c.opts.ReadOnly && size > int64(len(sh.m)) && size <= maxMap {
+		// Reads of a read-only cache come straight from the page cache, without a copy.
+		// Earlier mappings stay until Close: Refs read before may still use them.
+		if m, err := mapShard(sh, size); err == nil {
+			if sh.m != nil {
+				sh.oldMaps = append(sh.oldMaps, sh.m)
+			}
+			sh.m = m
+		}
+	}
+	return nil
+}
+
+// maxMap bounds a shard mapping; larger shards are read with pread.
+const maxMap = 1 << 40
+
+func readFrom(path string, off int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if _, err := f.Seek(off, io.SeekStart); err != nil {
+		return nil, err
+	}
+	return io.ReadAll(f)
+}
+
+// add records that sh holds h at off. A later record with the same key replaces an
+// earlier one.
+func (c *Cache) add(sh *shard, off int64, h *header) {
+	if end := off + int64(h.recordLen()); end > sh.dataEnd {
+		sh.dataEnd = end
+	} else if i := slices.IndexFunc(sh.recs, func(r Ref) bool { return r.off == off }); i >= 0 {
+		return // known already (from the index, then the scan, or the other way round)
+	}
+	r := Ref{
+		Path: h.path, Label: h.label, Width: h.width, Height: h.height, Codec: sh.codec,
+		Bytes: h.recordLen(), SourceSize: h.srcSize, SourceModTime: h.srcMtime,
+		id: h.id, sh: sh, off: off,
+	}
+	c.mu.Lock()
+	sh.recs = append(sh.recs, r)
+	c.index[h.id] = loc{sh, int32(len(sh.recs) - 1)}
+	c.mu.Unlock()
+}
+
+// Lookup finds the record stored under k.
+func (c *Cache) Lookup(k Key) (Ref, bool) {
+	id := k.ID()
+	c.mu.RLock()
+	l, ok := c.index[id]
+	var r Ref
+	if ok {
+		r = l.sh.recs[l.i]
+	}
+	c.mu.RUnlock()
+	if ok {
+		c.hits.Add(1)
+	} else {
+		c.misses.Add(1)
+	}
+	return r, ok
+}
+
+// Read reads r's record into buf (grown when too small) and returns its payload after
+// checking both checksums. A mismatch returns an error wrapping ErrCorrupt, counts it and
+// forgets the record, so the caller can decode the source again and Put a good copy.
+//
+// A ReadOnly cache maps its shards, and then the payload is read-only memory of the
+// mapping rather than buf: it must not be written to.
+func (c *Cache) Read(r Ref, buf []byte) ([]byte, error) {
+	mapped := false
+	switch end := r.off + int64(r.Bytes); {
+	case end <= int64(len(r.sh.m)):
+		buf, mapped = r.sh.m[r.off:end:end], true
+	case cap(buf) < r.Bytes:
+		buf = make([]byte, r.Bytes)
+	default:
+		buf = buf[:r.Bytes]
+	}
+	if mapped {
+		// Nothing to read: the page cache is the buffer.
+	} else if _, err := r.sh.f.ReadAt(buf, r.off); err != nil {
+		if err == io.EOF {
+			return nil, c.damaged(r, fmt.Errorf("%w: record cut short", ErrCorrupt))
+		}
+		return nil, fmt.Errorf("cache: %s: %w", r.Shard(), err)
+	}
+	h, need, err := parseHeader(buf)
+	switch {
+	case err != nil:
+		return nil, c.damaged(r, err)
+	case need > 0 || h.id != r.id || h.recordLen() != r.Bytes:
+		return nil, c.damaged(r, fmt.Errorf("%w: header does not match the index", ErrCorrupt))
+	}
+	payload := buf[h.size():]
+	if checksum(payload) != h.payloadCRC {
+		return nil, c.damaged(r, fmt.Errorf("%w: payload checksum mismatch", ErrCorrupt))
+	}
+	return payload, nil
+}
+
+func (c *Cache) damaged(r Ref, err error) error {
+	c.corrupt.Add(1)
+	c.mu.Lock()
+	if l, ok := c.index[r.id]; ok && l.sh == r.sh && l.sh.recs[l.i].off == r.off {
+		delete(c.index, r.id)
+	}
+	c.mu.Unlock()
+	return fmt.Errorf("cache: %s at %s+%d: %w", r.Path, r.Shard(), r.off, err)
+}
+
+// Load reads and decodes r into dst, returning the image (see Coder.Decode).
+func (d *Coder) Load(dst *decode.Image, r Ref) (*decode.Image, error) {
+	if cap(d.rd) < r.Bytes && len(r.sh.m) < int(r.off)+r.Bytes {
+		d.rd = make([]byte, r.Bytes)
+	}
+	payload, err := d.c.Read(r, d.rd) // never keep payload: it may be a read-only mapping
+	if err != nil {
+		return nil, err
+	}
+	return d.Decode(dst, r, payload)
+}
+
+// Put stores img (packed or not; it is compacted in place) under k with label. It
+// returns ErrFull, ErrDisabled or ErrReadOnly without writing when the record cannot be
+// admitted; a write error disables writing for good, logs why and is returned.
+func (d *Coder) Put(k Key, label int, img *decode.Image) error {
+	c := d.c
+	if c.opts.ReadOnly {
+		return ErrReadOnly
+	}
+	if c.disabled.Load() != nil {
+		c.rejected.Add(1)
+		return ErrDisabled
+	}
+	if len(k.Path) > maxPath {
+		return fmt.Errorf("cache: path of %d bytes is too long: %.64s...", len(k.Path), k.Path)
+	}
+	h := header{id: k.ID(), label: int32(label), width: uint32(img.Width), height: uint32(img.Height),
+		srcSize: k.Size, srcMtime: k.ModTime, path: k.Path}
+	hs := h.size()
+	rec := grow(d.rec[:0], hs)[:hs]
+	rec, err := d.encode(rec, c.opts.Codec, img)
+	if err != nil {
+		return err
+	}
+	d.rec = rec
+	payload := rec[hs:]
+	if len(payload) > 1<<32-1 {
+		return fmt.Errorf("cache: %s: record of %d bytes is too large", k.Path, len(payload))
+	}
+	h.payloadLen, h.payloadCRC = uint32(len(payload)), checksum(payload)
+	h.put(rec)
+	return c.append(k.Spec, rec, &h)
+}
+
+func (c *Cache) append(spec string, rec []byte, h *header) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.disabled.Load() != nil {
+		c.rejected.Add(1)
+		return ErrDisabled
+	}
+	need := int64(len(rec) + idxFixed + h.size())
+	w := c.writers[spec]
+	if w != nil && w.sh.dataEnd > w.sh.hdrLen && w.sh.dataEnd+int64(len(rec)) > c.opts.ShardBytes {
+		c.seal(w)
+		w = nil
+	}
+	if w == nil {
+		need += int64(len(encodeShardHeader(c.opts.Codec, spec)))
+	}
+	if c.opts.MaxBytes > 0 && c.bytes+need > c.opts.MaxBytes {
+		c.evict(need, spec)
+		if c.bytes+need > c.opts.MaxBytes {
+			c.rejected.Add(1)
+			if !c.full {
+				c.full = true
+				c.opts.Logf("cache: %s holds %d bytes of MaxBytes %d: admitting no more records", c.dir, c.bytes, c.opts.MaxBytes)
+			}
+			return ErrFull
+		}
+	}
+	if w == nil {
+		var err error
+		if w, err = c.newWriter(spec); err != nil {
+			return c.disable(err)
+		}
+	}
+	sh := w.sh
+	off := sh.dataEnd
+	if _, err := writeAt(sh.f, rec, off); err != nil {
+		sh.f.Truncate(off) // best effort: a torn tail is ignored by readers anyway
+		return c.disable(err)
+	}
+	w.ibuf = appendIndexEntry(w.ibuf[:0], off, rec[:h.size()])
+	if _, err := writeAt(w.idx, w.ibuf, w.idxOff); err != nil {
+		// The record is whole; readers find it by scanning the shard.
+		c.add(sh, off, h)
+		return c.disable(err)
+	}
+	w.idxOff += int64(len(w.ibuf))
+	sh.idxOff = w.idxOff
+	c.add(sh, off, h)
+	sh.bytes = sh.dataEnd + w.idxOff
+	c.bytes += int64(len(rec) + len(w.ibuf))
+	c.written.Add(1)
+	return nil
+}
+
+// disable stops all further writes, logging why once.
+func (c *Cache) disable(err error) error {
+	reason := err.Error()
+	if isNoSpace(err) {
+		reason = "the disk is full: " + reason
+	}
+	if c.disabled.CompareAndSwap(nil, &reason) {
+		c.opts.Logf("cache: %s: writing disabled, reading on from the sources: %s", c.dir, reason)
+	}
+	c.rejected.Add(1)
+	return fmt.Errorf("%w: %w", ErrDisabled, err)
+}
+
+// newWriter creates a shard (and its index) that only this Cache appends to.
+func (c *Cache) newWriter(spec string) (*writer, error) {
+	hdr := encodeShardHeader(c.opts.Codec, spec)
+	if err := lock(c.lock); err != nil {
+		return nil, err
+	}
+	defer unlock(c.lock)
+	var f *os.File
+	var name string
+	for {
+		name = fmt.Sprintf("%016x-%08x", time.Now().UnixNano(), rand.Uint32())
+		var err error
+		f, err = os.OpenFile(filepath.Join(c.dir, name+shardExt), os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o644)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, os.ErrExist) {
+			return nil, err
+		}
+	}
+	fail := func(err error) (*writer, error) {
+		f.Close()
+		os.Remove(f.Name())
+		return nil, err
+	}
+	if ok, err := tryLock(f); !ok {
+		return fail(fmt.Errorf("locking new shard: %v", err))
+	}
+	if _, err := writeAt(f, hdr, 0); err != nil {
+		return fail(err)
+	}
+	idx, err := os.OpenFile(filepath.Join(c.dir, name+indexExt), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if err != nil {
+		return fail(err)
+	}
+	sh := &shard{name: name, f: f, codec: c.opts.Codec, spec: spec, hdrLen: int64(len(hdr)), dataEnd: int64(len(hdr)), bytes: int64(len(hdr))}
+	c.mu.Lock()
+	c.shards[name] = sh
+	c.mu.Unlock()
+	w := &writer{sh: sh, idx: idx}
+	c.writers[spec] = w
+	c.bytes += sh.bytes
+	return w, nil
+}
+
+// seal ends w's shard: other processes may now evict it.
+func (c *Cache) seal(w *writer) {
+	unlock(w.sh.f)
+	w.idx.Close()
+	delete(c.writers, w.sh.spec)
+}
+
+// evict deletes whole shards written for other specs than keep, oldest first, until need
+// more bytes fit under MaxBytes. Shards a live writer still holds are skipped.
+func (c *Cache) evict(need int64, keep string) {
+	if c.lock == nil || lock(c.lock) != nil {
+		return
+	}
+	defer unlock(c.lock)
+	c.mu.RLock()
+	var cands []*shard
+	for _, sh := range c.shards {
+		if sh.spec != keep && !sh.gone {
+			cands = append(cands, sh)
+		}
+	}
+	c.mu.RUnlock()
+	slices.SortFunc(cands, func(a, b *shard) int { return strings.Compare(a.name, b.name) })
+	for _, sh := range cands {
+		if c.bytes+need <= c.opts.MaxBytes {
+			return
+		}
+		if c.ownWriter(sh) {
+			continue
+		}
+		f, err := os.Open(filepath.Join(c.dir, sh.name+shardExt))
+		if err != nil {
+			continue
+		}
+		ok, _ := tryLock(f)
+		if ok {
+			os.Remove(filepath.Join(c.dir, sh.name+shardExt))
+			os.Remove(filepath.Join(c.dir, sh.name+indexExt))
+		}
+		f.Close()
+		if !ok {
+			continue
+		}
+		c.mu.Lock()
+		for _, r := range sh.recs {
+			if l, ok := c.index[r.id]; ok && l.sh == sh {
+				delete(c.index, r.id)
+			}
+		}
+		sh.gone = true
+		delete(c.shards, sh.name)
+		c.retired = append(c.retired, sh)
+		c.mu.Unlock()
+		// Our read handle stays open: a Ref taken before eviction still reads.
+		c.bytes -= sh.bytes
+		c.evicted.Add(1)
+		c.opts.Logf("cache: evicted shard %s (%d records of spec %q, %d bytes) to stay under MaxBytes %d", sh.name, len(sh.recs), sh.spec, sh.bytes, c.opts.MaxBytes)
+	}
+}
+
+// Records returns the records stored under spec, one per source path (the newest when a
+// path was stored more than once), sorted by path.
+func (c *Cache) Records(spec string) []Ref {
+	c.mu.RLock()
+	var refs []Ref
+	for _, l := range c.index {
+		if l.sh.spec == spec {
+			refs = append(refs, l.sh.recs[l.i])
+		}
+	}
+	c.mu.RUnlock()
+	slices.SortFunc(refs, func(a, b Ref) int {
+		if d := strings.Compare(a.Path, b.Path); d != 0 {
+			return d
+		}
+		if d := strings.Compare(b.sh.name, a.sh.name); d != 0 { // newest shard first
+			return d
+		}
+		return int(b.off - a.off)
+	})
+	return slices.CompactFunc(refs, func(a, b Ref) bool { return a.Path == b.Path })
+}
+
+// Specs counts the indexed records of each spec.
+func (c *Cache) Specs() map[string]int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	m := map[string]int{}
+	for _, l := range c.index {
+		m[l.sh.spec]++
+	}
+	return m
+}
+
+// Stats is a snapshot of a Cache's state and counters.
+type Stats struct {
+	Records int   // indexed records, all specs
+	Shards  int   // shard files
+	Bytes   int64 // directory bytes as far as this process knows
+	// Counters since Open.
+	Hits, Misses int64 // Lookup results
+	Corrupt      int64 // records whose checksum or framing failed
+	Written      int64 // records stored
+	Rejected     int64 // Puts not stored: full or disabled
+	Evicted      int64 // shards deleted to stay under MaxBytes
+	// Full is set once a record did not fit under MaxBytes; Disabled says why writing
+	// stopped, "" while writing.
+	Full     bool
+	Disabled string
+}
+
+// Stats returns a snapshot of c's counters.
+func (c *Cache) Stats() Stats {
+	c.wmu.Lock()
+	s := Stats{Bytes: c.bytes, Full: c.full}
+	c.wmu.Unlock()
+	c.mu.RLock()
+	s.Records, s.Shards = len(c.index), len(c.shards)
+	c.mu.RUnlock()
+	s.Hits, s.Misses, s.Corrupt = c.hits.Load(), c.misses.Load(), c.corrupt.Load()
+	s.Written, s.Rejected, s.Evicted = c.written.Load(), c.rejected.Load(), c.evicted.Load()
+	if p := c.disabled.Load(); p != nil {
+		s.Disabled = *p
+	}
+	return s
+}
+
+// maxRecordBytes bounds a record's decoded pixels: decode's default pixel limit, in RGB.
+func (c *Cache) maxRecordBytes() int64 { return 3 * decode.DefaultMaxPixels }
+
+// Close ends this Cache's shards (other processes may then evict them) and closes its
+// files. Records written stay readable by later Opens.
+func (c *Cache) Close() error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	for _, w := range c.writers {
+		c.seal(w)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, sh := range c.shards {
+		sh.close()
+	}
+	for _, sh := range c.retired {
+		sh.close()
+	}
+	c.shards, c.retired, c.index = map[string]*shard{}, nil, map[ID]loc{}
+	if c.lock != nil {
+		c.lock.Close()
+		c.lock = nil
+	}
+	return nil
+}
+
+func (sh *shard) close() {
+	for _, m := range append(sh.oldMaps, sh.m) {
+		if m != nil {
+			unmap(m)
+		}
+	}
+	sh.m, sh.oldMaps = nil, nil
+	sh.f.Close()
+}

@@ -1,0 +1,274 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/conveyor-ml/conveyor/cache"
+	"github.com/conveyor-ml/conveyor/decode"
+)
+
+func openCache(t *testing.T, dir string, codec cache.Codec) *cache.Cache {
+	t.Helper()
+	c, err := cache.Open(dir, &cache.Options{Codec: codec, Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// The cache stores pixels before augmentation, so for lossless codecs every epoch's
+// batches are byte-identical with and without it: while it fills and once it serves.
+func TestCacheGivesSameBatches(t *testing.T) {
+	src, err := Dir(sharedTree(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	plain := newLoader(t, src, testConfig(2))
+	for _, codec := range []cache.Codec{cache.S2, cache.Raw, cache.Zstd} {
+		t.Run(string(codec), func(t *testing.T) {
+			cfg := testConfig(3)
+			cfg.Cache = openCache(t, t.TempDir(), codec)
+			cfg.CacheFill = 1
+			ld := newLoader(t, src, cfg)
+			for e := range 3 {
+				want := collect(t, plain, ctx, e, 0)
+				got := collect(t, ld, ctx, e, 0)
+				if !bytes.Equal(got.data, want.data) || !slicesEqual(got.labels, want.labels) || !slicesEqual(got.indices, want.indices) {
+					t.Fatalf("epoch %d: batches differ with the %s cache", e, codec)
+				}
+			}
+			st := ld.Stats()
+			good := int64(src.Len()) // the shared tree has no bad files
+			if st.CacheStored != good || st.CacheHits != 2*good || st.Cache.Records != int(good) {
+				t.Fatalf("stored %d, hits %d, records %d; want %d, %d, %d", st.CacheStored, st.CacheHits, st.Cache.Records, good, 2*good, good)
+			}
+			if st.Decode.Items != 3*good {
+				t.Fatalf("decode stage counted %d items, want %d", st.Decode.Items, 3*good)
+			}
+		})
+	}
+}
+
+func slicesEqual[T comparable](a, b []T) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// A cache written by one loader serves another that opens the same directory, and a
+// loader with a different decode spec never sees those records.
+func TestCacheSharedAcrossLoadersAndSpecs(t *testing.T) {
+	src, err := Dir(sharedTree(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	ctx := context.Background()
+	cfg := testConfig(2)
+	cfg.Cache = openCache(t, dir, cache.S2)
+	cfg.CacheFill = 1
+	first := newLoader(t, src, cfg)
+	collect(t, first, ctx, 0, 0)
+
+	cfg2 := testConfig(2)
+	cfg2.Cache = openCache(t, dir, cache.S2)
+	second := newLoader(t, src, cfg2)
+	collect(t, second, ctx, 0, 0)
+	if st := second.Stats(); st.CacheHits != int64(src.Len()) || st.CacheStored != 0 {
+		t.Fatalf("second loader: %d hits, %d stored; want %d, 0", st.CacheHits, st.CacheStored, src.Len())
+	}
+
+	cfg3 := testConfig(2)
+	cfg3.Decode.Resize = decode.ResizePolicy{Mode: decode.ResizeShorter, Size: 30}
+	cfg3.Cache = openCache(t, dir, cache.S2)
+	cfg3.CacheFill = 1
+	third := newLoader(t, src, cfg3)
+	collect(t, third, ctx, 0, 0)
+	if st := third.Stats(); st.CacheHits != 0 || st.CacheStored != int64(src.Len()) {
+		t.Fatalf("loader with another spec: %d hits, %d stored; want 0, %d", st.CacheHits, st.CacheStored, src.Len())
+	}
+}
+
+// A file changed after it was cached is decoded again, never served stale.
+func TestCacheChangedFileIsNotStale(t *testing.T) {
+	dir := newTree(t, 2, 4)
+	src, err := Dir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	cfg := testConfig(2)
+	cfg.Sequential = true
+	if err := ApplyRecipe(cfg, "eval", 24); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Cache = openCache(t, t.TempDir(), cache.S2)
+	cfg.CacheFill = 1
+	ld := newLoader(t, src, cfg)
+	before := collect(t, ld, ctx, 0, 0)
+
+	// Replace sample 0 with sample 1's bytes (another picture, another size), keeping the
+	// name and setting an old modification time, as a restore from backup would.
+	p0 := filepath.Join(dir, filepath.FromSlash(src.Path(0)))
+	p1 := filepath.Join(dir, filepath.FromSlash(src.Path(1)))
+	if filepath.Ext(p0) != filepath.Ext(p1) {
+		t.Skipf("samples 0 and 1 have different formats: %s, %s", p0, p1)
+	}
+	data, err := os.ReadFile(p1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p0, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC)
+	if err := os.Chtimes(p0, old, old); err != nil {
+		t.Fatal(err)
+	}
+	after := collect(t, ld, ctx, 1, 0)
+	n := ld.sampleBytes
+	if !bytes.Equal(after.data[:n], before.data[n:2*n]) {
+		t.Fatal("sample 0 still shows its old pixels after the file changed")
+	}
+	if !bytes.Equal(after.data[n:], before.data[n:]) {
+		t.Fatal("unchanged samples changed")
+	}
+	if st := ld.Stats(); st.CacheHits != int64(src.Len()-1) {
+		t.Fatalf("%d hits in the second epoch, want %d", st.CacheHits, src.Len()-1)
+	}
+}
+
+// A damaged record is detected, counted, decoded from its source instead (same batch
+// bytes) and stored again.
+func TestCacheDamagedRecordFallsBackToSource(t *testing.T) {
+	src, err := Dir(sharedTree(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	ctx := context.Background()
+	cfg := testConfig(2)
+	cfg.Cache = openCache(t, dir, cache.S2)
+	cfg.CacheFill = 1
+	ld := newLoader(t, src, cfg)
+	collect(t, ld, ctx, 0, 0)
+	want := collect(t, ld, ctx, 1, 0)
+	ld.Close()
+	cfg.Cache.Close()
+
+	// Flip one bit in the middle of every tenth record's payload.
+	c := openCache(t, dir, cache.S2)
+	var damaged int
+	for i, r := range c.Records(ld.spec) {
+		if i%10 != 0 {
+			continue
+		}
+		flipBit(t, filepath.Join(dir, r.Shard()), r)
+		damaged++
+	}
+	var logs logSink
+	cfg2 := testConfig(2)
+	cfg2.Cache, cfg2.CacheFill, cfg2.Logf = c, 1, logs.logf
+	ld2 := newLoader(t, src, cfg2)
+	got := collect(t, ld2, ctx, 1, 0)
+	if !bytes.Equal(got.data, want.data) {
+		t.Fatal("batches differ after records were damaged")
+	}
+	st := ld2.Stats()
+	if st.Cache.Corrupt != int64(damaged) || st.CacheStored != int64(damaged) || st.CacheHits != int64(src.Len()-damaged) {
+		t.Fatalf("corrupt %d, re-stored %d, hits %d; want %d, %d, %d", st.Cache.Corrupt, st.CacheStored, st.CacheHits, damaged, damaged, src.Len()-damaged)
+	}
+	if !strings.Contains(logs.String(), "decoding the source instead") {
+		t.Fatalf("no log line for the damaged records:\n%s", logs.String())
+	}
+	// The next epoch is served entirely from the cache again.
+	collect(t, ld2, ctx, 2, 0)
+	if st2 := ld2.Stats(); st2.CacheHits-st.CacheHits != int64(src.Len()) {
+		t.Fatalf("epoch after repair: %d hits, want %d", st2.CacheHits-st.CacheHits, src.Len())
+	}
+}
+
+type logSink struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logSink) logf(format string, args ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.b.WriteString(strings.TrimSpace(fmt.Sprintf(format, args...)) + "\n")
+}
+
+func (l *logSink) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// flipBit flips one bit in the middle of r's payload on disk.
+func flipBit(t *testing.T, shard string, r cache.Ref) {
+	t.Helper()
+	f, err := os.OpenFile(shard, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	at := r.Offset() + int64(r.Bytes) - 1 - int64(r.Bytes/4)
+	b := []byte{0}
+	if _, err := f.ReadAt(b, at); err != nil {
+		t.Fatal(err)
+	}
+	b[0] ^= 0x10
+	if _, err := f.WriteAt(b, at); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// When the consumer is slower than the loader, the workers' waiting time pays for the
+// fill: with the default CacheFill, everything after the first prefetch window is stored
+// on first sight, and the next epoch stores the rest.
+func TestCacheFillUsesIdleTime(t *testing.T) {
+	src, err := Dir(sharedTree(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(2)
+	cfg.Cache = openCache(t, t.TempDir(), cache.Zstd) // the slowest lossless codec
+	ld := newLoader(t, src, cfg)
+	slow := func(e int) {
+		for b, err := range ld.Epoch(context.Background(), e) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(20 * time.Millisecond) // a training step
+			b.Release()
+		}
+	}
+	slow(0)
+	window := int64(ld.nbuf * ld.cfg.BatchSize) // prepared before the consumer's first step
+	st := ld.Stats()
+	if st.CacheStored+st.CacheDeferred != int64(src.Len()) || st.CacheDeferred > window {
+		t.Fatalf("epoch 0: stored %d, deferred %d of %d samples behind a slow consumer; want at most %d deferred",
+			st.CacheStored, st.CacheDeferred, src.Len(), window)
+	}
+	slow(1)
+	if st := ld.Stats(); st.CacheStored != int64(src.Len()) || st.Cache.Records != src.Len() {
+		t.Fatalf("after epoch 1: stored %d, records %d; want %d", st.CacheStored, st.Cache.Records, src.Len())
+	}
+}
