@@ -38,6 +38,9 @@ func WriteInfo(dir string, info *Info) error {
 		return fmt.Errorf("cache: %w", err)
 	}
 	_, err = tmp.Write(append(b, '\n'))
+	if err == nil {
+		err = tmp.Chmod(0o644) // CreateTemp makes it private; a dataset is shared
+	}
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}

@@ -35,13 +35,14 @@ type ConvertOptions struct {
 
 // ConvertProgress counts a conversion's files so far.
 type ConvertProgress struct {
-	Total   int           // files listed
-	Done    int           // files visited: stored, skipped or bad
-	Stored  int           // decoded and stored now
-	Skipped int           // already stored by an earlier run, unchanged since
-	Bad     int           // files that could not be read or decoded
-	Bytes   int64         // source bytes read
-	Elapsed time.Duration // since Convert started
+	Total    int           // files listed
+	Done     int           // files visited: stored, skipped or bad
+	Stored   int           // decoded and stored now
+	Skipped  int           // already stored by an earlier run, unchanged since and intact
+	Repaired int           // stored before but damaged, so decoded and stored again
+	Bad      int           // files that could not be read or decoded
+	Bytes    int64         // source bytes read
+	Elapsed  time.Duration // since Convert started
 }
 
 // ConvertReport is the outcome of Convert.
@@ -53,8 +54,8 @@ type ConvertReport struct {
 
 // Convert decodes every sample of src under opts.Decode and stores it in c, which must
 // be writable: the offline form of a Loader's cache, read back with OpenConverted. It
-// runs opts.Workers files at a time, skips files c already holds unchanged (so a rerun
-// resumes), and records every bad file in the report instead of stopping. It stops with
+// runs opts.Workers files at a time, skips files c already holds unchanged and intact (so
+// a rerun resumes, and repairs records whose checksum fails), and records every bad file in the report instead of stopping. It stops with
 // an error when ctx is done or c stops accepting records (full, or a write failed); what
 // was stored stays, and the dataset's Info says whether it is complete.
 func Convert(ctx context.Context, src Source, c *cache.Cache, opts *ConvertOptions) (*ConvertReport, error) {
@@ -151,6 +152,7 @@ type converter struct {
 	next  atomic.Int64
 
 	done, stored, skipped, nbad atomic.Int64
+	repaired                    atomic.Int64
 	bytes                       atomic.Int64
 
 	mu     sync.Mutex // guards bad and serialises Progress
@@ -160,7 +162,7 @@ type converter struct {
 
 func (cv *converter) progress() ConvertProgress {
 	return ConvertProgress{
-		Total: cv.src.Len(), Done: int(cv.done.Load()), Stored: int(cv.stored.Load()), Skipped: int(cv.skipped.Load()),
+		Total: cv.src.Len(), Done: int(cv.done.Load()), Stored: int(cv.stored.Load()), Skipped: int(cv.skipped.Load()), Repaired: int(cv.repaired.Load()),
 		Bad: int(cv.nbad.Load()), Bytes: cv.bytes.Load(), Elapsed: time.Since(cv.start),
 	}
 }
@@ -226,9 +228,17 @@ func (cv *converter) one(i int, dec *decode.Decoder, coder *cache.Coder, img *de
 		return fmt.Errorf("%w: file of %d bytes exceeds MaxFileBytes %d", decode.ErrTooLarge, size, cv.o.MaxFileBytes)
 	}
 	key := cache.Key{Spec: cv.spec, Path: cv.src.Path(i), Size: size, ModTime: fi.ModTime().UnixNano()}
-	if _, ok := cv.c.Lookup(key); ok {
-		cv.skipped.Add(1)
-		return nil
+	if ref, ok := cv.c.Lookup(key); ok {
+		// Check it before skipping, so a rerun also repairs damaged records: reading
+		// costs a fraction of decoding, and a damaged record is forgotten by Read.
+		if cap(*buf) < ref.Bytes {
+			*buf = make([]byte, ref.Bytes)
+		}
+		if _, err := cv.c.Read(ref, *buf); err == nil {
+			cv.skipped.Add(1)
+			return nil
+		}
+		cv.repaired.Add(1)
 	}
 	if int64(cap(*buf)) < size+1 {
 		*buf = make([]byte, size+1)

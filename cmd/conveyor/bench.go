@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/conveyor-ml/conveyor/augment"
+	"github.com/conveyor-ml/conveyor/cache"
 	"github.com/conveyor-ml/conveyor/internal/synth"
 	"github.com/conveyor-ml/conveyor/pipeline"
 )
@@ -31,19 +32,44 @@ type benchResult struct {
 	Epochs     []epochResult `json:"epochs"`
 	Backend    string        `json:"decode_backend"`
 	Config     string        `json:"config"`
+	// Cache use, summed over epochs: samples read from the cache (--cache), stored into
+	// it, and not stored because filling had used its --cache-fill share.
+	CacheHits     int64       `json:"cache_hits"`
+	CacheStored   int64       `json:"cache_stored"`
+	CacheDeferred int64       `json:"cache_deferred"`
+	Cache         *cacheState `json:"cache,omitempty"` // the --cache directory at the end
+}
+
+type cacheState struct {
+	Dir      string `json:"dir"`
+	Codec    string `json:"codec"`
+	Records  int    `json:"records"`
+	Shards   int    `json:"shards"`
+	Bytes    int64  `json:"bytes"`
+	Full     bool   `json:"full"`
+	Disabled string `json:"disabled,omitempty"`
 }
 
 type epochResult struct {
-	Epoch      int     `json:"epoch"`
-	Images     int64   `json:"images"`
-	Seconds    float64 `json:"seconds"`
-	ImagesPerS float64 `json:"images_per_s"`
+	Epoch       int     `json:"epoch"`
+	Images      int64   `json:"images"`
+	Seconds     float64 `json:"seconds"`
+	ImagesPerS  float64 `json:"images_per_s"`
+	CacheHits   int64   `json:"cache_hits"`
+	CacheStored int64   `json:"cache_stored"`
 }
 
 func bench(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: conveyor bench [DIR] [flags]\n\nMeasures loader throughput on the ImageFolder tree DIR (class = first-level folder);\nwithout DIR, on a built-in synthetic set of ~500x375 JPEGs.\n\nflags:\n")
+		fmt.Fprintf(fs.Output(), `usage: conveyor bench [DIR] [flags]
+
+Measures loader throughput on the ImageFolder tree DIR (class = first-level folder), or
+on the converted dataset DIR (one holding %s, made by conveyor convert); without DIR,
+on a built-in synthetic set of ~500x375 JPEGs.
+
+flags:
+`, cache.InfoName)
 		fs.PrintDefaults()
 	}
 	recipe := fs.String("recipe", "train", "preprocessing: train (RandomResizedCrop, flip) or eval (resize, centre crop)")
@@ -60,6 +86,11 @@ func bench(args []string, stdout io.Writer) error {
 	images := fs.Int("images", 1000, "images in the built-in synthetic set (without DIR)")
 	synthDir := fs.String("synthetic-dir", "", "where the built-in set is written (default: the user cache directory)")
 	jsonOut := fs.Bool("json", false, "print one JSON object instead of text")
+	cacheDir := fs.String("cache", "", "cache directory the loader fills in the first epoch and reads from later (default: none)")
+	cacheCodec := fs.String("cache-codec", string(cache.S2), fmt.Sprintf("how --cache stores pixels: %v", cache.Codecs))
+	cacheFill := fs.Float64("cache-fill", 0, "share of worker time storing into --cache may take, 0 to 1; 1 stores every sample at once (0: the loader's default, 0.1)")
+	var cacheMax byteSize
+	fs.Var(&cacheMax, "cache-max-bytes", "bound on --cache's size, e.g. 50G (0: none)")
 	var dir string
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		dir, args = args[0], args[1:]
@@ -94,15 +125,38 @@ func bench(args []string, stdout io.Writer) error {
 		}
 		name = fmt.Sprintf("synthetic(%d)", *images)
 	}
-	src, err := pipeline.Dir(dir)
-	if err != nil {
+	var src pipeline.Source
+	if _, err := os.Stat(filepath.Join(dir, cache.InfoName)); err == nil {
+		if *cacheDir != "" {
+			return fmt.Errorf("bench: %s is a converted dataset, a cache already; leave out --cache", dir)
+		}
+		conv, err := pipeline.OpenConverted(dir)
+		if err != nil {
+			return err
+		}
+		defer conv.Close() // after the loader's Close, deferred below
+		src = conv
+	} else if src, err = pipeline.Dir(dir); err != nil {
 		return err
 	}
 	cfg := pipeline.Config{
 		BatchSize: *batch, Workers: *workers, IOWorkers: *ioWorkers, Prefetch: *prefetch, Seed: *seed,
 		Sequential: *recipe == "eval",
 		Pack:       augment.PackOptions{Width: *size, Height: *size, DType: dt, Layout: lay, Normalize: *normalize && dt != augment.Uint8},
+		CacheFill:  *cacheFill,
 		Logf:       logf,
+	}
+	if *cacheDir != "" {
+		codec, err := cache.ParseCodec(*cacheCodec)
+		if err != nil {
+			return err
+		}
+		c, err := cache.Open(*cacheDir, &cache.Options{Codec: codec, MaxBytes: int64(cacheMax), Logf: logf})
+		if err != nil {
+			return err
+		}
+		defer c.Close() // after the loader's Close, deferred below
+		cfg.Cache = c
 	}
 	if err := pipeline.ApplyRecipe(&cfg, *recipe, *size); err != nil {
 		return err
@@ -121,6 +175,7 @@ func bench(args []string, stdout io.Writer) error {
 	start := time.Now()
 	for e := range *epochs {
 		t0 := time.Now()
+		before := ld.Stats()
 		var n int64
 		for b, err := range ld.Epoch(ctx, e) {
 			if err != nil {
@@ -130,11 +185,17 @@ func bench(args []string, stdout io.Writer) error {
 			b.Release()
 		}
 		dt := time.Since(t0).Seconds()
-		er := epochResult{Epoch: e, Images: n, Seconds: dt, ImagesPerS: float64(n) / dt}
+		after := ld.Stats()
+		er := epochResult{Epoch: e, Images: n, Seconds: dt, ImagesPerS: float64(n) / dt,
+			CacheHits: after.CacheHits - before.CacheHits, CacheStored: after.CacheStored - before.CacheStored}
 		res.Epochs = append(res.Epochs, er)
 		res.Images += n
 		if !*jsonOut {
-			fmt.Fprintf(stdout, "conveyor epoch=%d images=%d seconds=%.2f images_per_s=%.1f\n", e, n, dt, er.ImagesPerS)
+			fmt.Fprintf(stdout, "conveyor epoch=%d images=%d seconds=%.2f images_per_s=%.1f", e, n, dt, er.ImagesPerS)
+			if cfg.Cache != nil {
+				fmt.Fprintf(stdout, " cache_hits=%d cache_stored=%d", er.CacheHits, er.CacheStored)
+			}
+			fmt.Fprintln(stdout)
 		}
 	}
 	res.Seconds = time.Since(start).Seconds()
@@ -142,12 +203,25 @@ func bench(args []string, stdout io.Writer) error {
 	res.ImagesPerS = float64(res.Images) / res.Seconds
 	res.MBPerS = float64(st.Read.Bytes) / 1e6 / res.Seconds
 	res.BadSamples = st.BadSamples
+	res.CacheHits, res.CacheStored, res.CacheDeferred = st.CacheHits, st.CacheStored, st.CacheDeferred
+	if c := cfg.Cache; c != nil {
+		cs := c.Stats()
+		res.Cache = &cacheState{Dir: c.Dir(), Codec: string(c.Options().Codec), Records: cs.Records, Shards: cs.Shards,
+			Bytes: cs.Bytes, Full: cs.Full, Disabled: cs.Disabled}
+	}
 	if *jsonOut {
 		enc := json.NewEncoder(stdout)
 		return enc.Encode(res)
 	}
 	fmt.Fprintf(stdout, "conveyor total images=%d seconds=%.2f images_per_s=%.1f mb_per_s=%.1f bad_samples=%d decode=%s\n",
 		res.Images, res.Seconds, res.ImagesPerS, res.MBPerS, res.BadSamples, res.Backend)
+	if cs := res.Cache; cs != nil {
+		fmt.Fprintf(stdout, "conveyor cache hits=%d stored=%d deferred=%d records=%d bytes=%d full=%t dir=%s\n",
+			res.CacheHits, res.CacheStored, res.CacheDeferred, cs.Records, cs.Bytes, cs.Full, cs.Dir)
+		if cs.Disabled != "" {
+			fmt.Fprintf(stdout, "conveyor cache writing disabled: %s\n", cs.Disabled)
+		}
+	}
 	return nil
 }
 

@@ -1,11 +1,16 @@
-// Command conveyor benchmarks conveyor's image loader.
+// Command conveyor benchmarks conveyor's image loader and manages converted datasets.
 //
-//	conveyor bench [DIR] [flags]   loader throughput on an ImageFolder tree (default: a built-in synthetic set)
+//	conveyor bench [DIR] [flags]      loader throughput on an ImageFolder tree or a converted dataset
+//	conveyor convert SRC DST [flags]  decode and resize an ImageFolder tree into a cache directory
+//	conveyor inspect DIR [--json]     describe a cache directory
+//	conveyor verify DIR               check every record of a cache directory
 //
-// Run "conveyor bench -h" for the flags.
+// Run "conveyor <command> -h" for a command's flags.
 package main
 
 import (
+	"errors"
+	"flag"
 	"fmt"
 	"os"
 )
@@ -14,11 +19,16 @@ func usage() {
 	fmt.Fprintf(os.Stderr, `usage: conveyor <command> [arguments]
 
 commands:
-  bench [DIR]   measure loader throughput (images/s) on an ImageFolder tree;
-                without DIR, on a built-in synthetic ImageNet-like set
+  bench [DIR]       measure loader throughput (images/s) on an ImageFolder tree or a
+                    converted dataset; without DIR, on a built-in synthetic ImageNet-like set
+  convert SRC DST   decode every image of the ImageFolder tree SRC, resize it (shorter
+                    side 256 by default) and store its pixels in the cache directory DST;
+                    resumable, bad files listed in DST/%s
+  inspect DIR       describe a cache directory: spec, codec, samples, classes, sizes, bytes
+  verify DIR        read every record of a cache directory and list the damaged ones
 
 Run "conveyor <command> -h" for a command's flags.
-`)
+`, reportName)
 }
 
 func main() {
@@ -27,9 +37,15 @@ func main() {
 		os.Exit(2)
 	}
 	var err error
-	switch os.Args[1] {
+	switch args := os.Args[2:]; os.Args[1] {
 	case "bench":
-		err = bench(os.Args[2:], os.Stdout)
+		err = bench(args, os.Stdout)
+	case "convert":
+		err = convert(args, os.Stdout, os.Stderr)
+	case "inspect":
+		err = inspect(args, os.Stdout, os.Stderr)
+	case "verify":
+		err = verify(args, os.Stdout, os.Stderr)
 	case "-h", "-help", "--help", "help":
 		usage()
 		return
@@ -37,6 +53,9 @@ func main() {
 		fmt.Fprintf(os.Stderr, "conveyor: unknown command %q\n", os.Args[1])
 		usage()
 		os.Exit(2)
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		return // -h: the command printed its usage
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "conveyor:", err)

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// parseArgs parses fs's flags wherever they appear among the positional arguments, so
+// "convert SRC DST --size 256" works as well as "convert --size 256 SRC DST". Everything
+// after "--" is positional.
+func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if consumed := args[:len(args)-len(rest)]; len(consumed) > 0 && consumed[len(consumed)-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		pos, args = append(pos, rest[0]), rest[1:]
+	}
+}
+
+// byteSize is a flag holding a size in bytes, written as a number with an optional
+// suffix: k, M, G, T (powers of 1000) or Ki, Mi, Gi, Ti (powers of 1024).
+type byteSize int64
+
+func (b *byteSize) String() string { return strconv.FormatInt(int64(*b), 10) }
+
+func (b *byteSize) Set(s string) error {
+	units := []struct {
+		suffix string
+		mult   float64
+	}{
+		{"Ki", 1 << 10}, {"Mi", 1 << 20}, {"Gi", 1 << 30}, {"Ti", 1 << 40},
+		{"k", 1e3}, {"K", 1e3}, {"M", 1e6}, {"G", 1e9}, {"T", 1e12},
+	}
+	num, mult := strings.TrimSuffix(strings.TrimSpace(s), "B"), 1.0
+	for _, u := range units {
+		if n, ok := strings.CutSuffix(num, u.suffix); ok {
+			num, mult = n, u.mult
+			break
+		}
+	}
+	f, err := strconv.ParseFloat(num, 64)
+	if err != nil || f < 0 || f*mult >= 1<<63 {
+		return fmt.Errorf("not a size in bytes: %q (want e.g. 500000000, 500M or 1.5Gi)", s)
+	}
+	*b = byteSize(f * mult)
+	return nil
+}
+
+// humanBytes prints n in SI units with three significant digits: "1.23 GB".
+func humanBytes(n int64) string {
+	const units = "kMGTPE"
+	if n < 1000 {
+		return fmt.Sprintf("%d B", n)
+	}
+	f, i := float64(n)/1000, 0
+	for f >= 999.5 && i < len(units)-1 {
+		f /= 1000
+		i++
+	}
+	prec := 2
+	switch {
+	case f >= 99.5:
+		prec = 0
+	case f >= 9.95:
+		prec = 1
+	}
+	return fmt.Sprintf("%.*f %cB", prec, f, units[i])
+}

@@ -1,0 +1,277 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/conveyor-ml/conveyor/cache"
+	"github.com/conveyor-ml/conveyor/decode"
+	"github.com/conveyor-ml/conveyor/pipeline"
+)
+
+// reportName is the file, in the destination, that lists the last run's bad files.
+const reportName = "convert-report.txt"
+
+func convert(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("convert", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), `usage: conveyor convert SRC DST [flags]
+
+Decodes every image of the ImageFolder tree SRC (class = first-level folder), resizes
+it and stores its pixels in the cache directory DST, which "conveyor bench DST" and
+pipeline.OpenConverted read without decoding. A rerun skips the files already stored,
+so an interrupted conversion (Ctrl-C) resumes. Files that fail to decode are listed in
+DST/%s and do not change the exit status.
+
+flags:
+`, reportName)
+		fs.PrintDefaults()
+	}
+	size := fs.Int("size", 256, "resize so the shorter side is this many pixels (never enlarging); 0 stores full size")
+	codec := fs.String("codec", string(cache.S2), fmt.Sprintf("how pixels are stored: %v", cache.Codecs))
+	quality := fs.Int("quality", 90, "JPEG quality for --codec jpeg, 1 to 100")
+	workers := fs.Int("workers", runtime.GOMAXPROCS(0), "files decoded at once")
+	var maxBytes byteSize
+	fs.Var(&maxBytes, "max-bytes", "bound on DST's size, e.g. 200G; conversion stops when full (0: none)")
+	decoder := fs.String("decoder", decode.BackendAuto, "JPEG decoder: auto (libjpeg-turbo when it loads), go or turbo")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 2 {
+		fs.Usage()
+		return fmt.Errorf("convert: want SRC and DST, got %q", pos)
+	}
+	srcDir, dst := pos[0], pos[1]
+	cd, err := cache.ParseCodec(*codec)
+	if err != nil {
+		return err
+	}
+	switch {
+	case *size < 0:
+		return fmt.Errorf("convert: --size %d < 0", *size)
+	case *workers < 1:
+		return fmt.Errorf("convert: --workers %d < 1", *workers)
+	case *quality < 1 || *quality > 100:
+		return fmt.Errorf("convert: --quality %d not in [1, 100]", *quality)
+	}
+	dopts := decode.Options{Backend: *decoder}
+	if *size > 0 {
+		dopts.Resize = decode.ResizePolicy{Mode: decode.ResizeShorter, Size: *size}
+	}
+	if err := dopts.EnsureDefaults().Validate(); err != nil {
+		return err
+	}
+	absSrc, err := filepath.Abs(srcDir)
+	if err != nil {
+		return err
+	}
+	absDst, err := filepath.Abs(dst)
+	if err != nil {
+		return err
+	}
+	if rel, err := filepath.Rel(absSrc, absDst); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		// It would be listed as a class of the next run, shifting every label.
+		return fmt.Errorf("convert: DST %s is inside SRC %s", dst, srcDir)
+	}
+	src, err := pipeline.Dir(srcDir)
+	if err != nil {
+		return err
+	}
+
+	pr := &progress{w: stderr, tty: isTerminal(stderr), width: termWidth()}
+	c, err := cache.Open(dst, &cache.Options{Codec: cd, Quality: *quality, MaxBytes: int64(maxBytes), Logf: pr.logf})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	context.AfterFunc(ctx, stop) // a second Ctrl-C kills at once
+	rep, err := pipeline.Convert(ctx, src, c, &pipeline.ConvertOptions{
+		Decode: dopts, Workers: *workers, Source: absSrc, Progress: pr.update, Logf: pr.logf,
+	})
+	pr.finish()
+	if rep == nil {
+		return err
+	}
+	switch {
+	case ctx.Err() != nil:
+		err = fmt.Errorf("convert: interrupted after %d of %d files; run the same command again to resume", rep.Done, rep.Total)
+	case errors.Is(err, cache.ErrFull):
+		err = fmt.Errorf("%w (raise --max-bytes and run again to resume)", err)
+	}
+
+	reportPath := filepath.Join(dst, reportName)
+	if rerr := writeReport(reportPath, srcDir, dst, rep); rerr != nil {
+		err = errors.Join(err, rerr)
+	}
+	secs := rep.Elapsed.Seconds()
+	fmt.Fprintf(stdout, "conveyor convert stored=%d skipped=%d bad=%d seconds=%.2f images_per_s=%.1f bytes=%d dir=%s",
+		rep.Stored, rep.Skipped, rep.Bad, secs, perSecond(rep.Stored, secs), c.Stats().Bytes, dst)
+	if rep.Bad > 0 {
+		fmt.Fprintf(stdout, " report=%s", reportPath)
+	}
+	fmt.Fprintln(stdout)
+	return err
+}
+
+// writeReport replaces path with the list of rep's bad files: a header line, then one
+// "path<TAB>error" line per file, the path joined to srcDir.
+func writeReport(path, srcDir, dst string, rep *pipeline.ConvertReport) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# conveyor convert %s %s at %s: %d files, %d done, %d stored, %d skipped, %d bad\n",
+		srcDir, dst, time.Now().UTC().Format(time.RFC3339), rep.Total, rep.Done, rep.Stored, rep.Skipped, rep.Bad)
+	clean := strings.NewReplacer("\t", " ", "\n", " ", "\r", " ")
+	for _, e := range rep.BadFiles {
+		msg := "unknown error"
+		if e.Err != nil {
+			msg = e.Err.Error()
+		}
+		fmt.Fprintf(&b, "%s\t%s\n", filepath.Join(srcDir, filepath.FromSlash(e.Path)), clean.Replace(msg))
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		return fmt.Errorf("convert: writing the report: %w", err)
+	}
+	return nil
+}
+
+func perSecond(n int, secs float64) float64 {
+	if secs <= 0 {
+		return 0
+	}
+	return float64(n) / secs
+}
+
+// isTerminal reports whether w is a terminal, where convert draws its progress bar.
+// Tests replace it.
+var isTerminal = func(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// termWidth is the terminal's width as the shell exports it in COLUMNS, else 80.
+func termWidth() int {
+	if n, err := strconv.Atoi(os.Getenv("COLUMNS")); err == nil && n >= 20 {
+		return n
+	}
+	return 80
+}
+
+// progress draws convert's progress bar, when its writer is a terminal, and keeps log
+// lines written meanwhile from tearing it. Convert calls update from one goroutine at a
+// time but logs from every worker, hence the mutex.
+type progress struct {
+	w     io.Writer
+	tty   bool
+	width int
+
+	mu    sync.Mutex
+	drawn bool // the bar is on the current line
+	last  pipeline.ConvertProgress
+}
+
+func (p *progress) update(cp pipeline.ConvertProgress) {
+	if !p.tty {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.last = cp
+	p.draw()
+}
+
+func (p *progress) draw() {
+	// \x1b[K clears what a longer previous line left.
+	fmt.Fprintf(p.w, "\r%s\x1b[K", progressLine(p.last, p.width))
+	p.drawn = true
+}
+
+func (p *progress) logf(format string, args ...any) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.drawn {
+		fmt.Fprint(p.w, "\r\x1b[K")
+	}
+	fmt.Fprintf(p.w, format+"\n", args...)
+	if p.drawn {
+		p.draw()
+	}
+}
+
+// finish ends the bar's line, so what follows starts on its own.
+func (p *progress) finish() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.drawn {
+		fmt.Fprintln(p.w)
+		p.drawn = false
+	}
+}
+
+// progressLine formats one redraw of the progress bar in fewer than width columns:
+//
+//	[=========>          ] 1234/5000  24.7%  812 img/s  ETA 4m38s  bad 2
+//
+// The rate counts files decoded (stored or bad), not ones skipped as already stored, and
+// the ETA assumes the files left go at that rate. The bar is left out when fewer than ten
+// columns remain for it.
+func progressLine(p pipeline.ConvertProgress, width int) string {
+	pct := 0.0
+	if p.Total > 0 {
+		pct = 100 * float64(p.Done) / float64(p.Total)
+	}
+	rate := perSecond(p.Stored+p.Bad, p.Elapsed.Seconds())
+	eta := "--"
+	switch {
+	case p.Done >= p.Total:
+		eta = "0s"
+	case rate > 0:
+		eta = shortDuration(time.Duration(float64(p.Total-p.Done) / rate * float64(time.Second)))
+	}
+	// Fixed widths keep the bar from jittering as the numbers grow.
+	stats := fmt.Sprintf(" %*d/%d %5.1f%% %6.0f img/s  ETA %-6s bad %d", len(strconv.Itoa(p.Total)), p.Done, p.Total, pct, rate, eta, p.Bad)
+	room := width - 1 - len(stats) - 2 // the last column is left free: some terminals wrap there
+	if room < 10 {
+		if len(stats) > width-1 {
+			stats = stats[:max(0, width-1)]
+		}
+		return strings.TrimPrefix(stats, " ")
+	}
+	fill := min(room, room*p.Done/max(p.Total, 1))
+	bar := strings.Repeat("=", fill)
+	if 0 < fill && fill < room {
+		bar = bar[:fill-1] + ">"
+	}
+	return "[" + bar + strings.Repeat(" ", room-fill) + "]" + stats
+}
+
+// shortDuration prints d to the second, at most two units: "12s", "4m38s", "2h05m".
+func shortDuration(d time.Duration) string {
+	s := int64(d.Round(time.Second) / time.Second)
+	switch {
+	case s < 60:
+		return fmt.Sprintf("%ds", s)
+	case s < 3600:
+		return fmt.Sprintf("%dm%02ds", s/60, s%60)
+	}
+	return fmt.Sprintf("%dh%02dm", s/3600, s%3600/60)
+}

@@ -1,0 +1,263 @@
+package main
+
+import (
+	"cmp"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/conveyor-ml/conveyor/cache"
+)
+
+// inspectResult is what inspect --json prints. The dataset fields are set when the
+// directory holds a converted dataset (dataset.json); Specs lists every spec either way.
+type inspectResult struct {
+	Dir           string `json:"dir"`
+	FormatVersion int    `json:"format_version"`
+	Dataset       bool   `json:"dataset"` // the directory holds dataset.json
+
+	Spec     string       `json:"spec,omitempty"`
+	Codec    string       `json:"codec,omitempty"`
+	Source   string       `json:"source,omitempty"`
+	Samples  int          `json:"samples"` // records stored under Spec; without dataset.json, under any spec
+	Listed   int          `json:"listed"`  // source files the conversion listed
+	Bad      int          `json:"bad"`
+	Complete bool         `json:"complete"`
+	Updated  *time.Time   `json:"updated,omitempty"`
+	Classes  []classCount `json:"classes,omitempty"`
+
+	Bytes          int64      `json:"bytes"` // the directory's shards and indexes
+	BytesPerSample float64    `json:"bytes_per_sample"`
+	Sizes          *sizeRange `json:"sizes,omitempty"` // of the samples' stored images
+	Shards         int        `json:"shards"`
+	Records        int        `json:"records"` // indexed records, all specs
+	Specs          []specInfo `json:"specs"`   // the dataset's spec first, then by name
+}
+
+type classCount struct {
+	Name    string `json:"name"`
+	Samples int    `json:"samples"`
+}
+
+// sizeRange is the smallest, median and largest stored image by pixel count.
+type sizeRange struct {
+	Min    string `json:"min"`
+	Median string `json:"median"`
+	Max    string `json:"max"`
+}
+
+type specInfo struct {
+	Spec           string     `json:"spec"`
+	Records        int        `json:"records"` // one per source path
+	Codecs         []string   `json:"codecs"`
+	Bytes          int64      `json:"bytes"`  // the records' bytes in their shards
+	Labels         int        `json:"labels"` // distinct labels
+	BytesPerSample float64    `json:"bytes_per_sample"`
+	Sizes          *sizeRange `json:"sizes,omitempty"`
+}
+
+func inspect(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: conveyor inspect DIR [--json]\n\nDescribes the cache directory DIR, a converted dataset or a loader's cache, read-only.\n\nflags:\n")
+		fs.PrintDefaults()
+	}
+	jsonOut := fs.Bool("json", false, "print one JSON object instead of text")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		fs.Usage()
+		return fmt.Errorf("inspect: want one DIR, got %q", pos)
+	}
+	dir := pos[0]
+	c, info, err := openReadOnly(dir, stderr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	res := describe(c, info)
+	if *jsonOut {
+		return json.NewEncoder(stdout).Encode(res)
+	}
+	printInspect(stdout, res)
+	return nil
+}
+
+// openReadOnly opens the cache in dir read-only, with its dataset Info when it has one.
+// A directory with neither shards nor dataset.json is an error: most likely a wrong path.
+func openReadOnly(dir string, stderr io.Writer) (*cache.Cache, *cache.Info, error) {
+	info, err := cache.ReadInfo(dir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, err
+	}
+	opts := &cache.Options{ReadOnly: true, Logf: func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) }}
+	if info != nil {
+		opts.Codec = info.Codec
+	}
+	c, err := cache.Open(dir, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	if info == nil && c.Stats().Shards == 0 {
+		c.Close()
+		return nil, nil, fmt.Errorf("%s is not a cache directory: no shards and no %s", dir, cache.InfoName)
+	}
+	return c, info, nil
+}
+
+func describe(c *cache.Cache, info *cache.Info) *inspectResult {
+	st := c.Stats()
+	res := &inspectResult{Dir: c.Dir(), FormatVersion: cache.FormatVersion, Bytes: st.Bytes, Shards: st.Shards, Records: st.Records}
+	specs := slices.Sorted(maps.Keys(c.Specs()))
+	if info != nil {
+		res.Dataset = true
+		res.FormatVersion = info.FormatVersion
+		res.Spec, res.Codec, res.Source = info.Spec, string(info.Codec), info.Source
+		res.Listed, res.Bad, res.Complete = info.Samples, info.Bad, info.Complete
+		if !info.Updated.IsZero() {
+			res.Updated = &info.Updated
+		}
+		// The dataset's spec first, even when none of its records is indexed.
+		specs = slices.DeleteFunc(specs, func(s string) bool { return s == info.Spec })
+		specs = slices.Insert(specs, 0, info.Spec)
+	}
+	for i, spec := range specs {
+		refs := c.Records(spec)
+		si := specInfo{Spec: spec, Records: len(refs), Codecs: []string{}, Sizes: sizesOf(refs)}
+		labels := map[int32]int{}
+		for _, r := range refs {
+			si.Bytes += int64(r.Bytes)
+			labels[r.Label]++
+			if !slices.Contains(si.Codecs, string(r.Codec)) {
+				si.Codecs = append(si.Codecs, string(r.Codec))
+			}
+		}
+		si.Labels = len(labels)
+		if len(refs) > 0 {
+			si.BytesPerSample = float64(si.Bytes) / float64(len(refs))
+		}
+		res.Specs = append(res.Specs, si)
+		if info != nil && i == 0 {
+			res.Samples, res.BytesPerSample, res.Sizes = si.Records, si.BytesPerSample, si.Sizes
+			for label, name := range info.Classes {
+				res.Classes = append(res.Classes, classCount{Name: name, Samples: labels[int32(label)]})
+			}
+		}
+	}
+	if info == nil {
+		res.Samples = st.Records
+		if st.Records > 0 {
+			res.BytesPerSample = float64(st.Bytes) / float64(st.Records)
+		}
+	}
+	return res
+}
+
+// sizesOf returns the smallest, median and largest of refs' images by pixel count.
+func sizesOf(refs []cache.Ref) *sizeRange {
+	if len(refs) == 0 {
+		return nil
+	}
+	type wh struct{ w, h uint32 }
+	s := make([]wh, len(refs))
+	for i, r := range refs {
+		s[i] = wh{r.Width, r.Height}
+	}
+	slices.SortFunc(s, func(a, b wh) int {
+		if d := cmp.Compare(uint64(a.w)*uint64(a.h), uint64(b.w)*uint64(b.h)); d != 0 {
+			return d
+		}
+		return cmp.Compare(a.w, b.w)
+	})
+	f := func(x wh) string { return fmt.Sprintf("%dx%d", x.w, x.h) }
+	return &sizeRange{Min: f(s[0]), Median: f(s[len(s)/2]), Max: f(s[len(s)-1])}
+}
+
+// classesShown is how many class names inspect prints.
+const classesShown = 8
+
+func printInspect(w io.Writer, r *inspectResult) {
+	line := func(k, format string, a ...any) { fmt.Fprintf(w, "%-13s %s\n", k, fmt.Sprintf(format, a...)) }
+	line("directory", "%s", r.Dir)
+	line("format", "%d", r.FormatVersion)
+	sizes := func(s *sizeRange) string {
+		if s == nil {
+			return "none"
+		}
+		return fmt.Sprintf("min %s, median %s, max %s", s.Min, s.Median, s.Max)
+	}
+	if r.Dataset {
+		line("spec", "%s", r.Spec)
+		line("codec", "%s", r.Codec)
+		if r.Source != "" {
+			line("source", "%s", r.Source)
+		}
+		line("samples", "%d stored of %d listed, %d bad", r.Samples, r.Listed, r.Bad)
+		line("complete", "%t", r.Complete)
+		line("classes", "%s", classSummary(r.Classes))
+		all := ""
+		if len(r.Specs) > 1 {
+			all = ", all specs"
+		}
+		line("bytes", "%s on disk (%d%s), %s per sample", humanBytes(r.Bytes), r.Bytes, all, humanBytes(int64(r.BytesPerSample+0.5)))
+		line("image sizes", "%s", sizes(r.Sizes))
+		line("shards", "%d", r.Shards)
+		if r.Updated != nil {
+			line("updated", "%s", r.Updated.Local().Format(time.DateTime))
+		}
+		if len(r.Specs) > 1 {
+			fmt.Fprintf(w, "other specs (not part of the dataset):\n")
+			for _, s := range r.Specs[1:] {
+				fmt.Fprintf(w, "  %d records, codec %s, %s: %s\n", s.Records, strings.Join(s.Codecs, ","), humanBytes(s.Bytes), s.Spec)
+			}
+		}
+		return
+	}
+	line("dataset", "none (no %s: a loader's cache)", cache.InfoName)
+	line("records", "%d", r.Records)
+	line("bytes", "%s on disk (%d), %s per record", humanBytes(r.Bytes), r.Bytes, humanBytes(int64(r.BytesPerSample+0.5)))
+	line("shards", "%d", r.Shards)
+	for _, s := range r.Specs {
+		fmt.Fprintf(w, "spec %s\n", s.Spec)
+		fmt.Fprintf(w, "  %d records, codec %s, %d labels, %s per record, image sizes %s\n",
+			s.Records, strings.Join(s.Codecs, ","), s.Labels, humanBytes(int64(s.BytesPerSample+0.5)), sizes(s.Sizes))
+	}
+}
+
+// classSummary prints the class count, the range of samples per class and the first
+// few classes: "10 (98-100 samples each): class00 (100), class01 (99), ...".
+func classSummary(cs []classCount) string {
+	if len(cs) == 0 {
+		return "none listed"
+	}
+	lo, hi := cs[0].Samples, cs[0].Samples
+	for _, c := range cs {
+		lo, hi = min(lo, c.Samples), max(hi, c.Samples)
+	}
+	var b strings.Builder
+	if lo == hi {
+		fmt.Fprintf(&b, "%d (%d samples each): ", len(cs), lo)
+	} else {
+		fmt.Fprintf(&b, "%d (%d-%d samples each): ", len(cs), lo, hi)
+	}
+	for i, c := range cs[:min(len(cs), classesShown)] {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s (%d)", c.Name, c.Samples)
+	}
+	if len(cs) > classesShown {
+		fmt.Fprintf(&b, ", ... %d more", len(cs)-classesShown)
+	}
+	return b.String()
+}
