@@ -9,4 +9,4 @@ require (
 	golang.org/x/sync v0.16.0
 )
 
-require github.com/klauspost/compress v1.20.3 // indirect
+require github.com/klauspost/compress v1.20.3

@@ -160,6 +160,7 @@ type Cache struct {
 	writers  map[string]*writer
 	bytes    int64 // directory bytes as far as this process knows, under wmu
 	full     bool
+	closed   bool
 	disabled atomic.Pointer[string]
 
 	hits, misses, corrupt, written, rejected, evicted atomic.Int64
@@ -306,9 +307,13 @@ func (c *Cache) catchUp(sh *shard) error {
 			if err != nil || n == 0 {
 				break // torn or damaged: the shard scan below recovers what follows
 			}
-			if off >= sh.hdrLen && off+int64(h.recordLen()) <= size {
-				c.add(sh, off, &h)
+			if off < sh.hdrLen || off+int64(h.recordLen()) > size {
+				// Past the size read above (a live writer appended since; or a shard cut
+				// short): stop, so that the next call reads this entry again. Consuming it
+				// would let the next entry move dataEnd past a record never added.
+				break
 			}
+			c.add(sh, off, &h)
 			data = data[n:]
 			sh.idxOff += int64(n)
 		}
@@ -337,10 +342,12 @@ func (c *Cache) catchUp(sh *shard) error {
 		// Reads of a read-only cache come straight from the page cache, without a copy.
 		// Earlier mappings stay until Close: Refs read before may still use them.
 		if m, err := mapShard(sh, size); err == nil {
+			c.mu.Lock() // Read takes sh.m under mu.RLock
 			if sh.m != nil {
 				sh.oldMaps = append(sh.oldMaps, sh.m)
 			}
 			sh.m = m
+			c.mu.Unlock()
 		}
 	}
 	return nil
@@ -406,9 +413,9 @@ func (c *Cache) Lookup(k Key) (Ref, bool) {
 // mapping rather than buf: it must not be written to.
 func (c *Cache) Read(r Ref, buf []byte) ([]byte, error) {
 	mapped := false
-	switch end := r.off + int64(r.Bytes); {
-	case end <= int64(len(r.sh.m)):
-		buf, mapped = r.sh.m[r.off:end:end], true
+	switch m, end := c.mapping(r.sh), r.off+int64(r.Bytes); {
+	case end <= int64(len(m)):
+		buf, mapped = m[r.off:end:end], true
 	case cap(buf) < r.Bytes:
 		buf = make([]byte, r.Bytes)
 	default:
@@ -422,18 +429,25 @@ func (c *Cache) Read(r Ref, buf []byte) ([]byte, error) {
 		}
 		return nil, fmt.Errorf("cache: %s: %w", r.Shard(), err)
 	}
-	h, need, err := parseHeader(buf)
+	h, hs, need, err := parseHeaderNoPath(buf)
 	switch {
 	case err != nil:
 		return nil, c.damaged(r, err)
-	case need > 0 || h.id != r.id || h.recordLen() != r.Bytes:
+	case need > 0 || h.id != r.id || hs+int(h.payloadLen) != r.Bytes:
 		return nil, c.damaged(r, fmt.Errorf("%w: header does not match the index", ErrCorrupt))
 	}
-	payload := buf[h.size():]
+	payload := buf[hs:]
 	if checksum(payload) != h.payloadCRC {
 		return nil, c.damaged(r, fmt.Errorf("%w: payload checksum mismatch", ErrCorrupt))
 	}
 	return payload, nil
+}
+
+// mapping returns sh's current mapping, which Refresh may replace.
+func (c *Cache) mapping(sh *shard) []byte {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return sh.m
 }
 
 func (c *Cache) damaged(r Ref, err error) error {
@@ -448,7 +462,7 @@ func (c *Cache) damaged(r Ref, err error) error {
 
 // Load reads and decodes r into dst, returning the image (see Coder.Decode).
 func (d *Coder) Load(dst *decode.Image, r Ref) (*decode.Image, error) {
-	if cap(d.rd) < r.Bytes && len(r.sh.m) < int(r.off)+r.Bytes {
+	if cap(d.rd) < r.Bytes && len(d.c.mapping(r.sh)) < int(r.off)+r.Bytes {
 		d.rd = make([]byte, r.Bytes)
 	}
 	payload, err := d.c.Read(r, d.rd) // never keep payload: it may be a read-only mapping
@@ -473,6 +487,9 @@ func (d *Coder) Put(k Key, label int, img *decode.Image) error {
 	if len(k.Path) > maxPath {
 		return fmt.Errorf("cache: path of %d bytes is too long: %.64s...", len(k.Path), k.Path)
 	}
+	if len(k.Spec) > maxSpec {
+		return fmt.Errorf("cache: spec of %d bytes is too long: %.64s...", len(k.Spec), k.Spec)
+	}
 	h := header{id: k.ID(), label: int32(label), width: uint32(img.Width), height: uint32(img.Height),
 		srcSize: k.Size, srcMtime: k.ModTime, path: k.Path}
 	hs := h.size()
@@ -494,6 +511,9 @@ func (d *Coder) Put(k Key, label int, img *decode.Image) error {
 func (c *Cache) append(spec string, rec []byte, h *header) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	if c.closed {
+		return errors.New("cache: Put after Close")
+	}
 	if c.disabled.Load() != nil {
 		c.rejected.Add(1)
 		return ErrDisabled
@@ -738,6 +758,7 @@ func (c *Cache) maxRecordBytes() int64 { return 3 * decode.DefaultMaxPixels }
 func (c *Cache) Close() error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	c.closed = true
 	for _, w := range c.writers {
 		c.seal(w)
 	}

@@ -68,7 +68,6 @@ type Coder struct {
 	jdec *decode.Decoder
 	rgba *image.RGBA
 	jbuf bytes.Buffer
-	img  decode.Image
 }
 
 // NewCoder returns a Coder for c.
@@ -105,7 +104,11 @@ func (d *Coder) encode(dst []byte, codec Codec, img *decode.Image) ([]byte, erro
 	case Zstd:
 		if d.zenc == nil {
 			var err error
-			d.zenc, err = zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithEncoderLevel(zstd.SpeedDefault))
+			// Decode insists on a frame content size equal to the record's: single-segment
+			// frames always carry one (others omit it below 256 bytes), and zero frames
+			// make an empty image a frame rather than no bytes at all.
+			d.zenc, err = zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithEncoderLevel(zstd.SpeedDefault),
+				zstd.WithSingleSegment(true), zstd.WithZeroFrames(true))
 			if err != nil {
 				return nil, fmt.Errorf("cache: zstd: %w", err)
 			}
@@ -150,8 +153,8 @@ func (d *Coder) rgbaOf(img *decode.Image) *image.RGBA {
 	return d.rgba
 }
 
-// Decode turns the payload of r, as Read returned it, into dst's pixels and returns the
-// image. A payload that does not
+// Decode turns the payload of r, as Read returned it, into dst's pixels (a new Image when
+// dst is nil) and returns the image. A payload that does not
 // decode to exactly r's size is ErrCorrupt: it is counted and the record forgotten, as
 // Read does for a checksum mismatch.
 func (d *Coder) Decode(dst *decode.Image, r Ref, payload []byte) (*decode.Image, error) {
@@ -162,6 +165,14 @@ func (d *Coder) Decode(dst *decode.Image, r Ref, payload []byte) (*decode.Image,
 			why += ": " + err.Error()
 		}
 		return d.c.damaged(r, fmt.Errorf("%w: %s payload: %s", ErrCorrupt, r.Codec, why))
+	}
+	// Bound the pixels before reserving memory for them, as the zstd decoder's limit
+	// does, and before 3*w*h can overflow: a record's header is checksummed, not trusted.
+	if uint64(r.Width)*uint64(r.Height) > decode.DefaultMaxPixels {
+		return nil, bad(fmt.Sprintf("%dx%d is over %d pixels", w, h, int64(decode.DefaultMaxPixels)), nil)
+	}
+	if dst == nil {
+		dst = new(decode.Image)
 	}
 	switch r.Codec {
 	case Raw:
@@ -206,7 +217,9 @@ func (d *Coder) Decode(dst *decode.Image, r Ref, payload []byte) (*decode.Image,
 	case JPEG:
 		if d.jdec == nil {
 			var err error
-			d.jdec, err = decode.NewDecoder(&decode.Options{IgnoreOrientation: true, MaxPixels: int64(w) * int64(h)})
+			// The Decoder outlives this record: its pixel limit must not be this record's
+			// size. Config below holds every payload to exactly its record's size.
+			d.jdec, err = decode.NewDecoder(&decode.Options{IgnoreOrientation: true})
 			if err != nil {
 				return nil, fmt.Errorf("cache: %w", err)
 			}

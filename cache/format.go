@@ -109,19 +109,29 @@ func (h *header) put(b []byte) {
 
 // parseHeader decodes the header at the start of b. need > 0 asks for that many bytes.
 func parseHeader(b []byte) (h header, need int, err error) {
+	h, n, need, err := parseHeaderNoPath(b)
+	if err == nil && need == 0 {
+		h.path = string(b[recordFixed:n])
+	}
+	return h, need, err
+}
+
+// parseHeaderNoPath is parseHeader without copying the path, which reads of a record
+// do not need, so that they allocate nothing; n is the header's size.
+func parseHeaderNoPath(b []byte) (h header, n, need int, err error) {
 	le := binary.LittleEndian
 	if len(b) < recordFixed {
-		return h, recordFixed, nil
+		return h, 0, recordFixed, nil
 	}
 	if le.Uint32(b) != recordMagic {
-		return h, 0, fmt.Errorf("%w: bad record magic", ErrCorrupt)
+		return h, 0, 0, fmt.Errorf("%w: bad record magic", ErrCorrupt)
 	}
-	n := recordFixed + int(le.Uint16(b[60:]))
+	n = recordFixed + int(le.Uint16(b[60:]))
 	if len(b) < n {
-		return h, n, nil
+		return h, 0, n, nil
 	}
 	if checksum(b[8:n]) != le.Uint32(b[4:]) {
-		return h, 0, fmt.Errorf("%w: header checksum mismatch", ErrCorrupt)
+		return h, 0, 0, fmt.Errorf("%w: header checksum mismatch", ErrCorrupt)
 	}
 	copy(h.id[:], b[8:24])
 	h.label = int32(le.Uint32(b[24:]))
@@ -131,8 +141,7 @@ func parseHeader(b []byte) (h header, need int, err error) {
 	h.srcMtime = int64(le.Uint64(b[44:]))
 	h.payloadLen = le.Uint32(b[52:])
 	h.payloadCRC = le.Uint32(b[56:])
-	h.path = string(b[recordFixed:n])
-	return h, 0, nil
+	return h, n, 0, nil
 }
 
 // An index entry is the record's offset and a copy of its header:

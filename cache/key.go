@@ -30,23 +30,18 @@ func (id ID) String() string { return hex.EncodeToString(id[:]) }
 // ID digests k. Variable-length fields are length-prefixed so no two keys share a digest
 // input.
 func (k Key) ID() ID {
-	h := sha256.New()
-	var b [8]byte
-	field := func(s []byte) {
-		binary.LittleEndian.PutUint64(b[:], uint64(len(s)))
-		h.Write(b[:])
-		h.Write(s)
-	}
-	binary.LittleEndian.PutUint64(b[:], FormatVersion)
-	h.Write(b[:])
-	field([]byte(k.Spec))
-	field([]byte(k.Path))
-	binary.LittleEndian.PutUint64(b[:], uint64(k.Size))
-	h.Write(b[:])
-	binary.LittleEndian.PutUint64(b[:], uint64(k.ModTime))
-	h.Write(b[:])
-	field(k.Hash)
-	var id ID
-	copy(id[:], h.Sum(nil))
-	return id
+	// Built on the stack and hashed with Sum256, a typical key costs no allocation.
+	var buf [512]byte
+	le := binary.LittleEndian
+	b := le.AppendUint64(buf[:0], FormatVersion)
+	b = le.AppendUint64(b, uint64(len(k.Spec)))
+	b = append(b, k.Spec...)
+	b = le.AppendUint64(b, uint64(len(k.Path)))
+	b = append(b, k.Path...)
+	b = le.AppendUint64(b, uint64(k.Size))
+	b = le.AppendUint64(b, uint64(k.ModTime))
+	b = le.AppendUint64(b, uint64(len(k.Hash)))
+	b = append(b, k.Hash...)
+	sum := sha256.Sum256(b)
+	return ID(sum[:16])
 }

@@ -40,6 +40,9 @@ func (c *Cache) Verify(problem func(Problem)) (VerifyReport, error) {
 	}
 	c.mu.RUnlock()
 	slices.SortFunc(shards, func(a, b *shard) int { return strings.Compare(a.name, b.name) })
+	if problem == nil {
+		problem = func(Problem) {}
+	}
 	var rep VerifyReport
 	d := c.NewCoder()
 	defer d.Close()
@@ -61,7 +64,10 @@ func (c *Cache) Verify(problem func(Problem)) (VerifyReport, error) {
 		if err != nil {
 			return rep, err
 		}
-		if tail := fi.Size() - sh.dataEnd; tail > 0 && !c.liveWriter(sh) {
+		c.wmu.Lock() // dataEnd moves under wmu as records are added
+		end := sh.dataEnd
+		c.wmu.Unlock()
+		if tail := fi.Size() - end; tail > 0 && !c.liveWriter(sh) {
 			rep.Unreadable += tail
 			rep.TornShards++
 		}

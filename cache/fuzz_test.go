@@ -1,0 +1,112 @@
+package cache
+
+import (
+	"bytes"
+	"encoding/binary"
+	"testing"
+
+	"github.com/conveyor-ml/conveyor/decode"
+)
+
+// FuzzParseHeader feeds arbitrary bytes to the parsers of the on-disk structures. A
+// header that parses must encode back to one that parses the same.
+func FuzzParseHeader(f *testing.F) {
+	h := header{id: testKey(1).ID(), label: -3, width: 7, height: 9, srcSize: 1 << 40, srcMtime: -1, payloadLen: 100, payloadCRC: 0xdeadbeef, path: "a/b/c.jpg"}
+	hb := make([]byte, h.size())
+	h.put(hb)
+	f.Add(hb)
+	f.Add(appendIndexEntry(nil, 1234, hb))
+	f.Add(encodeShardHeader(Zstd, testSpec))
+	f.Add(encodeShardHeader(Raw, ""))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		checkParsers(t, b)
+		// Random bytes rarely pass a CRC: parse them again with their checksums repaired.
+		fixed := bytes.Clone(b)
+		le := binary.LittleEndian
+		if len(fixed) >= recordFixed {
+			le.PutUint32(fixed, recordMagic)
+			if n := recordFixed + int(le.Uint16(fixed[60:])); n <= len(fixed) {
+				le.PutUint32(fixed[4:], checksum(fixed[8:n]))
+				if _, need, err := parseHeader(fixed); err != nil || need != 0 {
+					t.Fatalf("a header with a good checksum: %d, %v", need, err)
+				}
+			}
+		}
+		checkParsers(t, fixed)
+		checkParsers(t, appendIndexEntry(nil, int64(len(b)), fixed))
+		if len(fixed) >= 32 {
+			copy(fixed, shardMagic)
+			le.PutUint32(fixed[16:], FormatVersion)
+			id := le.Uint32(fixed[20:]) % uint32(len(Codecs)+1) // one id in five is unknown
+			le.PutUint32(fixed[20:], id)
+			le.PutUint32(fixed[24:], le.Uint32(fixed[24:])%uint32(len(fixed)-31))
+			n := 32 + int(le.Uint32(fixed[24:]))
+			le.PutUint32(fixed[n-4:], checksum(fixed[:n-4]))
+			if _, _, _, need, err := parseShardHeader(fixed); need != 0 || (err == nil) != (id < uint32(len(Codecs))) {
+				t.Fatalf("a shard header with a good checksum and codec id %d: %d, %v", id, need, err)
+			}
+			checkParsers(t, fixed)
+		}
+	})
+}
+
+// checkParsers runs every parser of on-disk structures on b.
+func checkParsers(t *testing.T, b []byte) {
+	if h, need, err := parseHeader(b); err == nil && need == 0 {
+		if h.size() > len(b) {
+			t.Fatalf("header of %d bytes parsed from %d", h.size(), len(b))
+		}
+		b2 := make([]byte, h.size())
+		h.put(b2)
+		if h2, need, err := parseHeader(b2); err != nil || need != 0 || h2 != h {
+			t.Fatalf("re-encoded header parses as %+v, %d, %v; want %+v", h2, need, err, h)
+		}
+	} else if need > 0 && (need <= len(b) || err != nil) {
+		t.Fatalf("parseHeader asks for %d bytes of %d, err %v", need, len(b), err)
+	}
+	if _, h, n, err := parseIndexEntry(b); err == nil && n > 0 && n != idxFixed+h.size() || n > len(b) {
+		t.Fatalf("index entry of %d bytes parsed from %d", n, len(b))
+	}
+	if codec, spec, n, need, err := parseShardHeader(b); err == nil && need == 0 {
+		if n > len(b) || !bytes.Equal(encodeShardHeader(codec, spec), b[:n]) {
+			t.Fatalf("shard header %q/%q of %d bytes does not encode back to its %d bytes", codec, spec, n, len(b))
+		}
+	} else if need > 0 && need <= len(b) {
+		t.Fatalf("parseShardHeader asks for %d bytes of %d", need, len(b))
+	}
+}
+
+// FuzzDecodeRecord feeds arbitrary payloads to Coder.Decode for records of at most 64×64
+// pixels: it must fail with an error, never panic or return an image of another size.
+func FuzzDecodeRecord(f *testing.F) {
+	c, err := Open(f.TempDir(), nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	defer c.Close()
+	enc := c.NewCoder()
+	for i, codec := range Codecs {
+		img := testImage(uint64(i), 5+i, 4, false)
+		p, err := enc.encode(nil, codec, img)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(uint8(i), uint8(img.Width), uint8(img.Height), p)
+	}
+	enc.Close()
+	d := c.NewCoder()
+	defer d.Close()
+	var dst decode.Image
+	sh := &shard{name: "fuzz"} // Decode names the shard of a record it finds damaged
+	f.Fuzz(func(t *testing.T, codec, w, h uint8, payload []byte) {
+		r := Ref{Path: "fuzz", Codec: Codecs[int(codec)%len(Codecs)], Width: uint32(w % 65), Height: uint32(h % 65), sh: sh}
+		img, err := d.Decode(&dst, r, payload)
+		if err != nil {
+			return
+		}
+		if img.Width != int(r.Width) || img.Height != int(r.Height) || len(img.Pix) < 3*img.Width*img.Height || img.Stride < 3*img.Width {
+			t.Fatalf("%s record of %dx%d decodes to %dx%d, stride %d, %d bytes", r.Codec, r.Width, r.Height, img.Width, img.Height, img.Stride, len(img.Pix))
+		}
+	})
+}
