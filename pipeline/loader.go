@@ -435,10 +435,17 @@ func (r *run) dispatch(cursor int) {
 	bs := l.cfg.BatchSize
 	var inflight []*Batch
 	for start := cursor; start < len(r.order); start += bs {
-		buf, err := l.pool.Get(r.ctx)
-		if err != nil {
-			r.cancel(err)
-			return
+		buf, ok := l.pool.TryGet()
+		if !ok {
+			// Every buffer is full or in the consumer's hands: the consumer is the slower
+			// side, and the workers will idle for about as long as this wait.
+			t0 := time.Now()
+			var err error
+			if buf, err = l.pool.Get(r.ctx); err != nil {
+				r.cancel(err)
+				return
+			}
+			l.fill.idle.Add(int64(time.Since(t0)) * int64(l.cfg.Workers))
 		}
 		n := min(bs, len(r.order)-start)
 		b := &Batch{
@@ -602,10 +609,8 @@ func (r *run) reserve(it *readItem, n int64) error {
 func (r *run) work(w *worker) {
 	defer r.wg.Done()
 	for {
-		t0 := time.Now()
 		select {
 		case it := <-r.decodeQ:
-			r.l.fill.idle.Add(int64(time.Since(t0)))
 			r.process(w, it)
 		case <-r.quit:
 			return
@@ -807,11 +812,16 @@ func (w *worker) store(l *Loader, it readItem, img *decode.Image, t0 time.Time) 
 
 // fillMeter shares worker time between the epoch's work and filling the cache.
 type fillMeter struct {
-	busy, fill, idle atomic.Int64 // nanoseconds summed over workers
+	busy, fill atomic.Int64 // nanoseconds summed over workers
+	// idle is the time the dispatcher waited for a free batch buffer, times the number
+	// of workers: time they would otherwise idle because the consumer is slower. A
+	// worker's own waits are not counted: on a busy machine they are mostly waits for
+	// a core, not spare capacity.
+	idle atomic.Int64
 }
 
 // admit reports whether one more sample may be stored: while filling has taken no more
-// than share of the workers' busy time plus the time they spent waiting for input.
+// than share of the workers' busy time plus the time the consumer kept them waiting.
 func (m *fillMeter) admit(share float64) bool {
 	return share >= 1 || float64(m.fill.Load()) <= share*float64(m.busy.Load())+float64(m.idle.Load())
 }
