@@ -13,6 +13,7 @@
 # (default /tmp/conveyor-synth-N). Needs python3-torch python3-torchvision for the peer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/lib.sh
 src="" recipe=train workers=2 batch=64 rounds=5 images=1000 size=224 codec=s2
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -38,16 +39,13 @@ fi
 dst=$tmp/converted
 common=(--recipe "$recipe" --workers "$workers" --batch "$batch" --size "$size")
 echo "src=$src recipe=$recipe workers=$workers batch=$batch size=$size codec=$codec rounds=$rounds"
-echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(date -u +%Y-%m-%d)"
+machine
 cat $(find "$src" -type f) >/dev/null
 /usr/bin/time -f '%e s wall, %U s user, %S s sys' "$bin" convert "$src" "$dst" --size 256 --codec "$codec" --workers "$workers" 2>&1 | tail -2
 "$bin" inspect "$dst" | head -12
 
-last() { grep 'epoch=' | tail -1 | sed -n 's/.*images_per_s=\([0-9.]*\).*/\1/p'; }
 # Images per CPU-second of the whole process (user+sys), from GNU time.
 percpu() { awk -v n="$1" '/ s user/ {print sprintf("%.1f", n/($4+$7))}'; }
-median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", a/b}'; }
 
 echo "== 1. converted $codec dataset vs PyTorch on the original files (last of 3 epochs, images/s)"
 cv=() pc=() pt=()

@@ -10,6 +10,7 @@
 # Needs: apt-get install -y python3-torch python3-torchvision python3-pil
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/lib.sh
 dir="" recipe=train workers=2 batch=64 rounds=5 images=1000 size=224 epochs=2
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -34,10 +35,9 @@ fi
 common=(--recipe "$recipe" --workers "$workers" --batch "$batch" --size "$size" --epochs "$epochs")
 echo "dir=$dir recipe=$recipe workers=$workers batch=$batch size=$size epochs=$epochs rounds=$rounds"
 echo "each figure is the last epoch's images/s (steady state: worker start-up excluded on both sides)"
-echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(date -u +%Y-%m-%d)"
+machine
 # Warm the page cache so neither side pays for the first read.
 cat $(find "$dir" -type f) >/dev/null
-last() { grep 'epoch=' | tail -1 | sed -n 's/.*images_per_s=\([0-9.]*\).*/\1/p'; }
 cv=() cg=() pt=()
 for r in $(seq "$rounds"); do
   c=$("$bin" bench "$dir" "${common[@]}" | last)
@@ -46,8 +46,6 @@ for r in $(seq "$rounds"); do
   echo "round $r: conveyor $c, conveyor(go decoder) $g, torch $p images/s"
   cv+=("$c") cg+=("$g") pt+=("$p")
 done
-median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", a/b}'; }
 mc=$(median "${cv[@]}") mg=$(median "${cg[@]}") mp=$(median "${pt[@]}")
 echo "median images/s: conveyor $mc ($("$bin" bench "$dir" --epochs 1 --images 10 --json 2>/dev/null | sed -n 's/.*"decode_backend":"\([a-z]*\)".*/\1/p') decoder), conveyor(go decoder) $mg, torch $mp"
 echo "ratio conveyor/torch $(ratio "$mc" "$mp")x; go decoder/torch $(ratio "$mg" "$mp")x"

@@ -27,6 +27,12 @@ var (
 	ErrReadOnly = errors.New("cache: opened read-only")
 )
 
+// Refused reports whether err from Put means the cache would not take the record (full,
+// writing disabled, or read-only) rather than that the record itself was at fault.
+func Refused(err error) bool {
+	return errors.Is(err, ErrFull) || errors.Is(err, ErrDisabled) || errors.Is(err, ErrReadOnly)
+}
+
 // Options configures Open. A nil *Options means the defaults.
 type Options struct {
 	// Codec stores new records; records already written keep theirs. Default S2.

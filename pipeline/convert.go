@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log"
 	"runtime"
 	"sync"
@@ -86,10 +85,9 @@ func Convert(ctx context.Context, src Source, c *cache.Cache, opts *ConvertOptio
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: convert: %w", err)
 	}
-	spec := o.Decode
-	spec.Backend = dec.Backend()
+	spec := specOf(o.Decode, dec.Backend())
 	dec.Close()
-	cv := &converter{src: src, c: c, o: &o, spec: spec.String(), start: time.Now(), bad: map[int]SampleError{}}
+	cv := &converter{src: src, c: c, o: &o, spec: spec, start: time.Now(), bad: map[int]SampleError{}}
 	info := &cache.Info{FormatVersion: cache.FormatVersion, Spec: cv.spec, Codec: c.Options().Codec, Source: o.Source, Samples: src.Len()}
 	if cl, ok := src.(Classer); ok {
 		info.Classes = cl.Classes()
@@ -211,23 +209,16 @@ func (e *stopError) Error() string { return e.err.Error() }
 
 // one converts sample i: a nil error when it was stored or skipped.
 func (cv *converter) one(i int, dec *decode.Decoder, coder *cache.Coder, img *decode.Image, buf *[]byte) error {
-	f, err := cv.src.Open(i)
+	f, fi, err := openSample(cv.src, i)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	if fi.IsDir() {
-		return errors.New("is a directory")
-	}
 	size := fi.Size()
 	if size > cv.o.MaxFileBytes {
 		return fmt.Errorf("%w: file of %d bytes exceeds MaxFileBytes %d", decode.ErrTooLarge, size, cv.o.MaxFileBytes)
 	}
-	key := cache.Key{Spec: cv.spec, Path: cv.src.Path(i), Size: size, ModTime: fi.ModTime().UnixNano()}
+	key := sampleKey(cv.spec, cv.src, i, fi)
 	if ref, ok := cv.c.Lookup(key); ok {
 		// Check it before skipping, so a rerun also repairs damaged records: reading
 		// costs a fraction of decoding, and a damaged record is forgotten by Read.
@@ -243,22 +234,17 @@ func (cv *converter) one(i int, dec *decode.Decoder, coder *cache.Coder, img *de
 	if int64(cap(*buf)) < size+1 {
 		*buf = make([]byte, size+1)
 	}
-	b := (*buf)[:size+1]
-	n, err := io.ReadFull(f, b)
-	switch {
-	case err == nil:
-		return fmt.Errorf("file grew beyond the %d bytes it had when opened", size)
-	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
-	default:
+	data, err := readWhole(f, size, *buf)
+	if err != nil {
 		return err
 	}
-	cv.bytes.Add(int64(n))
-	m, err := dec.Decode(img, b[:n])
+	cv.bytes.Add(int64(len(data)))
+	m, err := dec.Decode(img, data)
 	if err != nil {
 		return err
 	}
 	if err := coder.Put(key, cv.src.Label(i), m); err != nil {
-		if errors.Is(err, cache.ErrFull) || errors.Is(err, cache.ErrDisabled) || errors.Is(err, cache.ErrReadOnly) {
+		if cache.Refused(err) {
 			return &stopError{err}
 		}
 		return err

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"iter"
 	"os"
 	"sync"
@@ -125,9 +124,7 @@ func New(src Source, cfg *Config) (*Loader, error) {
 		l.workers[i] = &worker{}
 		l.workers[i].reset(l)
 	}
-	spec := c.Decode
-	spec.Backend = l.workers[0].dec.Backend()
-	l.spec = spec.String()
+	l.spec = specOf(c.Decode, l.workers[0].dec.Backend())
 	return l, nil
 }
 
@@ -540,24 +537,15 @@ func (r *run) load(t task) readItem {
 		l.stats.read.add(t0, int64(ref.Bytes))
 		return it
 	}
-	f, err := l.src.Open(t.idx)
+	f, fi, err := openSample(l.src, t.idx)
 	if err != nil {
 		it.err = err
 		return it
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		it.err = err
-		return it
-	}
 	size := fi.Size()
-	if fi.IsDir() {
-		it.err = errors.New("is a directory")
-		return it
-	}
 	if c := l.cfg.Cache; c != nil && !t.noCache {
-		key := cache.Key{Spec: l.spec, Path: l.src.Path(t.idx), Size: size, ModTime: fi.ModTime().UnixNano()}
+		key := sampleKey(l.spec, l.src, t.idx, fi)
 		if ref, ok := c.Lookup(key); ok {
 			if it.err = r.reserve(&it, int64(ref.Bytes)); it.err != nil {
 				return it
@@ -579,17 +567,11 @@ func (r *run) load(t task) readItem {
 	if it.err = r.reserve(&it, size+1); it.err != nil {
 		return it
 	}
-	buf := make([]byte, size+1) // one spare byte detects a file that grew since Stat
-	n, err := io.ReadFull(f, buf)
-	switch {
-	case err == nil:
-		it.err = fmt.Errorf("file grew beyond the %d bytes it had when opened", size)
-	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
-		it.data = buf[:n]
-	default:
-		it.err = err
+	data, err := readWhole(f, size, make([]byte, size+1))
+	if it.err = err; err == nil {
+		it.data = data
 	}
-	l.stats.read.add(t0, int64(n))
+	l.stats.read.add(t0, int64(len(data)))
 	return it
 }
 
@@ -784,8 +766,8 @@ func (w *worker) sample(r *run, it readItem) error {
 	if err := l.packer.Pack(slot, out); err != nil {
 		return &fatalError{fmt.Errorf("pipeline: %s: %w (the augment pipeline must produce the packed size)", l.src.Path(it.idx), err)}
 	}
-	l.stats.pack.add(t2, int64(l.sampleBytes))
-	l.fill.busy.Add(int64(time.Since(t0)))
+	t3 := l.stats.pack.add(t2, int64(l.sampleBytes))
+	l.fill.busy.Add(int64(t3.Sub(t0)))
 	return nil
 }
 
@@ -802,7 +784,7 @@ func (w *worker) store(l *Loader, it readItem, img *decode.Image, t0 time.Time) 
 	switch {
 	case err == nil:
 		l.stats.cacheStored.Add(1)
-	case errors.Is(err, cache.ErrFull), errors.Is(err, cache.ErrDisabled), errors.Is(err, cache.ErrReadOnly):
+	case cache.Refused(err):
 		// The cache logged why once; the epoch carries on from the sources.
 	default:
 		l.cfg.Logf("pipeline: caching %s: %v", it.key.Path, err)
