@@ -96,6 +96,12 @@ type Config struct {
 	// max(320 MiB, 64 MiB + 64 MiB per worker).
 	MemoryBudget int64
 
+	// StopAfter is for measuring stage ceilings (conveyor bench --stages): samples go
+	// through the stages up to and including this one and no further, and batches are
+	// delivered with their labels and indices but without pixels (Data is left as it
+	// was). Default AllStages: every stage runs.
+	StopAfter Stage
+
 	// Logf receives one line per bad sample and notices such as a pinned-memory fallback;
 	// default log.Printf.
 	Logf func(format string, args ...any)
@@ -157,6 +163,9 @@ func (c *Config) Validate() error {
 	if c.CacheFill < 0 || c.CacheFill > 1 {
 		errs = append(errs, fmt.Errorf("CacheFill %g not in [0, 1]", c.CacheFill))
 	}
+	if c.StopAfter < AllStages || c.StopAfter > AugmentStage {
+		errs = append(errs, fmt.Errorf("StopAfter %v", c.StopAfter))
+	}
 	if c.MemoryBudget < 0 {
 		errs = append(errs, fmt.Errorf("MemoryBudget %d < 0", c.MemoryBudget))
 	}
@@ -176,9 +185,49 @@ func (c *Config) String() string {
 		c.BatchSize, c.DropLast, c.Workers, c.IOWorkers, c.Prefetch, c.Seed, c.Sequential)
 	fmt.Fprintf(&b, " rank=%d/%d drop_uneven=%t on_error=%v max_bad=%g budget=%d decode={%s} augment=%v",
 		c.Rank, c.World, c.DropUneven, c.OnError, c.MaxBadFraction, c.MemoryBudget, c.Decode.String(), c.Augment)
+	if c.StopAfter != AllStages {
+		fmt.Fprintf(&b, " stop_after=%v", c.StopAfter)
+	}
 	if c.Cache != nil {
 		o := c.Cache.Options()
 		fmt.Fprintf(&b, " cache={dir=%s %s fill=%g}", c.Cache.Dir(), o.String(), c.CacheFill)
 	}
 	return b.String()
+}
+
+// Stage names the stages a sample goes through, for Config.StopAfter.
+type Stage int
+
+const (
+	AllStages    Stage = iota // read, decode, augment and pack: the full pipeline
+	ReadStage                 // read the file (or the cached record) whole
+	DecodeStage               // decode and resize first (or decode the cached record)
+	AugmentStage              // run Config.Augment
+)
+
+// Stages lists the stage names ParseStage accepts, in pipeline order.
+var Stages = []string{"read", "decode", "augment", "all"}
+
+func (s Stage) String() string {
+	switch s {
+	case AllStages:
+		return "all"
+	case ReadStage:
+		return "read"
+	case DecodeStage:
+		return "decode"
+	case AugmentStage:
+		return "augment"
+	}
+	return fmt.Sprintf("Stage(%d)", int(s))
+}
+
+// ParseStage parses a stage name: read, decode, augment or all.
+func ParseStage(name string) (Stage, error) {
+	for s := AllStages; s <= AugmentStage; s++ {
+		if s.String() == name {
+			return s, nil
+		}
+	}
+	return 0, fmt.Errorf("pipeline: unknown stage %q (have %v)", name, Stages)
 }

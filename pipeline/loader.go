@@ -169,7 +169,9 @@ func (l *Loader) EpochFrom(ctx context.Context, e, cursor int) iter.Seq2[*Batch,
 		defer l.finish(r)
 		bad := 0 // failed samples in the batches delivered so far
 		for {
+			t0 := time.Now()
 			b, err := r.next()
+			l.stats.wait.Add(int64(time.Since(t0)))
 			if err != nil {
 				yield(nil, err)
 				return
@@ -190,6 +192,7 @@ func (l *Loader) EpochFrom(ctx context.Context, e, cursor int) iter.Seq2[*Batch,
 				return
 			}
 			l.outstanding.Add(1)
+			l.stats.batches.Add(1)
 			if !yield(b, nil) {
 				return
 			}
@@ -605,7 +608,7 @@ func (r *run) work(w *worker) {
 func (r *run) process(w *worker, it readItem) {
 	l := r.l
 	err := it.err
-	if err == nil {
+	if err == nil && l.cfg.StopAfter != ReadStage {
 		err = w.sample(r, it)
 	}
 	l.read.release(it.size)
@@ -756,12 +759,20 @@ func (w *worker) sample(r *run, it readItem) error {
 	if it.store {
 		t1 = w.store(l, it, img, t1)
 	}
+	if l.cfg.StopAfter == DecodeStage {
+		l.fill.busy.Add(int64(t1.Sub(t0)))
+		return nil
+	}
 	w.actx.Seed(l.cfg.Seed, uint64(r.epoch), int64(it.idx)+int64(it.attempt)<<40)
 	out, err := l.cfg.Augment.Apply(w.actx, img)
 	if err != nil {
 		return err
 	}
 	t2 := l.stats.augment.add(t1, 1)
+	if l.cfg.StopAfter == AugmentStage {
+		l.fill.busy.Add(int64(t2.Sub(t0)))
+		return nil
+	}
 	slot := it.b.Data[it.slot*l.sampleBytes : (it.slot+1)*l.sampleBytes]
 	if err := l.packer.Pack(slot, out); err != nil {
 		return &fatalError{fmt.Errorf("pipeline: %s: %w (the augment pipeline must produce the packed size)", l.src.Path(it.idx), err)}

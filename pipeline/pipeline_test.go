@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -720,5 +721,85 @@ func TestStats(t *testing.T) {
 	}
 	if st.Tasks.Cap != 0 {
 		t.Error("queues reported while idle")
+	}
+}
+
+func TestStopAfter(t *testing.T) {
+	src, err := Dir(sharedTree(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := collect(t, newLoader(t, src, testConfig(2)), context.Background(), 0, 0)
+	n := int64(src.Len())
+	for _, stop := range []Stage{ReadStage, DecodeStage, AugmentStage} {
+		t.Run(stop.String(), func(t *testing.T) {
+			cfg := testConfig(2)
+			cfg.StopAfter = stop
+			ld := newLoader(t, src, cfg)
+			got := collect(t, ld, context.Background(), 0, 0)
+			// Same order and labels; no pixels.
+			if !slices.Equal(got.indices, full.indices) || !slices.Equal(got.labels, full.labels) {
+				t.Error("indices or labels differ from the full pipeline's")
+			}
+			st := ld.Stats()
+			want := [4]int64{n, 0, 0, 0}
+			for s := ReadStage + 1; s <= stop; s++ {
+				want[s-ReadStage] = n
+			}
+			if have := [4]int64{st.Read.Items, st.Decode.Items, st.Augment.Items, st.Pack.Items}; have != want {
+				t.Errorf("stage items %v, want %v", have, want)
+			}
+			if eff := ld.Config(); !strings.Contains(eff.String(), "stop_after="+stop.String()) {
+				t.Errorf("config string %q does not say where it stops", eff.String())
+			}
+		})
+	}
+	for _, name := range Stages {
+		if s, err := ParseStage(name); err != nil || s.String() != name {
+			t.Errorf("ParseStage(%q) = %v, %v", name, s, err)
+		}
+	}
+	if _, err := ParseStage("pack"); err == nil {
+		t.Error("ParseStage(pack) accepted")
+	}
+	cfg := testConfig(1)
+	cfg.StopAfter = AugmentStage + 1
+	if _, err := New(src, cfg); err == nil || !strings.Contains(err.Error(), "StopAfter") {
+		t.Errorf("New with a bad StopAfter: %v", err)
+	}
+}
+
+// TestWaitCountsStarvation: behind a slow consumer the loader is ahead and the consumer
+// hardly waits; a consumer that takes no time waits for nearly the whole epoch.
+func TestWaitCountsStarvation(t *testing.T) {
+	src, err := Dir(sharedTree(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(step time.Duration) (wait, wall time.Duration, batches int64) {
+		ld := newLoader(t, src, testConfig(1))
+		t0 := time.Now()
+		for b, err := range ld.Epoch(context.Background(), 0) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(step)
+			b.Release()
+		}
+		st := ld.Stats()
+		return st.Wait, time.Since(t0), st.Batches
+	}
+	wait, wall, batches := run(0)
+	if batches != int64((src.Len()+7)/8) {
+		t.Errorf("%d batches delivered, want %d", batches, (src.Len()+7)/8)
+	}
+	if wait <= 0 || wait > wall || float64(wait) < 0.5*float64(wall) {
+		t.Errorf("fast consumer waited %v of %v", wait, wall)
+	}
+	// The loader's prefetch fills while the consumer sleeps: once the first batch is in,
+	// later waits are short. Compare with a generous margin: the machine may be loaded.
+	slowWait, slowWall, _ := run(50 * time.Millisecond)
+	if float64(slowWait)/float64(slowWall) >= float64(wait)/float64(wall) {
+		t.Errorf("slow consumer waited %v of %v, fast one %v of %v", slowWait, slowWall, wait, wall)
 	}
 }

@@ -13,6 +13,12 @@ import (
 type Stats struct {
 	Epochs int64 // epochs started
 
+	// Batches delivered to the consumer, and the time the consumer spent waiting for them
+	// inside Epoch's iterator: the input-bound part of a training loop. Wait divided by
+	// the loop's wall time is the fraction of time the training step starved.
+	Batches int64
+	Wait    time.Duration
+
 	// Per stage: items processed, time spent working (summed over goroutines, so it can
 	// exceed wall time) and bytes (read: file bytes; decode: output pixels; pack: bytes
 	// written into batches).
@@ -71,7 +77,7 @@ func (s *stage) snapshot() StageStats {
 }
 
 type counters struct {
-	epochs                                atomic.Int64
+	epochs, batches, wait                 atomic.Int64
 	read, decode, augment, pack           stage
 	cacheHits, cacheStored, cacheDeferred atomic.Int64
 
@@ -94,8 +100,8 @@ func (c *counters) addBad(e *SampleError) {
 // Stats returns a snapshot of the loader's counters.
 func (l *Loader) Stats() Stats {
 	s := Stats{
-		Epochs: l.stats.epochs.Load(),
-		Read:   l.stats.read.snapshot(), Decode: l.stats.decode.snapshot(),
+		Epochs: l.stats.epochs.Load(), Batches: l.stats.batches.Load(), Wait: time.Duration(l.stats.wait.Load()),
+		Read: l.stats.read.snapshot(), Decode: l.stats.decode.snapshot(),
 		Augment: l.stats.augment.snapshot(), Pack: l.stats.pack.snapshot(),
 		Budget:     l.cfg.MemoryBudget,
 		ReadBudget: l.read.size, PeakRead: l.read.peak.Load(),
