@@ -76,3 +76,28 @@ func humanBytes(n int64) string {
 	}
 	return fmt.Sprintf("%.*f %cB", prec, f, units[i])
 }
+
+// intList is a flag holding one or more positive integers separated by commas, such as
+// "1,2,4": a list sweeps the setting.
+type intList []int
+
+func (l *intList) String() string {
+	s := make([]string, len(*l))
+	for i, v := range *l {
+		s[i] = strconv.Itoa(v)
+	}
+	return strings.Join(s, ",")
+}
+
+func (l *intList) Set(s string) error {
+	var vals []int
+	for _, f := range strings.Split(s, ",") {
+		v, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || v < 1 {
+			return fmt.Errorf("%q is not a positive integer", f)
+		}
+		vals = append(vals, v)
+	}
+	*l = vals
+	return nil
+}

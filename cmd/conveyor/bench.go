@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -20,53 +21,45 @@ import (
 	"github.com/conveyor-ml/conveyor/pipeline"
 )
 
-// benchResult is what --json prints.
+// benchResult is what --json prints: one run's report, with the dataset and recipe, plus
+// the stage ceilings with --stages, or every run of a sweep.
 type benchResult struct {
-	Dataset    string        `json:"dataset"`
-	Recipe     string        `json:"recipe"`
-	Images     int64         `json:"images"`
-	Seconds    float64       `json:"seconds"`
-	ImagesPerS float64       `json:"images_per_s"`
-	MBPerS     float64       `json:"mb_per_s"`
-	BadSamples int64         `json:"bad_samples"`
-	Epochs     []epochResult `json:"epochs"`
-	Backend    string        `json:"decode_backend"`
-	Config     string        `json:"config"`
-	// Cache use, summed over epochs: samples read from the cache (--cache), stored into
-	// it, and not stored because filling had used its --cache-fill share.
-	CacheHits     int64       `json:"cache_hits"`
-	CacheStored   int64       `json:"cache_stored"`
-	CacheDeferred int64       `json:"cache_deferred"`
-	Cache         *cacheState `json:"cache,omitempty"` // the --cache directory at the end
+	Dataset string  `json:"dataset"`
+	Recipe  string  `json:"recipe"`
+	Samples int     `json:"samples"`
+	Classes int     `json:"classes"`
+	OpenS   float64 `json:"open_s"` // listing the dataset (or opening its index)
+	runReport
+
+	Ceilings   []ceiling `json:"ceilings,omitempty"`
+	Bottleneck string    `json:"bottleneck,omitempty"`
+	H2D        string    `json:"h2d,omitempty"` // why the host-to-device copy was not measured
+
+	Sweep []string     `json:"sweep,omitempty"` // the swept settings, x axis first
+	Runs  []*runReport `json:"runs,omitempty"`
+	Plot  string       `json:"plot,omitempty"`
 }
 
-type cacheState struct {
-	Dir      string `json:"dir"`
-	Codec    string `json:"codec"`
-	Records  int    `json:"records"`
-	Shards   int    `json:"shards"`
-	Bytes    int64  `json:"bytes"`
-	Full     bool   `json:"full"`
-	Disabled string `json:"disabled,omitempty"`
-}
+func bench(args []string, stdout io.Writer) error { return benchTo(args, stdout, os.Stderr) }
 
-type epochResult struct {
-	Epoch       int     `json:"epoch"`
-	Images      int64   `json:"images"`
-	Seconds     float64 `json:"seconds"`
-	ImagesPerS  float64 `json:"images_per_s"`
-	CacheHits   int64   `json:"cache_hits"`
-	CacheStored int64   `json:"cache_stored"`
-}
-
-func bench(args []string, stdout io.Writer) error {
+func benchTo(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `usage: conveyor bench [DIR] [flags]
 
 Measures loader throughput on the ImageFolder tree DIR (class = first-level folder), or
 on the converted dataset DIR (one holding %s, made by conveyor convert); without DIR,
-on a built-in synthetic set of ~500x375 JPEGs.
+on a built-in synthetic set of ~500x375 JPEGs. Prints one line per epoch and a report:
+images/s, MB/s read, CPU, memory, time to first batch, where the stages' time went and
+how full the queues were.
+
+  --stages           also run read only, read+decode and read+decode+augment, and name
+                     the stage that limits throughput
+  --step 30ms        hold each batch for a simulated training step and report the share
+                     of time the consumer waited for input
+  --workers 1,2,4    (likewise --prefetch, --batch) sweep the setting: a table and a PNG
+                     plot of images/s against it (--plot)
 
 flags:
 `, cache.InfoName)
@@ -74,10 +67,13 @@ flags:
 	}
 	recipe := fs.String("recipe", "train", "preprocessing: train (RandomResizedCrop, flip) or eval (resize, centre crop)")
 	size := fs.Int("size", 224, "output image side")
-	batch := fs.Int("batch", 64, "batch size")
-	workers := fs.Int("workers", runtime.GOMAXPROCS(0), "CPU workers (decode, augment, pack)")
+	batch := intList{64}
+	workers := intList{runtime.GOMAXPROCS(0)}
+	prefetch := intList{2}
+	fs.Var(&batch, "batch", "batch size; a list such as 32,64,128 sweeps it")
+	fs.Var(&workers, "workers", "CPU workers (decode, augment, pack); a list such as 1,2,4 sweeps it")
+	fs.Var(&prefetch, "prefetch", "batches in flight ahead of the consumer; a list sweeps it")
 	ioWorkers := fs.Int("io-workers", 0, "concurrent reads (default max(4, workers))")
-	prefetch := fs.Int("prefetch", 2, "batches in flight ahead of the consumer")
 	epochs := fs.Int("epochs", 1, "epochs to run")
 	dtype := fs.String("dtype", "float32", "output dtype: uint8, float32, float16, bfloat16")
 	layout := fs.String("layout", "nchw", "output layout: nchw or nhwc")
@@ -86,25 +82,25 @@ flags:
 	images := fs.Int("images", 1000, "images in the built-in synthetic set (without DIR)")
 	synthDir := fs.String("synthetic-dir", "", "where the built-in set is written (default: the user cache directory)")
 	jsonOut := fs.Bool("json", false, "print one JSON object instead of text")
+	stages := fs.Bool("stages", false, "measure each stage's ceiling (read; +decode; +augment; full) and name the bottleneck")
+	step := fs.Duration("step", 0, "simulated training step per batch, e.g. 30ms; reports the share of time spent waiting for input")
+	plotPath := fs.String("plot", "", "PNG the sweep's plot is written to (default conveyor-bench-SETTING.png)")
 	cacheDir := fs.String("cache", "", "cache directory the loader fills in the first epoch and reads from later (default: none)")
 	cacheCodec := fs.String("cache-codec", string(cache.S2), fmt.Sprintf("how --cache stores pixels: %v", cache.Codecs))
 	cacheFill := fs.Float64("cache-fill", 0, "share of worker time storing into --cache may take, 0 to 1; 1 stores every sample at once (0: the loader's default, 0.1)")
 	var cacheMax byteSize
 	fs.Var(&cacheMax, "cache-max-bytes", "bound on --cache's size, e.g. 50G (0: none)")
-	var dir string
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		dir, args = args[0], args[1:]
-	}
-	if err := fs.Parse(args); err != nil {
+	pos, err := parseArgs(fs, args)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() > 1 || (fs.NArg() == 1 && dir != "") {
-		return fmt.Errorf("bench: one DIR at most, got %q", append([]string{dir}, fs.Args()...))
+	if len(pos) > 1 {
+		return fmt.Errorf("bench: one DIR at most, got %q", pos)
 	}
-	if fs.NArg() == 1 {
-		dir = fs.Arg(0)
+	dir := ""
+	if len(pos) == 1 {
+		dir = pos[0]
 	}
-	logf := func(format string, a ...any) { fmt.Fprintf(os.Stderr, format+"\n", a...) }
 
 	dt, err := augment.ParseDType(*dtype)
 	if err != nil {
@@ -114,17 +110,33 @@ flags:
 	if err != nil {
 		return err
 	}
-	if !slices.Contains(pipeline.Recipes, *recipe) {
+	switch {
+	case !slices.Contains(pipeline.Recipes, *recipe):
 		return fmt.Errorf("bench: unknown recipe %q (have %v)", *recipe, pipeline.Recipes)
+	case *epochs < 1:
+		return fmt.Errorf("bench: --epochs %d < 1", *epochs)
+	case *step < 0:
+		return fmt.Errorf("bench: --step %v < 0", *step)
+	}
+	swept := sweptSettings(map[string]intList{"workers": workers, "prefetch": prefetch, "batch": batch})
+	if *stages && len(swept) > 0 {
+		return fmt.Errorf("bench: --stages measures one configuration; sweep %s without it", strings.Join(swept, ", "))
+	}
+	if *plotPath != "" && len(swept) == 0 {
+		return errors.New("bench: --plot draws a sweep: give --workers, --prefetch or --batch a list such as 1,2,4")
 	}
 
-	name := dir
+	pr := newProgress(stderr)
+	logf := pr.logf
+	res := benchResult{Recipe: *recipe}
+	res.Dataset = dir
 	if dir == "" {
 		if dir, err = syntheticSet(*synthDir, *images, logf); err != nil {
 			return err
 		}
-		name = fmt.Sprintf("synthetic(%d)", *images)
+		res.Dataset = fmt.Sprintf("synthetic(%d) %s", *images, dir)
 	}
+	t0 := time.Now()
 	var src pipeline.Source
 	if _, err := os.Stat(filepath.Join(dir, cache.InfoName)); err == nil {
 		if *cacheDir != "" {
@@ -134,17 +146,22 @@ flags:
 		if err != nil {
 			return err
 		}
-		defer conv.Close() // after the loader's Close, deferred below
+		defer conv.Close() // after the loaders' Close
 		src = conv
 	} else if src, err = pipeline.Dir(dir); err != nil {
 		return err
 	}
-	cfg := pipeline.Config{
-		BatchSize: *batch, Workers: *workers, IOWorkers: *ioWorkers, Prefetch: *prefetch, Seed: *seed,
-		Sequential: *recipe == "eval",
-		Pack:       augment.PackOptions{Width: *size, Height: *size, DType: dt, Layout: lay, Normalize: *normalize && dt != augment.Uint8},
-		CacheFill:  *cacheFill,
-		Logf:       logf,
+	res.OpenS = time.Since(t0).Seconds()
+	res.Samples = src.Len()
+	if c, ok := src.(pipeline.Classer); ok {
+		res.Classes = len(c.Classes())
+	}
+
+	base := pipeline.Config{
+		IOWorkers: *ioWorkers, Seed: *seed, Sequential: *recipe == "eval",
+		Pack:      augment.PackOptions{Width: *size, Height: *size, DType: dt, Layout: lay, Normalize: *normalize && dt != augment.Uint8},
+		CacheFill: *cacheFill,
+		Logf:      logf,
 	}
 	if *cacheDir != "" {
 		codec, err := cache.ParseCodec(*cacheCodec)
@@ -155,73 +172,118 @@ flags:
 		if err != nil {
 			return err
 		}
-		defer c.Close() // after the loader's Close, deferred below
-		cfg.Cache = c
+		defer c.Close() // after the loaders' Close
+		base.Cache = c
 	}
-	if err := pipeline.ApplyRecipe(&cfg, *recipe, *size); err != nil {
+	if err := pipeline.ApplyRecipe(&base, *recipe, *size); err != nil {
 		return err
 	}
-	ld, err := pipeline.New(src, &cfg)
-	if err != nil {
-		return err
-	}
-	defer ld.Close()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	res := benchResult{Dataset: name, Recipe: *recipe, Backend: ld.DecodeBackend()}
-	eff := ld.Config()
-	res.Config = eff.String()
-	start := time.Now()
-	for e := range *epochs {
-		t0 := time.Now()
-		before := ld.Stats()
-		var n int64
-		for b, err := range ld.Epoch(ctx, e) {
-			if err != nil {
-				return err
-			}
-			n += int64(b.Len)
-			b.Release()
-		}
-		dt := time.Since(t0).Seconds()
-		after := ld.Stats()
-		er := epochResult{Epoch: e, Images: n, Seconds: dt, ImagesPerS: float64(n) / dt,
-			CacheHits: after.CacheHits - before.CacheHits, CacheStored: after.CacheStored - before.CacheStored}
-		res.Epochs = append(res.Epochs, er)
-		res.Images += n
-		if !*jsonOut {
-			fmt.Fprintf(stdout, "conveyor epoch=%d images=%d seconds=%.2f images_per_s=%.1f", e, n, dt, er.ImagesPerS)
-			if cfg.Cache != nil {
-				fmt.Fprintf(stdout, " cache_hits=%d cache_stored=%d", er.CacheHits, er.CacheStored)
-			}
-			fmt.Fprintln(stdout)
-		}
+	opts := runOptions{epochs: *epochs, step: *step, pr: pr}
+	if !*jsonOut {
+		opts.epochLine = func(er epochResult) { printEpoch(stdout, er, base.Cache != nil) }
 	}
-	res.Seconds = time.Since(start).Seconds()
-	st := ld.Stats()
-	res.ImagesPerS = float64(res.Images) / res.Seconds
-	res.MBPerS = float64(st.Read.Bytes) / 1e6 / res.Seconds
-	res.BadSamples = st.BadSamples
-	res.CacheHits, res.CacheStored, res.CacheDeferred = st.CacheHits, st.CacheStored, st.CacheDeferred
-	if c := cfg.Cache; c != nil {
-		cs := c.Stats()
-		res.Cache = &cacheState{Dir: c.Dir(), Codec: string(c.Options().Codec), Records: cs.Records, Shards: cs.Shards,
-			Bytes: cs.Bytes, Full: cs.Full, Disabled: cs.Disabled}
+	run := func(cfg pipeline.Config, label string) (*runReport, error) {
+		o := opts
+		o.label = label
+		return measure(ctx, src, &cfg, &o)
 	}
+	one := base
+	one.Workers, one.Prefetch, one.BatchSize = workers[0], prefetch[0], batch[0]
+
+	switch {
+	case len(swept) > 0:
+		return benchSweep(stdout, &res, base, swept, map[string]intList{"workers": workers, "prefetch": prefetch, "batch": batch}, *plotPath, *jsonOut, run)
+	case *stages:
+		return benchStages(stdout, &res, one, *jsonOut, run)
+	}
+	rep, err := run(one, "")
+	if err != nil {
+		return err
+	}
+	res.runReport = *rep
 	if *jsonOut {
-		enc := json.NewEncoder(stdout)
-		return enc.Encode(res)
+		return json.NewEncoder(stdout).Encode(res)
 	}
-	fmt.Fprintf(stdout, "conveyor total images=%d seconds=%.2f images_per_s=%.1f mb_per_s=%.1f bad_samples=%d decode=%s\n",
-		res.Images, res.Seconds, res.ImagesPerS, res.MBPerS, res.BadSamples, res.Backend)
-	if cs := res.Cache; cs != nil {
-		fmt.Fprintf(stdout, "conveyor cache hits=%d stored=%d deferred=%d records=%d bytes=%d full=%t dir=%s\n",
-			res.CacheHits, res.CacheStored, res.CacheDeferred, cs.Records, cs.Bytes, cs.Full, cs.Dir)
-		if cs.Disabled != "" {
-			fmt.Fprintf(stdout, "conveyor cache writing disabled: %s\n", cs.Disabled)
+	printReport(stdout, &res)
+	return nil
+}
+
+// benchStages runs the pipeline stopped after each stage in turn, then whole, and names
+// the stage that adds the most time per image.
+func benchStages(stdout io.Writer, res *benchResult, cfg pipeline.Config, jsonOut bool, run func(pipeline.Config, string) (*runReport, error)) error {
+	for _, s := range []pipeline.Stage{pipeline.ReadStage, pipeline.DecodeStage, pipeline.AugmentStage, pipeline.AllStages} {
+		c := cfg
+		c.StopAfter = s
+		if !jsonOut {
+			fmt.Fprintf(stdout, "conveyor stages=%v\n", s)
+		}
+		rep, err := run(c, "stages="+s.String())
+		if err != nil {
+			return err
+		}
+		res.Ceilings = append(res.Ceilings, ceiling{Stage: s.String(), ImagesPerS: rep.SteadyImagesPerS})
+		if s == pipeline.AllStages {
+			res.runReport = *rep
 		}
 	}
+	res.Bottleneck, _ = bottleneck(res.Ceilings)
+	res.H2D = "not measured: this build has no GPU backend"
+	if jsonOut {
+		return json.NewEncoder(stdout).Encode(res)
+	}
+	printReport(stdout, res)
+	printCeilings(stdout, res)
+	return nil
+}
+
+// sweptSettings lists the settings given more than one value, in a fixed order: the
+// first is the plot's x axis.
+func sweptSettings(vals map[string]intList) []string {
+	var out []string
+	for _, name := range []string{"workers", "prefetch", "batch"} {
+		if len(vals[name]) > 1 {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// benchSweep runs every combination of the swept settings, prints a table and writes the
+// plot of images/s against the first swept setting, one line per combination of the others.
+func benchSweep(stdout io.Writer, res *benchResult, base pipeline.Config, swept []string, vals map[string]intList, plotPath string, jsonOut bool,
+	run func(pipeline.Config, string) (*runReport, error)) error {
+	res.Sweep = swept
+	for _, w := range vals["workers"] {
+		for _, p := range vals["prefetch"] {
+			for _, b := range vals["batch"] {
+				cfg := base
+				cfg.Workers, cfg.Prefetch, cfg.BatchSize = w, p, b
+				label := fmt.Sprintf("workers=%d prefetch=%d batch=%d", w, p, b)
+				if !jsonOut {
+					fmt.Fprintf(stdout, "conveyor %s\n", label)
+				}
+				rep, err := run(cfg, label)
+				if err != nil {
+					return fmt.Errorf("bench: %s: %w", label, err)
+				}
+				res.Runs = append(res.Runs, rep)
+			}
+		}
+	}
+	if plotPath == "" {
+		plotPath = "conveyor-bench-" + swept[0] + ".png"
+	}
+	if err := plotSweep(plotPath, res); err != nil {
+		return err
+	}
+	res.Plot = plotPath
+	if jsonOut {
+		return json.NewEncoder(stdout).Encode(res)
+	}
+	printSweep(stdout, res)
 	return nil
 }
 

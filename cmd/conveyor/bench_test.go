@@ -3,6 +3,11 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"image/png"
+	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -31,6 +36,187 @@ func TestBenchJSON(t *testing.T) {
 		if res["images"].(float64) != 36 || res["bad_samples"].(float64) != 0 {
 			t.Errorf("%s: %v images, %v bad; want 36 and 0", recipe, res["images"], res["bad_samples"])
 		}
+		for _, k := range []string{"mb_per_s", "first_batch_s", "cpu", "memory", "stage_busy", "queues", "decode_backend", "config", "settings"} {
+			if _, ok := res[k]; !ok {
+				t.Errorf("%s: no %q in %s", recipe, k, out.String())
+			}
+		}
+	}
+}
+
+// benchJSON runs bench with --json on a small tree and decodes its report.
+func benchJSON(t *testing.T, dir string, args ...string) *benchResult {
+	t.Helper()
+	var out bytes.Buffer
+	args = append([]string{dir, "--size", "32", "--batch", "4", "--json"}, args...)
+	if err := benchTo(args, &out, io.Discard); err != nil {
+		t.Fatalf("bench %q: %v", args, err)
+	}
+	var res benchResult
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+		t.Fatalf("bench %q: not one JSON object: %v\n%s", args, err, out.String())
+	}
+	return &res
+}
+
+func smallTree(t *testing.T, perClass int) string {
+	t.Helper()
+	dir := t.TempDir()
+	if _, err := synth.WriteTree(dir, &synth.TreeOptions{Classes: 2, PerClass: perClass, Seed: 1}); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func TestBenchReport(t *testing.T) {
+	dir := smallTree(t, 10)
+	r := benchJSON(t, dir, "--workers", "2", "--epochs", "2")
+	if r.Samples != 20 || r.Classes != 2 || len(r.Epochs) != 2 {
+		t.Fatalf("report: %+v", r)
+	}
+	if r.FirstBatchS <= 0 || r.FirstBatchS > r.Seconds || r.ReadBytes <= 0 || r.MBPerS <= 0 {
+		t.Errorf("first batch %v s of %v s, %d bytes read at %v MB/s", r.FirstBatchS, r.Seconds, r.ReadBytes, r.MBPerS)
+	}
+	if r.CPU.Cores < 1 || r.CPU.UserS+r.CPU.SysS <= 0 || r.CPU.Percent <= 0 {
+		t.Errorf("cpu: %+v", r.CPU)
+	}
+	m := r.Memory
+	if m.PeakRSS <= 0 || m.Budget <= 0 || m.PeakHeld <= 0 || m.PeakHeld > m.Budget || m.Pinned <= 0 || m.Device != "cpu" {
+		t.Errorf("memory: %+v", m)
+	}
+	share := 0.0
+	for _, s := range r.StageBusy {
+		share += s.Share
+		if s.Items != 40 || s.BusyS <= 0 || s.MsPerItem <= 0 {
+			t.Errorf("stage %+v: want 40 items and busy time", s)
+		}
+	}
+	if len(r.StageBusy) != 4 || share < 0.999 || share > 1.001 {
+		t.Errorf("stage shares sum to %v: %+v", share, r.StageBusy)
+	}
+	if len(r.Queues) != 3 || r.Queues[2].Queue != "ready" || r.Queues[2].Cap != 3 {
+		t.Errorf("queues: %+v", r.Queues)
+	}
+	if s := r.Settings; s.Workers != 2 || s.Batch != 4 || s.Prefetch != 2 || s.StopAfter != "all" {
+		t.Errorf("settings: %+v", s)
+	}
+	if r.Consumer != nil {
+		t.Error("consumer reported without --step")
+	}
+}
+
+func TestBenchStep(t *testing.T) {
+	dir := smallTree(t, 10)
+	r := benchJSON(t, dir, "--step", "20ms", "--workers", "1")
+	c := r.Consumer
+	if c == nil {
+		t.Fatal("no consumer report with --step")
+	}
+	// 5 batches held 20 ms each.
+	if c.StepS != 0.02 || c.WallS < 0.1 || c.WaitS < 0 || c.WaitS > c.WallS || c.Waited != c.WaitS/c.WallS {
+		t.Errorf("consumer: %+v", c)
+	}
+}
+
+func TestBenchStages(t *testing.T) {
+	dir := smallTree(t, 10)
+	r := benchJSON(t, dir, "--stages", "--epochs", "2")
+	var got []string
+	for _, c := range r.Ceilings {
+		got = append(got, c.Stage)
+		if c.ImagesPerS <= 0 || c.MsPerImage <= 0 || c.AddsMs < 0 {
+			t.Errorf("ceiling %+v", c)
+		}
+	}
+	if strings.Join(got, ",") != "read,decode,augment,all" {
+		t.Errorf("ceilings %v", got)
+	}
+	if !strings.Contains("read decode augment pack", r.Bottleneck) || r.Bottleneck == "" || r.H2D == "" {
+		t.Errorf("bottleneck %q, h2d %q", r.Bottleneck, r.H2D)
+	}
+	// The report is the full pipeline's.
+	if r.Settings.StopAfter != "all" || r.StageBusy[3].Items != 40 {
+		t.Errorf("report of %q with %d packed", r.Settings.StopAfter, r.StageBusy[3].Items)
+	}
+
+	var out bytes.Buffer
+	if err := benchTo([]string{dir, "--size", "32", "--batch", "4", "--stages"}, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"read+decode+augment", "full pipeline", "bottleneck: ", "host-to-device copy: "} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("text output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+func TestBottleneck(t *testing.T) {
+	cs := []ceiling{{Stage: "read", ImagesPerS: 10000}, {Stage: "decode", ImagesPerS: 1000}, {Stage: "augment", ImagesPerS: 900}, {Stage: "all", ImagesPerS: 950}}
+	name, adds := bottleneck(cs)
+	if name != "decode" || adds < 0.89 || adds > 0.91 {
+		t.Errorf("bottleneck %q adds %v ms, want decode 0.9", name, adds)
+	}
+	if cs[3].AddsMs != 0 {
+		t.Errorf("a faster full run adds %v ms, want 0", cs[3].AddsMs)
+	}
+	cs = []ceiling{{Stage: "read", ImagesPerS: 100}, {Stage: "decode", ImagesPerS: 95}, {Stage: "augment", ImagesPerS: 94}, {Stage: "all", ImagesPerS: 90}}
+	if name, _ := bottleneck(cs); name != "read" {
+		t.Errorf("slow disk: bottleneck %q, want read", name)
+	}
+}
+
+func TestBenchSweep(t *testing.T) {
+	dir := smallTree(t, 6)
+	plotPath := filepath.Join(t.TempDir(), "sweep.png")
+	r := benchJSON(t, dir, "--workers", "1,2", "--batch", "3,4", "--plot", plotPath)
+	if strings.Join(r.Sweep, ",") != "workers,batch" || len(r.Runs) != 4 || r.Plot != plotPath {
+		t.Fatalf("sweep %v with %d runs, plot %q", r.Sweep, len(r.Runs), r.Plot)
+	}
+	var got []string
+	for _, run := range r.Runs {
+		got = append(got, fmt.Sprintf("%d/%d", run.Settings.Workers, run.Settings.Batch))
+		if run.Images != 12 {
+			t.Errorf("run %+v: %d images", run.Settings, run.Images)
+		}
+	}
+	if strings.Join(got, " ") != "1/3 1/4 2/3 2/4" {
+		t.Errorf("runs %v", got)
+	}
+	f, err := os.Open(plotPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cfg, err := png.DecodeConfig(f)
+	if err != nil || cfg.Width < 300 || cfg.Height < 200 {
+		t.Errorf("plot: %v, %dx%d", err, cfg.Width, cfg.Height)
+	}
+
+	// Text: a table row per run; the default plot path is in the working directory.
+	t.Chdir(t.TempDir())
+	var out bytes.Buffer
+	if err := benchTo([]string{dir, "--size", "32", "--prefetch", "1,2"}, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat("conveyor-bench-prefetch.png"); err != nil || !strings.Contains(out.String(), "plot: conveyor-bench-prefetch.png") {
+		t.Errorf("default plot: %v\n%s", err, out.String())
+	}
+}
+
+func TestBenchProgress(t *testing.T) {
+	dir := smallTree(t, 40)
+	defer func(f func(io.Writer) bool) { isTerminal = f }(isTerminal)
+	for _, tty := range []bool{false, true} {
+		isTerminal = func(io.Writer) bool { return tty }
+		var stderr bytes.Buffer
+		// One step longer than the redraw interval, so a redraw is due.
+		if err := benchTo([]string{dir, "--size", "32", "--batch", "40", "--step", "300ms"}, io.Discard, &stderr); err != nil {
+			t.Fatal(err)
+		}
+		drawn := strings.Contains(stderr.String(), "img/s") && strings.Contains(stderr.String(), "\r")
+		if drawn != tty {
+			t.Errorf("terminal %t: progress drawn %t: %q", tty, drawn, stderr.String())
+		}
 	}
 }
 
@@ -56,8 +242,14 @@ func TestBenchErrors(t *testing.T) {
 		{"--images", "3"},
 		{"--dtype", "int7"},
 		{"a", "b"},
+		{"--workers", "1,x"},
+		{"--workers", "0"},
+		{"--epochs", "0"},
+		{"--step", "-1s"},
+		{"--stages", "--workers", "1,2"},
+		{"--plot", "x.png"},
 	} {
-		if err := bench(args, &bytes.Buffer{}); err == nil {
+		if err := benchTo(args, &bytes.Buffer{}, io.Discard); err == nil {
 			t.Errorf("bench %q: no error", args)
 		}
 	}

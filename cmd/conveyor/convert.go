@@ -10,9 +10,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -92,7 +90,7 @@ flags:
 		return err
 	}
 
-	pr := &progress{w: stderr, tty: isTerminal(stderr), width: termWidth()}
+	pr := newProgress(stderr)
 	c, err := cache.Open(dst, &cache.Options{Codec: cd, Quality: *quality, MaxBytes: int64(maxBytes), Logf: pr.logf})
 	if err != nil {
 		return err
@@ -103,9 +101,9 @@ flags:
 	defer stop()
 	context.AfterFunc(ctx, stop) // a second Ctrl-C kills at once
 	rep, err := pipeline.Convert(ctx, src, c, &pipeline.ConvertOptions{
-		Decode: dopts, Workers: *workers, Source: absSrc, Progress: pr.update, Logf: pr.logf,
+		Decode: dopts, Workers: *workers, Source: absSrc, Progress: func(cp pipeline.ConvertProgress) { pr.update(convertState(cp)) }, Logf: pr.logf,
 	})
-	pr.finish()
+	pr.finish(true)
 	if rep == nil {
 		return err
 	}
@@ -157,121 +155,9 @@ func perSecond(n int, secs float64) float64 {
 	return float64(n) / secs
 }
 
-// isTerminal reports whether w is a terminal, where convert draws its progress bar.
-// Tests replace it.
-var isTerminal = func(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
-}
-
-// termWidth is the terminal's width as the shell exports it in COLUMNS, else 80.
-func termWidth() int {
-	if n, err := strconv.Atoi(os.Getenv("COLUMNS")); err == nil && n >= 20 {
-		return n
-	}
-	return 80
-}
-
-// progress draws convert's progress bar, when its writer is a terminal, and keeps log
-// lines written meanwhile from tearing it. Convert calls update from one goroutine at a
-// time but logs from every worker, hence the mutex.
-type progress struct {
-	w     io.Writer
-	tty   bool
-	width int
-
-	mu    sync.Mutex
-	drawn bool // the bar is on the current line
-	last  pipeline.ConvertProgress
-}
-
-func (p *progress) update(cp pipeline.ConvertProgress) {
-	if !p.tty {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.last = cp
-	p.draw()
-}
-
-func (p *progress) draw() {
-	// \x1b[K clears what a longer previous line left.
-	fmt.Fprintf(p.w, "\r%s\x1b[K", progressLine(p.last, p.width))
-	p.drawn = true
-}
-
-func (p *progress) logf(format string, args ...any) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.drawn {
-		fmt.Fprint(p.w, "\r\x1b[K")
-	}
-	fmt.Fprintf(p.w, format+"\n", args...)
-	if p.drawn {
-		p.draw()
-	}
-}
-
-// finish ends the bar's line, so what follows starts on its own.
-func (p *progress) finish() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.drawn {
-		fmt.Fprintln(p.w)
-		p.drawn = false
-	}
-}
-
-// progressLine formats one redraw of the progress bar in fewer than width columns:
-//
-//	[=========>          ] 1234/5000  24.7%  812 img/s  ETA 4m38s  bad 2
-//
-// The rate counts files decoded (stored or bad), not ones skipped as already stored, and
-// the ETA assumes the files left go at that rate. The bar is left out when fewer than ten
-// columns remain for it.
-func progressLine(p pipeline.ConvertProgress, width int) string {
-	pct := 0.0
-	if p.Total > 0 {
-		pct = 100 * float64(p.Done) / float64(p.Total)
-	}
-	rate := perSecond(p.Stored+p.Bad, p.Elapsed.Seconds())
-	eta := "--"
-	switch {
-	case p.Done >= p.Total:
-		eta = "0s"
-	case rate > 0:
-		eta = shortDuration(time.Duration(float64(p.Total-p.Done) / rate * float64(time.Second)))
-	}
-	// Fixed widths keep the bar from jittering as the numbers grow.
-	stats := fmt.Sprintf(" %*d/%d %5.1f%% %6.0f img/s  ETA %-6s bad %d", len(strconv.Itoa(p.Total)), p.Done, p.Total, pct, rate, eta, p.Bad)
-	room := width - 1 - len(stats) - 2 // the last column is left free: some terminals wrap there
-	if room < 10 {
-		if len(stats) > width-1 {
-			stats = stats[:max(0, width-1)]
-		}
-		return strings.TrimPrefix(stats, " ")
-	}
-	fill := min(room, room*p.Done/max(p.Total, 1))
-	bar := strings.Repeat("=", fill)
-	if 0 < fill && fill < room {
-		bar = bar[:fill-1] + ">"
-	}
-	return "[" + bar + strings.Repeat(" ", room-fill) + "]" + stats
-}
-
-// shortDuration prints d to the second, at most two units: "12s", "4m38s", "2h05m".
-func shortDuration(d time.Duration) string {
-	s := int64(d.Round(time.Second) / time.Second)
-	switch {
-	case s < 60:
-		return fmt.Sprintf("%ds", s)
-	case s < 3600:
-		return fmt.Sprintf("%dm%02ds", s/60, s%60)
-	}
-	return fmt.Sprintf("%dh%02dm", s/3600, s%3600/60)
+// convertState is what convert's progress bar shows. Its rate counts files decoded
+// (stored or bad), not ones skipped as already stored, so the ETA assumes the files left
+// go at that rate.
+func convertState(p pipeline.ConvertProgress) progressState {
+	return progressState{Done: p.Done, Total: p.Total, Rate: perSecond(p.Stored+p.Bad, p.Elapsed.Seconds()), Bad: p.Bad, ShowBad: true}
 }

@@ -438,7 +438,7 @@ func TestProgressLine(t *testing.T) {
 		{"tiny", pipeline.ConvertProgress{Total: 100, Done: 50, Stored: 50, Elapsed: time.Second}, 12, []string{"50/100"}, -1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			line := progressLine(tc.p, tc.width)
+			line := progressLine(convertState(tc.p), tc.width)
 			if len(line) >= tc.width {
 				t.Errorf("%q: %d columns, want fewer than %d", line, len(line), tc.width)
 			}

@@ -1,0 +1,129 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+)
+
+// printEpoch prints one epoch's line, in the key=value form scripts read
+// (bench/lib.sh's last).
+func printEpoch(w io.Writer, er epochResult, cache bool) {
+	fmt.Fprintf(w, "conveyor epoch=%d images=%d seconds=%.2f images_per_s=%.1f", er.Epoch, er.Images, er.Seconds, er.ImagesPerS)
+	if cache {
+		fmt.Fprintf(w, " cache_hits=%d cache_stored=%d", er.CacheHits, er.CacheStored)
+	}
+	fmt.Fprintln(w)
+}
+
+// printReport prints a run's report as a table. Its last line is the key=value total
+// line scripts read.
+func printReport(w io.Writer, res *benchResult) {
+	r := &res.runReport
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	row := func(k, format string, a ...any) { fmt.Fprintf(tw, "%s\t"+format+"\n", append([]any{k}, a...)...) }
+	fmt.Fprintln(tw)
+	row("dataset", "%s: %d samples, %d classes, opened in %.2f s", res.Dataset, res.Samples, res.Classes, res.OpenS)
+	row("recipe", "%s, decode backend %s", res.Recipe, r.Backend)
+	row("throughput", "%.1f images/s (last epoch %.1f), %.1f MB/s read; %d images in %.2f s", r.ImagesPerS, r.SteadyImagesPerS, r.MBPerS, r.Images, r.Seconds)
+	row("first batch", "%.3f s after creating the loader", r.FirstBatchS)
+	row("cpu", "%.0f%% of one core (%.0f%% of %d): user %.2f s, sys %.2f s", r.CPU.Percent, 100*r.CPU.Utilisation, r.CPU.Cores, r.CPU.UserS, r.CPU.SysS)
+	m := r.Memory
+	locked := "page-locked"
+	if !m.PinnedLocked {
+		locked = "not locked"
+	}
+	row("memory", "peak RSS %s (%s); loader budget %s, peak held %s", mb(m.PeakRSS), m.PeakRSSScope, mb(m.Budget), mb(m.PeakHeld))
+	row("pinned", "%s of batch buffers, %s", mb(m.Pinned), locked)
+	row("device", "%s, %s", m.Device, mb(m.DeviceBytes))
+	row("bad samples", "%d", r.BadSamples)
+	if c := r.Consumer; c != nil {
+		row("consumer", "step %s: waited for input %.1f%% of the time (%.2f s of %.2f s)", fmtSeconds(c.StepS), 100*c.Waited, c.WaitS, c.WallS)
+	}
+	if cs := r.Cache; cs != nil {
+		row("cache", "hits %d, stored %d, deferred %d; %s: %d records, %s, codec %s, full %t",
+			r.CacheHits, r.CacheStored, r.CacheDeferred, cs.Dir, cs.Records, mb(cs.Bytes), cs.Codec, cs.Full)
+		if cs.Disabled != "" {
+			row("", "writing disabled: %s", cs.Disabled)
+		}
+	}
+	tw.Flush()
+
+	fmt.Fprintln(tw)
+	fmt.Fprintln(tw, "stage\titems\tbusy s\tshare\tutilisation\tms/item")
+	for _, s := range r.StageBusy {
+		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.0f%%\t%.0f%%\t%.3f\n", s.Stage, s.Items, s.BusyS, 100*s.Share, 100*s.Utilisation, s.MsPerItem)
+	}
+	tw.Flush()
+	fmt.Fprintln(tw)
+	fmt.Fprintln(tw, "queue\tcapacity\tmean length\tfill")
+	for _, q := range r.Queues {
+		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.0f%%\n", q.Queue, q.Cap, q.Mean, 100*q.Fill)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "\nconfig: %s\n", r.Config)
+	fmt.Fprintf(w, "conveyor total images=%d seconds=%.2f images_per_s=%.1f mb_per_s=%.1f bad_samples=%d decode=%s\n",
+		r.Images, r.Seconds, r.ImagesPerS, r.MBPerS, r.BadSamples, r.Backend)
+	if cs := r.Cache; cs != nil {
+		fmt.Fprintf(w, "conveyor cache hits=%d stored=%d deferred=%d records=%d bytes=%d full=%t dir=%s\n",
+			r.CacheHits, r.CacheStored, r.CacheDeferred, cs.Records, cs.Bytes, cs.Full, cs.Dir)
+	}
+}
+
+// printCeilings prints the --stages table and its verdict.
+func printCeilings(w io.Writer, res *benchResult) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw)
+	fmt.Fprintln(tw, "stages run\timages/s\tms/image\tadds ms")
+	prev := ""
+	for _, c := range res.Ceilings {
+		run := "read"
+		if prev != "" {
+			run = prev + "+" + stageName(c.Stage)
+		}
+		if c.Stage == "all" {
+			run = "full pipeline"
+		}
+		prev = run
+		fmt.Fprintf(tw, "%s\t%.1f\t%.3f\t%.3f\n", run, c.ImagesPerS, c.MsPerImage, c.AddsMs)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "host-to-device copy: %s\n", res.H2D)
+	fmt.Fprintf(w, "bottleneck: %s (adds the most time per image; each ceiling is the last epoch's rate)\n", res.Bottleneck)
+	if c := res.Consumer; c != nil {
+		stepRate := float64(res.Settings.Batch) / c.StepS
+		fmt.Fprintf(w, "consumer: a %s step takes at most %.0f images/s; the loader's ceiling is %.0f\n", fmtSeconds(c.StepS), stepRate, res.Ceilings[len(res.Ceilings)-1].ImagesPerS)
+	}
+}
+
+// printSweep prints one row per run of a sweep.
+func printSweep(w io.Writer, res *benchResult) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w)
+	head := []string{"workers", "prefetch", "batch", "images/s", "last epoch", "MB/s", "cpu %", "peak RSS MB", "first batch s"}
+	if res.Runs[0].Consumer != nil {
+		head = append(head, "waited %")
+	}
+	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
+	for _, r := range res.Runs {
+		s := r.Settings
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%.1f\t%.1f\t%.1f\t%.0f\t%.0f\t%.3f\t", s.Workers, s.Prefetch, s.Batch, r.ImagesPerS, r.SteadyImagesPerS,
+			r.MBPerS, r.CPU.Percent, float64(r.Memory.PeakRSS)/1e6, r.FirstBatchS)
+		if c := r.Consumer; c != nil {
+			fmt.Fprintf(tw, "%.1f\t", 100*c.Waited)
+		}
+		fmt.Fprintln(tw)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "plot: %s\n", res.Plot)
+}
+
+func mb(n int64) string { return fmt.Sprintf("%.1f MB", float64(n)/1e6) }
+
+func fmtSeconds(s float64) string {
+	if s < 1 {
+		return fmt.Sprintf("%gms", s*1e3)
+	}
+	return fmt.Sprintf("%gs", s)
+}

@@ -1,0 +1,378 @@
+package main
+
+import (
+	"context"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/conveyor-ml/conveyor/pipeline"
+)
+
+// runReport is one measured run of the loader: what --json prints for a plain bench,
+// and one entry of a sweep or a stage-ceiling table.
+type runReport struct {
+	Images     int64   `json:"images"`
+	Seconds    float64 `json:"seconds"`
+	ImagesPerS float64 `json:"images_per_s"`
+	// SteadyImagesPerS is the last epoch's rate: with more than one epoch it leaves out
+	// the first batch's latency and the first epoch's warm-up.
+	SteadyImagesPerS float64 `json:"steady_images_per_s"`
+	ReadBytes        int64   `json:"read_bytes"`
+	MBPerS           float64 `json:"mb_per_s"` // bytes read (files, or records of a cache) per second, 10^6
+	BadSamples       int64   `json:"bad_samples"`
+	// FirstBatchS is the time from creating the loader to the first batch in hand.
+	FirstBatchS float64 `json:"first_batch_s"`
+
+	CPU    cpuReport    `json:"cpu"`
+	Memory memoryReport `json:"memory"`
+	// Stage busy time: where the workers' time went.
+	StageBusy []stageBusy `json:"stage_busy"`
+	// Queues' mean occupancy over the run, sampled.
+	Queues   []queueReport   `json:"queues"`
+	Consumer *consumerReport `json:"consumer,omitempty"`
+
+	Epochs   []epochResult `json:"epochs"`
+	Backend  string        `json:"decode_backend"`
+	Config   string        `json:"config"`
+	Settings settings      `json:"settings"`
+
+	// Cache use, summed over epochs: samples read from the cache (--cache or a converted
+	// dataset), stored into it, and not stored because filling had used its --cache-fill
+	// share.
+	CacheHits     int64       `json:"cache_hits"`
+	CacheStored   int64       `json:"cache_stored"`
+	CacheDeferred int64       `json:"cache_deferred"`
+	Cache         *cacheState `json:"cache,omitempty"` // the --cache directory at the end
+}
+
+// settings are the swept and most-read parts of the effective configuration.
+type settings struct {
+	Workers   int    `json:"workers"`
+	IOWorkers int    `json:"io_workers"`
+	Prefetch  int    `json:"prefetch"`
+	Batch     int    `json:"batch"`
+	StopAfter string `json:"stop_after"`
+}
+
+type cpuReport struct {
+	UserS float64 `json:"user_s"`
+	SysS  float64 `json:"sys_s"`
+	// Percent is CPU time over wall time: 200 means two cores busy throughout.
+	Percent float64 `json:"percent"`
+	// Utilisation is Percent shared over the cores Go may use (GOMAXPROCS), 0 to 1.
+	Utilisation float64 `json:"utilisation"`
+	Cores       int     `json:"cores"`
+}
+
+type memoryReport struct {
+	PeakRSS      int64  `json:"peak_rss_bytes"`
+	PeakRSSScope string `json:"peak_rss_scope"` // "run", or "process" where it could not be reset
+	Budget       int64  `json:"budget_bytes"`
+	PeakHeld     int64  `json:"peak_held_bytes"`
+	Pinned       int64  `json:"pinned_bytes"`
+	PinnedLocked bool   `json:"pinned_locked"`
+	Device       string `json:"device"`
+	DeviceBytes  int64  `json:"device_bytes"`
+}
+
+type stageBusy struct {
+	Stage string  `json:"stage"`
+	Items int64   `json:"items"`
+	BusyS float64 `json:"busy_s"`
+	// Share is this stage's part of all stages' busy time.
+	Share float64 `json:"share"`
+	// Utilisation is busy time over wall time times the goroutines that run the stage
+	// (IOWorkers for read, Workers for the rest).
+	Utilisation float64 `json:"utilisation"`
+	MsPerItem   float64 `json:"ms_per_item"`
+}
+
+type queueReport struct {
+	Queue string  `json:"queue"`
+	Cap   int     `json:"cap"`
+	Mean  float64 `json:"mean"` // mean length
+	Fill  float64 `json:"fill"` // mean length over capacity
+}
+
+type consumerReport struct {
+	StepS  float64 `json:"step_s"`
+	WaitS  float64 `json:"wait_s"`
+	WallS  float64 `json:"wall_s"`
+	Waited float64 `json:"wait_fraction"` // of the consumer loop's wall time
+}
+
+type cacheState struct {
+	Dir      string `json:"dir"`
+	Codec    string `json:"codec"`
+	Records  int    `json:"records"`
+	Shards   int    `json:"shards"`
+	Bytes    int64  `json:"bytes"`
+	Full     bool   `json:"full"`
+	Disabled string `json:"disabled,omitempty"`
+}
+
+type epochResult struct {
+	Epoch       int     `json:"epoch"`
+	Images      int64   `json:"images"`
+	Seconds     float64 `json:"seconds"`
+	ImagesPerS  float64 `json:"images_per_s"`
+	CacheHits   int64   `json:"cache_hits"`
+	CacheStored int64   `json:"cache_stored"`
+}
+
+// runOptions say how to drive one measured run.
+type runOptions struct {
+	epochs int
+	step   time.Duration // simulated training step per batch; 0: none
+	label  string        // progress-bar prefix
+	pr     *progress
+	// epochLine is called after each epoch, for the per-epoch lines of the text output.
+	epochLine func(epochResult)
+}
+
+// sampleEvery is how often a run samples its queues and redraws its progress bar.
+const sampleEvery = 10 * time.Millisecond
+
+// measure builds a loader over src with cfg, runs opts.epochs epochs through a consumer
+// that holds each batch for opts.step, and reports what it saw.
+func measure(ctx context.Context, src pipeline.Source, cfg *pipeline.Config, opts *runOptions) (*runReport, error) {
+	scoped := resetPeakRSS()
+	runtime.GC() // the previous run's garbage is not this one's
+	u0, s0 := cpuTime()
+	start := time.Now()
+	ld, err := pipeline.New(src, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer ld.Close()
+	eff := ld.Config()
+	rep := &runReport{
+		Backend: ld.DecodeBackend(), Config: eff.String(),
+		Settings: settings{Workers: eff.Workers, IOWorkers: eff.IOWorkers, Prefetch: eff.Prefetch, Batch: eff.BatchSize, StopAfter: eff.StopAfter.String()},
+	}
+
+	var done atomic.Int64
+	total := opts.epochs * ld.SamplesPerEpoch()
+	var q queueSampler
+	stopSampling := make(chan struct{})
+	var sampling sync.WaitGroup
+	sampling.Add(1)
+	go func() {
+		defer sampling.Done()
+		tick := time.NewTicker(sampleEvery)
+		defer tick.Stop()
+		var lastDraw time.Time
+		for {
+			select {
+			case <-stopSampling:
+				return
+			case now := <-tick.C:
+				st := ld.Stats()
+				q.add(&st)
+				if opts.pr != nil && now.Sub(lastDraw) >= 200*time.Millisecond {
+					lastDraw = now
+					n := done.Load()
+					opts.pr.update(progressState{Prefix: opts.label, Done: int(n), Total: total,
+						Rate: float64(n) / now.Sub(start).Seconds(), Bad: int(st.BadSamples)})
+				}
+			}
+		}
+	}()
+	finishSampling := func() {
+		close(stopSampling)
+		sampling.Wait()
+		if opts.pr != nil {
+			opts.pr.finish(false)
+		}
+	}
+
+	var first time.Duration
+	var loop time.Duration // the consumer loop's wall time, over epochs
+	wait0 := ld.Stats().Wait
+	for e := range opts.epochs {
+		t0 := time.Now()
+		before := ld.Stats()
+		var n int64
+		for b, err := range ld.Epoch(ctx, e) {
+			if err != nil {
+				finishSampling()
+				return nil, err
+			}
+			if first == 0 {
+				first = time.Since(start)
+				st := ld.Stats() // one sample at least, however short the run
+				q.add(&st)
+			}
+			if opts.step > 0 {
+				time.Sleep(opts.step)
+			}
+			n += int64(b.Len)
+			done.Add(int64(b.Len))
+			b.Release()
+		}
+		dt := time.Since(t0)
+		loop += dt
+		after := ld.Stats()
+		er := epochResult{Epoch: e, Images: n, Seconds: dt.Seconds(), ImagesPerS: perSecond64(n, dt.Seconds()),
+			CacheHits: after.CacheHits - before.CacheHits, CacheStored: after.CacheStored - before.CacheStored}
+		rep.Epochs = append(rep.Epochs, er)
+		rep.Images += n
+		if opts.epochLine != nil {
+			opts.epochLine(er)
+		}
+	}
+	wall := time.Since(start)
+	finishSampling()
+	u1, s1 := cpuTime()
+	st := ld.Stats()
+
+	rep.Seconds = wall.Seconds()
+	rep.ImagesPerS = perSecond64(rep.Images, rep.Seconds)
+	if k := len(rep.Epochs); k > 0 {
+		rep.SteadyImagesPerS = rep.Epochs[k-1].ImagesPerS
+	}
+	rep.ReadBytes = st.Read.Bytes
+	rep.MBPerS = float64(st.Read.Bytes) / 1e6 / rep.Seconds
+	rep.BadSamples = st.BadSamples
+	rep.FirstBatchS = first.Seconds()
+	cores := runtime.GOMAXPROCS(0)
+	rep.CPU = cpuReport{UserS: (u1 - u0).Seconds(), SysS: (s1 - s0).Seconds(), Cores: cores}
+	rep.CPU.Percent = 100 * (rep.CPU.UserS + rep.CPU.SysS) / rep.Seconds
+	rep.CPU.Utilisation = rep.CPU.Percent / 100 / float64(cores)
+	rep.Memory = memoryReport{
+		PeakRSS: peakRSS(), PeakRSSScope: "run", Budget: st.Budget, PeakHeld: st.PeakHeld,
+		Pinned: st.Pinned.BytesMapped, PinnedLocked: st.Pinned.Locked, Device: "cpu",
+	}
+	if !scoped {
+		rep.Memory.PeakRSSScope = "process"
+	}
+	rep.StageBusy = stageBusyOf(&st, wall, eff.Workers, eff.IOWorkers)
+	rep.Queues = q.report()
+	if opts.step > 0 {
+		w := (st.Wait - wait0).Seconds()
+		rep.Consumer = &consumerReport{StepS: opts.step.Seconds(), WaitS: w, WallS: loop.Seconds(), Waited: w / loop.Seconds()}
+	}
+	rep.CacheHits, rep.CacheStored, rep.CacheDeferred = st.CacheHits, st.CacheStored, st.CacheDeferred
+	if c := cfg.Cache; c != nil {
+		cs := c.Stats()
+		rep.Cache = &cacheState{Dir: c.Dir(), Codec: string(c.Options().Codec), Records: cs.Records, Shards: cs.Shards,
+			Bytes: cs.Bytes, Full: cs.Full, Disabled: cs.Disabled}
+	}
+	return rep, nil
+}
+
+// stageBusyOf shares the stages' busy time out, in pipeline order.
+func stageBusyOf(st *pipeline.Stats, wall time.Duration, workers, ioWorkers int) []stageBusy {
+	stages := []struct {
+		name string
+		s    pipeline.StageStats
+		n    int
+	}{
+		{"read", st.Read, ioWorkers}, {"decode", st.Decode, workers}, {"augment", st.Augment, workers}, {"pack", st.Pack, workers},
+	}
+	var sum time.Duration
+	for _, s := range stages {
+		sum += s.s.Busy
+	}
+	out := make([]stageBusy, len(stages))
+	for i, s := range stages {
+		b := stageBusy{Stage: s.name, Items: s.s.Items, BusyS: s.s.Busy.Seconds()}
+		if sum > 0 {
+			b.Share = float64(s.s.Busy) / float64(sum)
+		}
+		if wall > 0 {
+			b.Utilisation = float64(s.s.Busy) / float64(wall) / float64(s.n)
+		}
+		if s.s.Items > 0 {
+			b.MsPerItem = b.BusyS * 1e3 / float64(s.s.Items)
+		}
+		out[i] = b
+	}
+	return out
+}
+
+// queueSampler averages the loader's queue lengths over the samples it is given. Only
+// samples taken while an epoch runs count (an idle loader reports zero capacities).
+type queueSampler struct {
+	mu        sync.Mutex
+	n         int
+	sum, caps [3]float64
+}
+
+var queueNames = [3]string{"tasks", "decoded", "ready"}
+
+func (q *queueSampler) add(st *pipeline.Stats) {
+	qs := [3]pipeline.QueueStats{st.Tasks, st.Decoded, st.Ready}
+	if qs[0].Cap == 0 {
+		return
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.n++
+	for i, s := range qs {
+		q.sum[i] += float64(s.Len)
+		q.caps[i] = float64(s.Cap)
+	}
+}
+
+func (q *queueSampler) report() []queueReport {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	out := make([]queueReport, len(queueNames))
+	for i, name := range queueNames {
+		out[i] = queueReport{Queue: name, Cap: int(q.caps[i])}
+		if q.n > 0 {
+			out[i].Mean = q.sum[i] / float64(q.n)
+			if q.caps[i] > 0 {
+				out[i].Fill = out[i].Mean / q.caps[i]
+			}
+		}
+	}
+	return out
+}
+
+func perSecond64(n int64, secs float64) float64 {
+	if secs <= 0 {
+		return 0
+	}
+	return float64(n) / secs
+}
+
+// ceiling is one row of the --stages table.
+type ceiling struct {
+	Stage      string  `json:"stage"` // the last stage run: read, decode, augment, all
+	ImagesPerS float64 `json:"images_per_s"`
+	// MsPerImage is the wall time per image at this ceiling, and AddsMs what this stage
+	// adds to the previous ceiling's (never negative: noise can make it so).
+	MsPerImage float64 `json:"ms_per_image"`
+	AddsMs     float64 `json:"adds_ms"`
+}
+
+// bottleneck names the stage that adds the most wall time per image, from ceilings in
+// pipeline order (read first).
+func bottleneck(cs []ceiling) (name string, adds float64) {
+	prev := 0.0
+	for i := range cs {
+		c := &cs[i]
+		if c.ImagesPerS > 0 {
+			c.MsPerImage = 1e3 / c.ImagesPerS
+		}
+		c.AddsMs = max(0, c.MsPerImage-prev)
+		prev = max(prev, c.MsPerImage)
+		if c.AddsMs > adds || name == "" {
+			name, adds = stageName(c.Stage), c.AddsMs
+		}
+	}
+	return name, adds
+}
+
+// stageName is how the --stages table names what a ceiling row adds: the full pipeline
+// adds the pack stage.
+func stageName(stopAfter string) string {
+	if stopAfter == pipeline.AllStages.String() {
+		return "pack"
+	}
+	return stopAfter
+}

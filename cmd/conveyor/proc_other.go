@@ -1,0 +1,13 @@
+//go:build !linux
+
+package main
+
+import "time"
+
+// cpuTime is not measured on this system.
+func cpuTime() (user, sys time.Duration) { return 0, 0 }
+
+func resetPeakRSS() bool { return false }
+
+// peakRSS is not measured on this system.
+func peakRSS() int64 { return 0 }
