@@ -181,13 +181,13 @@ flags:
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	opts := runOptions{epochs: *epochs, step: *step, pr: pr}
+	opts := runOptions{epochs: *epochs, pr: pr}
 	if !*jsonOut {
 		opts.epochLine = func(er epochResult) { printEpoch(stdout, er, base.Cache != nil) }
 	}
-	run := func(cfg pipeline.Config, label string) (*runReport, error) {
+	run := func(cfg pipeline.Config, label string, step time.Duration) (*runReport, error) {
 		o := opts
-		o.label = label
+		o.label, o.step = label, step
 		return measure(ctx, src, &cfg, &o)
 	}
 	one := base
@@ -195,11 +195,11 @@ flags:
 
 	switch {
 	case len(swept) > 0:
-		return benchSweep(stdout, &res, base, swept, map[string]intList{"workers": workers, "prefetch": prefetch, "batch": batch}, *plotPath, *jsonOut, run)
+		return benchSweep(stdout, &res, base, swept, map[string]intList{"workers": workers, "prefetch": prefetch, "batch": batch}, *plotPath, *step, *jsonOut, run)
 	case *stages:
-		return benchStages(stdout, &res, one, *jsonOut, run)
+		return benchStages(stdout, &res, one, *step, *jsonOut, run)
 	}
-	rep, err := run(one, "")
+	rep, err := run(one, "", *step)
 	if err != nil {
 		return err
 	}
@@ -211,23 +211,36 @@ flags:
 	return nil
 }
 
+// runFunc measures one configuration, holding each batch for step.
+type runFunc func(cfg pipeline.Config, label string, step time.Duration) (*runReport, error)
+
 // benchStages runs the pipeline stopped after each stage in turn, then whole, and names
-// the stage that adds the most time per image.
-func benchStages(stdout io.Writer, res *benchResult, cfg pipeline.Config, jsonOut bool, run func(pipeline.Config, string) (*runReport, error)) error {
+// the stage that adds the most time per image. The ceilings are the loader's own, with a
+// consumer that takes no time; with a step, one more full run measures the consumer's
+// waits and is the report.
+func benchStages(stdout io.Writer, res *benchResult, cfg pipeline.Config, step time.Duration, jsonOut bool, run runFunc) error {
 	for _, s := range []pipeline.Stage{pipeline.ReadStage, pipeline.DecodeStage, pipeline.AugmentStage, pipeline.AllStages} {
 		c := cfg
 		c.StopAfter = s
 		if !jsonOut {
 			fmt.Fprintf(stdout, "conveyor stages=%v\n", s)
 		}
-		rep, err := run(c, "stages="+s.String())
+		rep, err := run(c, "stages="+s.String(), 0)
 		if err != nil {
 			return err
 		}
 		res.Ceilings = append(res.Ceilings, ceiling{Stage: s.String(), ImagesPerS: rep.SteadyImagesPerS})
-		if s == pipeline.AllStages {
-			res.runReport = *rep
+		res.runReport = *rep
+	}
+	if step > 0 {
+		if !jsonOut {
+			fmt.Fprintf(stdout, "conveyor stages=all step=%v\n", step)
 		}
+		rep, err := run(cfg, fmt.Sprintf("step=%v", step), step)
+		if err != nil {
+			return err
+		}
+		res.runReport = *rep
 	}
 	res.Bottleneck, _ = bottleneck(res.Ceilings)
 	res.H2D = "not measured: this build has no GPU backend"
@@ -253,8 +266,8 @@ func sweptSettings(vals map[string]intList) []string {
 
 // benchSweep runs every combination of the swept settings, prints a table and writes the
 // plot of images/s against the first swept setting, one line per combination of the others.
-func benchSweep(stdout io.Writer, res *benchResult, base pipeline.Config, swept []string, vals map[string]intList, plotPath string, jsonOut bool,
-	run func(pipeline.Config, string) (*runReport, error)) error {
+func benchSweep(stdout io.Writer, res *benchResult, base pipeline.Config, swept []string, vals map[string]intList, plotPath string, step time.Duration, jsonOut bool,
+	run runFunc) error {
 	res.Sweep = swept
 	for _, w := range vals["workers"] {
 		for _, p := range vals["prefetch"] {
@@ -265,7 +278,7 @@ func benchSweep(stdout io.Writer, res *benchResult, base pipeline.Config, swept 
 				if !jsonOut {
 					fmt.Fprintf(stdout, "conveyor %s\n", label)
 				}
-				rep, err := run(cfg, label)
+				rep, err := run(cfg, label, step)
 				if err != nil {
 					return fmt.Errorf("bench: %s: %w", label, err)
 				}
