@@ -1,0 +1,63 @@
+package promconveyor_test
+
+import (
+	"fmt"
+	"log"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/conveyor-ml/conveyor/metrics/promconveyor"
+	"github.com/conveyor-ml/conveyor/pipeline"
+)
+
+// A training job registers one Collector per loader and serves the registry.
+func ExampleNewCollector() {
+	var train, eval *pipeline.Loader // from pipeline.New(src, cfg)
+
+	reg := prometheus.NewRegistry()
+	for name, ld := range map[string]*pipeline.Loader{"train": train, "eval": eval} {
+		c, err := promconveyor.NewCollector(ld, &promconveyor.Options{
+			ConstLabels: prometheus.Labels{"loader": name},
+		})
+		if err != nil {
+			log.Fatal(err)
+		}
+		reg.MustRegister(c)
+	}
+	http.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	go func() { log.Println(http.ListenAndServe(":9100", nil)) }()
+	// ... train
+}
+
+// fixed stands in for a loader: any Stats method will do.
+type fixed pipeline.Stats
+
+func (f fixed) Stats() pipeline.Stats { return pipeline.Stats(f) }
+
+// Each scrape reads one snapshot; here the registry is gathered directly.
+func ExampleCollector_Collect() {
+	ld := fixed{Batches: 125, Wait: 2500 * time.Millisecond}
+
+	c, err := promconveyor.NewCollector(ld, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(c)
+	mfs, err := reg.Gather()
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, mf := range mfs {
+		switch mf.GetName() {
+		case "conveyor_loader_batches_total", "conveyor_loader_wait_seconds_total":
+			fmt.Println(mf.GetName(), mf.GetMetric()[0].GetCounter().GetValue())
+		}
+	}
+	// Output:
+	// conveyor_loader_batches_total 125
+	// conveyor_loader_wait_seconds_total 2.5
+}
