@@ -103,6 +103,9 @@ func TestBenchReport(t *testing.T) {
 	if r.Consumer != nil {
 		t.Error("consumer reported without --step")
 	}
+	if l := r.Loader; l.Epochs != 2 || l.Batches != 10 || l.Stages.Pack.Items != 40 {
+		t.Errorf("loader counters: %+v", l)
+	}
 }
 
 func TestBenchStep(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/conveyor-ml/conveyor/metrics"
 	"github.com/conveyor-ml/conveyor/pipeline"
 )
 
@@ -45,6 +46,9 @@ type runReport struct {
 	CacheStored   int64       `json:"cache_stored"`
 	CacheDeferred int64       `json:"cache_deferred"`
 	Cache         *cacheState `json:"cache,omitempty"` // the --cache directory at the end
+
+	// Loader is the loader's own counters at the end, as metrics.Publish exports them.
+	Loader metrics.Snapshot `json:"loader"`
 }
 
 // settings are the swept and most-read parts of the effective configuration.
@@ -254,6 +258,7 @@ func measure(ctx context.Context, src pipeline.Source, cfg *pipeline.Config, opt
 		w := (st.Wait - wait0).Seconds()
 		rep.Consumer = &consumerReport{StepS: opts.step.Seconds(), WaitS: w, WallS: loop.Seconds(), Waited: w / loop.Seconds()}
 	}
+	rep.Loader = metrics.Snap(st)
 	rep.CacheHits, rep.CacheStored, rep.CacheDeferred = st.CacheHits, st.CacheStored, st.CacheDeferred
 	if c := cfg.Cache; c != nil {
 		cs := c.Stats()
