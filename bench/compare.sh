@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
-# Runs conveyor and PyTorch's DataLoader (../shared/bench/anchor_torch.py) interleaved on the
+# Runs conveyor and PyTorch's DataLoader (bench/peers/torch_dataloader.py) interleaved on the
 # same ImageFolder tree, same recipe, batch size and workers, and prints each one's median
 # images/s and the ratio. These machines are noisy: only ratios from one run mean anything.
 #
-#   bench/compare.sh [DIR] [--recipe train|eval] [--workers 2] [--batch 64] [--rounds 5] [--images 1000]
+#   bench/compare.sh [DIR] [--recipe train|eval] [--workers 2] [--batch 64] [--rounds 5]
+#                    [--images 1000] [--size 224] [--epochs 2] [--go-decoder]
+#
+# Each round runs conveyor then the peer, each for --epochs epochs; a round's figure is the
+# last epoch's images/s. --go-decoder adds a column for conveyor with its pure-Go JPEG
+# decoder (CONVEYOR_DECODER=go). PEER=path runs another peer with the same flags and output,
+# e.g. PEER=../shared/bench/anchor_torch.py for the shared anchor.
 #
 # Without DIR it uses conveyor's built-in synthetic set (~500x375 JPEGs), written once to
 # $CONVEYOR_SYNTH_DIR (default /tmp/conveyor-synth-N).
@@ -11,7 +17,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/lib.sh
-dir="" recipe=train workers=2 batch=64 rounds=5 images=1000 size=224 epochs=2
+dir="" recipe=train workers=2 batch=64 rounds=5 images=1000 size=224 epochs=2 godec=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --recipe) recipe=$2; shift 2 ;;
@@ -21,31 +27,50 @@ while [ $# -gt 0 ]; do
     --images) images=$2; shift 2 ;;
     --size) size=$2; shift 2 ;;
     --epochs) epochs=$2; shift 2 ;;
+    --go-decoder) godec=1; shift ;;
+    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "unknown flag $1" >&2; exit 2 ;;
     *) dir=$1; shift ;;
   esac
 done
-anchor=${ANCHOR:-../shared/bench/anchor_torch.py}
-bin=$(mktemp -d)/conveyor
+peer=${PEER:-bench/peers/torch_dataloader.py}
+[ -f "$peer" ] || { echo "compare.sh: no peer script $peer" >&2; exit 2; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+bin=$tmp/conveyor
 go build -o "$bin" ./cmd/conveyor
 if [ -z "$dir" ]; then
   dir=${CONVEYOR_SYNTH_DIR:-/tmp/conveyor-synth-$images}
-  "$bin" bench --images "$images" --synthetic-dir "$dir" --batch "$batch" --workers "$workers" >/dev/null
+  [ -f "$dir/.complete" ] || "$bin" bench --images "$images" --synthetic-dir "$dir" --batch "$batch" --workers "$workers" --epochs 1 >/dev/null
 fi
 common=(--recipe "$recipe" --workers "$workers" --batch "$batch" --size "$size" --epochs "$epochs")
-echo "dir=$dir recipe=$recipe workers=$workers batch=$batch size=$size epochs=$epochs rounds=$rounds"
-echo "each figure is the last epoch's images/s (steady state: worker start-up excluded on both sides)"
+# The JPEG decoder conveyor uses here (turbo, or go without cgo/libjpeg-turbo), from a tiny set.
+backend=$("$bin" bench --images 10 --synthetic-dir "$tmp/tiny" --batch 5 --workers 1 --json 2>/dev/null | sed -n 's/.*"decode_backend":"\([a-z]*\)".*/\1/p' || true)
+echo "dir=$dir recipe=$recipe workers=$workers batch=$batch size=$size epochs=$epochs rounds=$rounds peer=$peer"
+echo "each figure is the last epoch's images/s (steady state when --epochs > 1: worker start-up excluded on both sides)"
 machine
 # Warm the page cache so neither side pays for the first read.
-cat $(find "$dir" -type f) >/dev/null
+find "$dir" -type f -print0 | xargs -0 cat >/dev/null
 cv=() cg=() pt=()
 for r in $(seq "$rounds"); do
   c=$("$bin" bench "$dir" "${common[@]}" | last)
-  g=$(CONVEYOR_DECODER=go "$bin" bench "$dir" "${common[@]}" | last)
-  p=$(/usr/bin/python3 "$anchor" "$dir" "${common[@]}" | last)
-  echo "round $r: conveyor $c, conveyor(go decoder) $g, torch $p images/s"
-  cv+=("$c") cg+=("$g") pt+=("$p")
+  line="round $r: conveyor $c"
+  if [ "$godec" = 1 ]; then
+    g=$(CONVEYOR_DECODER=go "$bin" bench "$dir" "${common[@]}" | last)
+    line+=", conveyor(go decoder) $g"
+    cg+=("$g")
+  fi
+  p=$(/usr/bin/python3 "$peer" "$dir" "${common[@]}" | last)
+  echo "$line, torch $p images/s"
+  cv+=("$c") pt+=("$p")
 done
-mc=$(median "${cv[@]}") mg=$(median "${cg[@]}") mp=$(median "${pt[@]}")
-echo "median images/s: conveyor $mc ($("$bin" bench "$dir" --epochs 1 --images 10 --json 2>/dev/null | sed -n 's/.*"decode_backend":"\([a-z]*\)".*/\1/p') decoder), conveyor(go decoder) $mg, torch $mp"
-echo "ratio conveyor/torch $(ratio "$mc" "$mp")x; go decoder/torch $(ratio "$mg" "$mp")x"
+mc=$(median "${cv[@]}") mp=$(median "${pt[@]}")
+if [ "$godec" = 1 ]; then
+  mg=$(median "${cg[@]}")
+  echo "median images/s: conveyor $mc ($backend decoder), conveyor(go decoder) $mg, torch $mp"
+  echo "ratio conveyor/torch $(ratio "$mc" "$mp")x; go decoder/torch $(ratio "$mg" "$mp")x"
+else
+  echo "median images/s: conveyor $mc ($backend decoder), torch $mp"
+  echo "ratio conveyor/torch $(ratio "$mc" "$mp")x"
+fi
+echo "(only ratios from one run mean anything: these machines are noisy)"
