@@ -93,7 +93,9 @@ type Config struct {
 	// files in flight and decode working memory. Of what the pinned buffers leave, a fifth
 	// rations reads; of the rest, half is kept by the workers between samples and half is
 	// a pool that large images borrow from one at a time. Default: the pinned buffers plus
-	// max(320 MiB, 64 MiB + 64 MiB per worker).
+	// max(640 MiB, 64 MiB + 64 MiB per worker), which admits photos of up to about 26
+	// megapixels with 2 workers (the loader reserves 10 bytes per source pixel for
+	// decoding); larger ones are bad samples (decode.ErrTooLarge) unless it is raised.
 	MemoryBudget int64
 
 	// StopAfter is for measuring stage ceilings (conveyor bench --stages): samples go

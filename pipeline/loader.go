@@ -92,7 +92,7 @@ func New(src Source, cfg *Config) (*Loader, error) {
 	batchBytes := int64(c.BatchSize) * int64(l.sampleBytes)
 	pinnedBytes := int64(l.nbuf) * pageRound(batchBytes)
 	if c.MemoryBudget == 0 {
-		l.cfg.MemoryBudget = pinnedBytes + max(320*mib, 64*mib+int64(c.Workers)*64*mib)
+		l.cfg.MemoryBudget = pinnedBytes + max(640*mib, 64*mib+int64(c.Workers)*64*mib)
 	}
 	working := l.cfg.MemoryBudget - pinnedBytes
 	if working < minWorkingBudget {
@@ -734,7 +734,7 @@ func (w *worker) sample(r *run, it readItem) error {
 		// Too big for the memory this worker keeps: borrow from the shared pool, holding
 		// nothing else from it, and drop the grown scratch afterwards.
 		if need > l.dec.size {
-			return fmt.Errorf("%w: %dx%d needs about %d bytes of decode memory, budget %d", decode.ErrTooLarge, cfg.Width, cfg.Height, need, l.dec.size)
+			return fmt.Errorf("%w: %dx%d needs about %d bytes of decode memory, more than the %d bytes Config.MemoryBudget leaves for one image; raise it", decode.ErrTooLarge, cfg.Width, cfg.Height, need, l.dec.size)
 		}
 		if err := l.dec.acquire(r.ctx, need); err != nil {
 			return err
