@@ -10,37 +10,21 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/conveyor-ml/conveyor/augment"
 	"github.com/conveyor-ml/conveyor/cache"
+	"github.com/conveyor-ml/conveyor/internal/leakcheck"
 	"github.com/conveyor-ml/conveyor/internal/synth"
 	"github.com/conveyor-ml/conveyor/metrics"
 	"github.com/conveyor-ml/conveyor/pinned"
 	"github.com/conveyor-ml/conveyor/pipeline"
 )
 
-func TestMain(m *testing.M) {
-	before := runtime.NumGoroutine()
-	code := m.Run()
-	if code == 0 {
-		// The real loaders below must have joined all their goroutines on Close.
-		deadline := time.Now().Add(2 * time.Second)
-		for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
-			time.Sleep(10 * time.Millisecond)
-		}
-		if n := runtime.NumGoroutine(); n > before {
-			buf := make([]byte, 1<<20)
-			buf = buf[:runtime.Stack(buf, true)]
-			fmt.Fprintf(os.Stderr, "goroutine leak: %d before, %d after\n%s\n", before, n, buf)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+// Every goroutine a loader starts must have exited once the tests end.
+func TestMain(m *testing.M) { leakcheck.Main(m) }
 
 // fake is a Source that returns whatever the test put in it.
 type fake struct{ st pipeline.Stats }

@@ -17,27 +17,12 @@ import (
 
 	"github.com/conveyor-ml/conveyor/augment"
 	"github.com/conveyor-ml/conveyor/decode"
+	"github.com/conveyor-ml/conveyor/internal/leakcheck"
 	"github.com/conveyor-ml/conveyor/internal/synth"
 )
 
-func TestMain(m *testing.M) {
-	before := runtime.NumGoroutine()
-	code := m.Run()
-	if code == 0 {
-		// Every goroutine the loader starts must have exited by now.
-		deadline := time.Now().Add(2 * time.Second)
-		for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
-			time.Sleep(10 * time.Millisecond)
-		}
-		if n := runtime.NumGoroutine(); n > before {
-			buf := make([]byte, 1<<20)
-			buf = buf[:runtime.Stack(buf, true)]
-			fmt.Fprintf(os.Stderr, "goroutine leak: %d before, %d after\n%s\n", before, n, buf)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+// Every goroutine a loader starts must have exited once the tests end.
+func TestMain(m *testing.M) { leakcheck.Main(m) }
 
 var (
 	treeOnce sync.Once

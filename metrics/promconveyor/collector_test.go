@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -15,30 +13,15 @@ import (
 
 	"github.com/conveyor-ml/conveyor/augment"
 	"github.com/conveyor-ml/conveyor/cache"
+	"github.com/conveyor-ml/conveyor/internal/leakcheck"
 	"github.com/conveyor-ml/conveyor/internal/synth"
 	"github.com/conveyor-ml/conveyor/metrics/promconveyor"
 	"github.com/conveyor-ml/conveyor/pinned"
 	"github.com/conveyor-ml/conveyor/pipeline"
 )
 
-func TestMain(m *testing.M) {
-	before := runtime.NumGoroutine()
-	code := m.Run()
-	if code == 0 {
-		// The real loader below must have joined all its goroutines on Close.
-		deadline := time.Now().Add(2 * time.Second)
-		for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
-			time.Sleep(10 * time.Millisecond)
-		}
-		if n := runtime.NumGoroutine(); n > before {
-			buf := make([]byte, 1<<20)
-			buf = buf[:runtime.Stack(buf, true)]
-			fmt.Fprintf(os.Stderr, "goroutine leak: %d before, %d after\n%s\n", before, n, buf)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+// Every goroutine a loader starts must have exited once the tests end.
+func TestMain(m *testing.M) { leakcheck.Main(m) }
 
 // fake is a Source that returns whatever the test put in it, and counts calls.
 type fake struct {
