@@ -28,14 +28,8 @@ while [ $# -gt 0 ]; do
   esac
 done
 anchor=${ANCHOR:-../shared/bench/anchor_torch.py}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-bin=$tmp/conveyor
-go build -o "$bin" ./cmd/conveyor
-if [ -z "$src" ]; then
-  src=${CONVEYOR_SYNTH_DIR:-/tmp/conveyor-synth-$images}
-  "$bin" bench --images "$images" --synthetic-dir "$src" --epochs 1 >/dev/null
-fi
+build_conveyor
+[ -n "$src" ] || src=$(synth_set "$images")
 dst=$tmp/converted
 common=(--recipe "$recipe" --workers "$workers" --batch "$batch" --size "$size")
 echo "src=$src recipe=$recipe workers=$workers batch=$batch size=$size codec=$codec rounds=$rounds"

@@ -35,14 +35,8 @@ while [ $# -gt 0 ]; do
 done
 peer=${PEER:-bench/peers/torch_dataloader.py}
 [ -f "$peer" ] || { echo "compare.sh: no peer script $peer" >&2; exit 2; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-bin=$tmp/conveyor
-go build -o "$bin" ./cmd/conveyor
-if [ -z "$dir" ]; then
-  dir=${CONVEYOR_SYNTH_DIR:-/tmp/conveyor-synth-$images}
-  [ -f "$dir/.complete" ] || "$bin" bench --images "$images" --synthetic-dir "$dir" --batch "$batch" --workers "$workers" --epochs 1 >/dev/null
-fi
+build_conveyor
+[ -n "$dir" ] || dir=$(synth_set "$images")
 common=(--recipe "$recipe" --workers "$workers" --batch "$batch" --size "$size" --epochs "$epochs")
 # The JPEG decoder conveyor uses here (turbo, or go without cgo/libjpeg-turbo), from a tiny set.
 backend=$("$bin" bench --images 10 --synthetic-dir "$tmp/tiny" --batch 5 --workers 1 --json 2>/dev/null | sed -n 's/.*"decode_backend":"\([a-z]*\)".*/\1/p' || true)

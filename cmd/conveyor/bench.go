@@ -119,7 +119,8 @@ flags:
 	case *step < 0:
 		return fmt.Errorf("bench: --step %v < 0", *step)
 	}
-	swept := sweptSettings(map[string]intList{"workers": workers, "prefetch": prefetch, "batch": batch})
+	lists := map[string]intList{"workers": workers, "prefetch": prefetch, "batch": batch}
+	swept := sweptSettings(lists)
 	if *stages && len(swept) > 0 {
 		return fmt.Errorf("bench: --stages measures one configuration; sweep %s without it", strings.Join(swept, ", "))
 	}
@@ -196,7 +197,7 @@ flags:
 
 	switch {
 	case len(swept) > 0:
-		return benchSweep(stdout, &res, base, swept, map[string]intList{"workers": workers, "prefetch": prefetch, "batch": batch}, *plotPath, *step, *jsonOut, run)
+		return benchSweep(stdout, &res, base, swept, lists, *plotPath, *step, *jsonOut, run)
 	case *stages:
 		return benchStages(stdout, &res, one, *step, *jsonOut, run)
 	}
