@@ -10,6 +10,7 @@ import (
 	"image/jpeg"
 	"image/png"
 	"io"
+	"math"
 	"os"
 
 	"golang.org/x/image/bmp"
@@ -87,18 +88,33 @@ func (d *Decoder) Close() error {
 	return t.close()
 }
 
-// Config reads data's header like ReadConfig and applies this Decoder's pixel limit, so a
+// Config reads data's header like ReadConfig and applies this Decoder's limits, so a
 // caller can reserve memory for the decode before calling Decode: an image over MaxPixels
-// fails here with ErrTooLarge, as Decode would.
+// fails here with ErrTooLarge, and one whose file is too small to hold the pixels its
+// header claims with a *FormatError, as Decode would. With IgnoreOrientation the size is
+// the stored one and Orientation is 1: Config describes what Decode produces.
 func (d *Decoder) Config(data []byte) (Config, error) {
-	c, err := ReadConfig(data)
+	h, err := d.header(data)
 	if err != nil {
 		return Config{}, err
 	}
-	if err := checkSize(c.Width, c.Height, d.opts.MaxPixels); err != nil {
-		return Config{}, err
+	return h.config(), nil
+}
+
+// header reads data's header and applies the Decoder's limits; with IgnoreOrientation
+// the orientation is 1.
+func (d *Decoder) header(data []byte) (header, error) {
+	h, err := readHeader(data)
+	if err != nil {
+		return header{}, err
 	}
-	return c, nil
+	if err := h.check(data, d.opts.MaxPixels); err != nil {
+		return header{}, err
+	}
+	if d.opts.IgnoreOrientation {
+		h.orientation = 1
+	}
+	return h, nil
 }
 
 // Decode decodes data into dst and returns dst (a new Image if dst is nil), reusing
@@ -106,11 +122,12 @@ func (d *Decoder) Config(data []byte) (Config, error) {
 // scratch, so it stays valid across later calls.
 //
 // The steps are: sniff the format from the bytes; read the header and fail with
-// ErrTooLarge if width×height exceeds MaxPixels, before any pixel memory is allocated;
-// decode (a JPEG on the turbo backend at the smallest DCT scale that stays at least twice
-// the resize target, as Pillow's thumbnail does); convert to RGB, dropping alpha; resize
-// per Options.Resize (only shrinking, with the antialiased filter of Resizer); and apply
-// the EXIF orientation. Resizing happens before orienting, on the stored axes, so the
+// ErrTooLarge if width×height exceeds MaxPixels, or with a *FormatError if the file is
+// too small to hold that many pixels, before any pixel memory is allocated; decode (a
+// JPEG on the turbo backend at the smallest DCT scale that stays at least twice the
+// resize target, as Pillow's thumbnail does); convert to RGB, dropping alpha; resize per
+// Options.Resize (only shrinking, with the antialiased filter of Resizer); and apply the
+// EXIF orientation. Resizing happens before orienting, on the stored axes, so the
 // transpose touches only the small image; the result equals orienting first up to ±1 per
 // channel.
 //
@@ -121,67 +138,104 @@ func (d *Decoder) Config(data []byte) (Config, error) {
 // Errors wrap ErrUnsupported (unknown format, or a feature the format's decoder lacks),
 // ErrTooLarge, or are a *FormatError (corrupt or truncated data).
 func (d *Decoder) Decode(dst *Image, data []byte) (*Image, error) {
-	h, err := readHeader(data)
+	h, err := d.header(data)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkSize(h.width, h.height, d.opts.MaxPixels); err != nil {
+	c := h.config()
+	w, ht := d.opts.Resize.OutputSize(c.Width, c.Height)
+	return d.decode(dst, h, data, image.Rect(0, 0, c.Width, c.Height), w, ht)
+}
+
+// DecodeRegion decodes data and returns the rectangle r of the image resampled to w×h,
+// in dst (a new Image if nil). It is the crop-aware decode behind torchvision's
+// RandomResizedCrop: the result equals Decode without a resize policy followed by
+// Resizer.Resize(r, w, h), but it does less work.
+//
+//   - r is in the coordinates of the oriented image, whose size Config reports; it must
+//     lie inside it and not be empty. The Decoder's resize policy is not used.
+//   - Only r's pixels are converted to RGB and resampled; the rest of the image is decoded
+//     (no decoder here can skip rows or columns) but never converted.
+//   - A JPEG on the turbo backend decodes at the smallest DCT scale at which r still
+//     covers twice w×h, as Decode does for its resize target; r's edges then fall on the
+//     nearest pixel of the scaled image, within half a scaled pixel. With any other
+//     format or backend the pixels equal Decode's followed by the crop, up to ±1 from
+//     resampling before orienting.
+//
+// Errors are Decode's, plus a plain error for a bad r or size.
+func (d *Decoder) DecodeRegion(dst *Image, data []byte, r image.Rectangle, w, h int) (*Image, error) {
+	hd, err := d.header(data)
+	if err != nil {
 		return nil, err
 	}
+	c := hd.config()
+	if r.Empty() || !r.In(image.Rect(0, 0, c.Width, c.Height)) {
+		return nil, fmt.Errorf("decode: region %v is empty or outside the %dx%d image", r, c.Width, c.Height)
+	}
+	if w <= 0 || h <= 0 {
+		return nil, fmt.Errorf("decode: bad region output size %dx%d", w, h)
+	}
+	return d.decode(dst, hd, data, r, w, h)
+}
+
+// decode is Decode and DecodeRegion: it decodes the rectangle r of the oriented image,
+// resampled to w×h, into dst. Resampling happens on the stored axes, then orientation.
+func (d *Decoder) decode(dst *Image, h header, data []byte, r image.Rectangle, w, ht int) (*Image, error) {
 	o := h.orientation
-	if d.opts.IgnoreOrientation {
-		o = 1
-	}
-	// The target size, on the stored axes.
-	tw, th := h.width, h.height
+	rs := storedRect(r, o, h.width, h.height)
+	tw, th := w, ht // the target size, on the stored axes
 	if transposes(o) {
-		tw, th = th, tw
-	}
-	tw, th = d.opts.Resize.OutputSize(tw, th)
-	if transposes(o) {
-		tw, th = th, tw
+		tw, th = ht, w
 	}
 	if dst == nil {
 		dst = new(Image)
 	}
+	whole := rs == image.Rect(0, 0, h.width, h.height)
 	img := dst // decode straight into dst when nothing follows
-	if tw != h.width || th != h.height || o != 1 {
+	if !whole || tw != h.width || th != h.height || o != 1 {
 		img = &d.full
 	}
-	if err := d.decodePixels(img, h, data, tw, th); err != nil {
+	crop, sx, sy, err := d.decodePixels(img, h, data, rs, tw, th)
+	if err != nil {
 		return nil, err
 	}
-	if img.Width != tw || img.Height != th {
+	if crop != image.Rect(0, 0, img.Width, img.Height) || img.Width != tw || img.Height != th ||
+		sx != (span{0, float64(crop.Dx())}) || sy != (span{0, float64(crop.Dy())}) {
 		out := dst
 		if o != 1 {
 			out = &d.mid
 		}
-		if _, err := d.rs.Resize(out, img, image.Rect(0, 0, img.Width, img.Height), tw, th); err != nil {
-			return nil, err
-		}
-		img = out
+		img = d.rs.resize(out, img, crop, sx, sy, tw, th)
 	}
 	switch {
 	case o != 1:
 		orient(dst, img, o)
-	case img != dst: // the turbo backend decoded at exactly the target size
+	case img != dst: // decoded at exactly the target size
 		dst.Reset(img.Width, img.Height)
 		copy(dst.Pix, img.Pix)
 	}
 	return dst, nil
 }
 
-// decodePixels decodes data into img, at its full size w×h or, for a JPEG with the
-// turbo backend, at a DCT scale no smaller than tw×th.
-func (d *Decoder) decodePixels(img *Image, h header, data []byte, tw, th int) error {
+// decodePixels decodes the part rs (stored axes) of an image into img and returns where
+// rs lies in img: the rectangle to resample from, and the spans of it rs covers.
+//
+// A JPEG with the turbo backend is decoded whole at the DCT scale at which rs still covers
+// reduceGap times tw×th; rs's edges then fall between pixels of the scaled image, and the
+// spans carry the fractions. Other decoders decode the whole image, but only rs (rounded
+// out to the chroma grid) is converted to RGB.
+func (d *Decoder) decodePixels(img *Image, h header, data []byte, rs image.Rectangle, tw, th int) (crop image.Rectangle, sx, sy span, err error) {
 	if h.format == JPEG && d.turbo != nil {
 		// CMYK, a libjpeg warning (which image/jpeg may accept) or an error: image/jpeg
 		// decides, so both backends accept the same files.
-		if err := d.turbo.decode(img, data, h.width, h.height, tw, th); err == nil {
-			return nil
+		if d.turbo.decode(img, data, h.width, h.height, rs.Dx(), rs.Dy(), tw, th) == nil {
+			x0, x1, sx := scaleSpan(rs.Min.X, rs.Max.X, h.width, img.Width)
+			y0, y1, sy := scaleSpan(rs.Min.Y, rs.Max.Y, h.height, img.Height)
+			return image.Rect(x0, y0, x1, y1), sx, sy, nil
 		}
 	}
-	return guard(h.format, func() error {
+	crop = rs
+	err = guard(h.format, func() error {
 		d.rd.Reset(data)
 		m, err := decodeGo(h.format, &d.rd)
 		d.rd.Reset(nil)
@@ -207,9 +261,63 @@ func (d *Decoder) decodePixels(img *Image, h header, data []byte, tw, th int) er
 				return nil
 			}
 		}
-		toRGB(img, m, &d.lut)
+		sub, ok := m.(interface {
+			SubImage(image.Rectangle) image.Image
+		})
+		if !ok || rs == b {
+			toRGB(img, m, &d.lut)
+			return nil
+		}
+		ra := alignRect(m, rs.Add(b.Min))
+		toRGB(img, sub.SubImage(ra), &d.lut)
+		crop = rs.Add(b.Min).Sub(ra.Min)
 		return nil
 	})
+	return crop, span{0, float64(crop.Dx())}, span{0, float64(crop.Dy())}, err
+}
+
+// alignRect rounds r out to the chroma grid of a subsampled YCbCr image, so that its
+// sub-image keeps the fast conversion path; other images need no rounding.
+func alignRect(m image.Image, r image.Rectangle) image.Rectangle {
+	var y *image.YCbCr
+	switch m := m.(type) {
+	case *image.YCbCr:
+		y = m
+	case *image.NYCbCrA:
+		y = &m.YCbCr
+	default:
+		return r
+	}
+	var hs, vs int
+	switch y.SubsampleRatio {
+	case image.YCbCrSubsampleRatio422:
+		hs = 1
+	case image.YCbCrSubsampleRatio420:
+		hs, vs = 1, 1
+	case image.YCbCrSubsampleRatio440:
+		vs = 1
+	case image.YCbCrSubsampleRatio411:
+		hs = 2
+	case image.YCbCrSubsampleRatio410:
+		hs, vs = 2, 1
+	}
+	o := y.Rect.Min
+	r.Min.X = o.X + (r.Min.X-o.X)>>hs<<hs
+	r.Min.Y = o.Y + (r.Min.Y-o.Y)>>vs<<vs
+	return r
+}
+
+// scaleSpan maps the samples [a, b) of n to an image scaled to sn samples: it returns the
+// whole samples [lo, hi) that the scaled interval touches, and the interval within them.
+func scaleSpan(a, b, n, sn int) (lo, hi int, sp span) {
+	if sn == n {
+		return a, b, span{0, float64(b - a)}
+	}
+	f := float64(sn) / float64(n)
+	fa, fb := float64(a)*f, float64(b)*f
+	lo = int(math.Floor(fa))
+	hi = min(int(math.Ceil(fb)), sn)
+	return lo, hi, span{fa - float64(lo), min(fb, float64(sn)) - fa}
 }
 
 // decodeGo decodes with the standard library or golang.org/x/image.

@@ -2,55 +2,162 @@ package decode
 
 import (
 	"errors"
+	"image"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 )
 
-// FuzzDecode feeds arbitrary bytes to the decoder (seeded with every fixture in
-// testdata/decode). The pixel limit is small so that no input can allocate much; the
-// decoder must never panic, must return only its documented errors, and must produce
-// images consistent with ReadConfig.
-func FuzzDecode(f *testing.F) {
-	entries, err := os.ReadDir(fixtures)
-	if err != nil {
-		f.Fatal(err)
-	}
-	for _, e := range entries {
-		if e.IsDir() || strings.HasSuffix(e.Name(), ".md") || strings.HasSuffix(e.Name(), ".py") {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join(fixtures, e.Name()))
+// Fuzz targets, one per entry point: FuzzDecode (Decoder.Decode on both backends),
+// FuzzDecodeRegion (Decoder.DecodeRegion) and FuzzConfig (Sniff, ReadConfig and
+// Decoder.Config). Each is seeded with every file in testdata/decode and its hostile/
+// corpus. The pixel limit is small so that no input can allocate much. Run one with e.g.
+//
+//	go test -run XXX -fuzz FuzzDecodeRegion -fuzztime 1m ./decode
+
+// addSeeds adds every fixture and hostile file to f's corpus.
+func addSeeds(f *testing.F) {
+	for _, dir := range []string{fixtures, hostileDir} {
+		entries, err := os.ReadDir(dir)
 		if err != nil {
 			f.Fatal(err)
 		}
-		f.Add(b)
+		for _, e := range entries {
+			if e.IsDir() || strings.HasSuffix(e.Name(), ".md") || strings.HasSuffix(e.Name(), ".py") {
+				continue
+			}
+			b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+			if err != nil {
+				f.Fatal(err)
+			}
+			f.Add(b)
+		}
 	}
-	plain := goDecoder(f, Options{MaxPixels: 1 << 20})
-	small := goDecoder(f, Options{MaxPixels: 1 << 20, Resize: ResizePolicy{Mode: ResizeFit, Width: 17, Height: 13}})
+}
+
+// checkError fails unless err is one of the errors Decode documents.
+func checkError(t *testing.T, err error) {
+	t.Helper()
+	var fe *FormatError
+	if !errors.Is(err, ErrUnsupported) && !errors.Is(err, ErrTooLarge) && !errors.As(err, &fe) {
+		t.Fatalf("undocumented error %T: %v", err, err)
+	}
+}
+
+// fuzzDecoders returns decoders with a 1 M pixel limit and policy p: the Go backend, and
+// the turbo backend when libjpeg-turbo is present.
+func fuzzDecoders(f *testing.F, p ResizePolicy) []*Decoder {
+	o := Options{MaxPixels: 1 << 20, Resize: p}
+	ds := []*Decoder{goDecoder(f, o)}
+	o.Backend = BackendTurbo
+	if d, err := NewDecoder(&o); err == nil && d.Backend() == BackendTurbo {
+		f.Cleanup(func() { d.Close() })
+		ds = append(ds, d)
+	}
+	return ds
+}
+
+// FuzzDecode feeds arbitrary bytes to Decode. The decoder must never panic, must return
+// only its documented errors, and must produce images consistent with its Config, and
+// with its resize policy.
+func FuzzDecode(f *testing.F) {
+	addSeeds(f)
+	plain := fuzzDecoders(f, ResizePolicy{})
+	small := fuzzDecoders(f, ResizePolicy{Mode: ResizeFit, Width: 17, Height: 13})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		m, err := plain.Decode(nil, data)
-		if err != nil {
-			var fe *FormatError
-			if !errors.Is(err, ErrUnsupported) && !errors.Is(err, ErrTooLarge) && !errors.As(err, &fe) {
-				t.Fatalf("undocumented error %T: %v", err, err)
+		for i, d := range plain {
+			m, err := d.Decode(nil, data)
+			if err != nil {
+				checkError(t, err)
+				continue
+			}
+			if m.Width <= 0 || m.Height <= 0 || len(m.Pix) != 3*m.Width*m.Height || int64(m.Width)*int64(m.Height) > 1<<20 {
+				t.Fatalf("%s: bad image %dx%d with %d bytes", d.Backend(), m.Width, m.Height, len(m.Pix))
+			}
+			cfg, err := d.Config(data)
+			if err != nil || cfg.Width != m.Width || cfg.Height != m.Height {
+				t.Fatalf("%s: Config = %+v, %v; Decode gave %dx%d", d.Backend(), cfg, err, m.Width, m.Height)
+			}
+			s, err := small[i].Decode(nil, data)
+			if err != nil {
+				t.Fatalf("%s: decodes at full size but not resized: %v", d.Backend(), err)
+			}
+			if s.Width > max(17, m.Width) || s.Height > max(13, m.Height) || len(s.Pix) != 3*s.Width*s.Height {
+				t.Fatalf("%s: resized to %dx%d", d.Backend(), s.Width, s.Height)
+			}
+		}
+	})
+}
+
+// FuzzDecodeRegion feeds arbitrary bytes and regions to DecodeRegion: it must never panic,
+// must return its documented errors (or a plain one for a region outside the image), and
+// must produce exactly the requested size.
+func FuzzDecodeRegion(f *testing.F) {
+	addSeeds(f)
+	ds := fuzzDecoders(f, ResizePolicy{})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for _, d := range ds {
+			cfg, err := d.Config(data)
+			if err != nil {
+				checkError(t, err)
+				_, err := d.DecodeRegion(nil, data, image.Rect(0, 0, 1, 1), 1, 1)
+				checkError(t, err)
+				continue
+			}
+			// A region and output size derived from the data, so the fuzzer steers them.
+			var s [6]int
+			for i := range s {
+				if i < len(data) {
+					s[i] = int(data[len(data)-1-i])
+				}
+			}
+			x0, y0 := s[0]%cfg.Width, s[1]%cfg.Height
+			r := image.Rect(x0, y0, x0+1+s[2]%(cfg.Width-x0), y0+1+s[3]%(cfg.Height-y0))
+			w, h := 1+s[4]%64, 1+s[5]%64
+			m, err := d.DecodeRegion(nil, data, r, w, h)
+			if err != nil {
+				checkError(t, err)
+				continue
+			}
+			if m.Width != w || m.Height != h || len(m.Pix) != 3*w*h {
+				t.Fatalf("%s: region %v -> %dx%d gave %dx%d with %d bytes", d.Backend(), r, w, h, m.Width, m.Height, len(m.Pix))
+			}
+			if _, err := d.DecodeRegion(nil, data, r.Add(image.Pt(cfg.Width, 0)), w, h); err == nil {
+				t.Fatalf("%s: region outside the image accepted", d.Backend())
+			}
+		}
+	})
+}
+
+// FuzzConfig feeds arbitrary bytes to Sniff, ReadConfig and Decoder.Config: no panics,
+// documented errors only, and the three agree.
+func FuzzConfig(f *testing.F) {
+	addSeeds(f)
+	d := goDecoder(f, Options{MaxPixels: 1 << 20})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		format := Sniff(data)
+		rc, rerr := ReadConfig(data)
+		dc, derr := d.Config(data)
+		if rerr != nil {
+			checkError(t, rerr)
+			if derr == nil {
+				t.Fatalf("ReadConfig failed (%v) but Decoder.Config did not", rerr)
+			}
+			if format == "" && !errors.Is(rerr, ErrUnsupported) {
+				t.Fatalf("unrecognised bytes gave %v", rerr)
 			}
 			return
 		}
-		if m.Width <= 0 || m.Height <= 0 || len(m.Pix) != 3*m.Width*m.Height || int64(m.Width)*int64(m.Height) > 1<<20 {
-			t.Fatalf("bad image %dx%d with %d bytes", m.Width, m.Height, len(m.Pix))
+		if rc.Format != format || rc.Width <= 0 || rc.Height <= 0 || rc.Orientation < 1 || rc.Orientation > 8 {
+			t.Fatalf("ReadConfig = %+v, Sniff = %q", rc, format)
 		}
-		cfg, err := ReadConfig(data)
-		if err != nil || cfg.Width != m.Width || cfg.Height != m.Height {
-			t.Fatalf("ReadConfig = %+v, %v; Decode gave %dx%d", cfg, err, m.Width, m.Height)
+		if derr != nil {
+			checkError(t, derr)
+			return
 		}
-		s, err := small.Decode(nil, data)
-		if err != nil {
-			t.Fatalf("decodes at full size but not resized: %v", err)
-		}
-		if s.Width > max(17, m.Width) || s.Height > max(13, m.Height) || len(s.Pix) != 3*s.Width*s.Height {
-			t.Fatalf("resized to %dx%d", s.Width, s.Height)
+		if dc != rc {
+			t.Fatalf("Decoder.Config = %+v, ReadConfig = %+v", dc, rc)
 		}
 	})
 }

@@ -5,13 +5,44 @@ package decode
 // unexpected makes them give up with a neutral answer.
 
 // jpegOrientation returns the EXIF orientation (1 to 8) of a JPEG, or 1 if it has no
-// valid one. It walks the marker segments before the first scan looking for an APP1
-// "Exif" segment, and reads tag 0x0112 of its first IFD in either byte order.
+// valid one. It looks for an APP1 "Exif" segment before the first scan, and reads tag
+// 0x0112 of its first IFD in either byte order.
 func jpegOrientation(data []byte) int {
+	o := 1
+	jpegSegments(data, func(marker byte, seg []byte) bool {
+		if marker == 0xe1 && len(seg) >= 6 && string(seg[:6]) == "Exif\x00\x00" {
+			if v := exifOrientation(seg[6:]); v != 0 {
+				o = v
+				return false
+			}
+		}
+		return true
+	})
+	return o
+}
+
+// jpegFrameMarker returns the marker of a JPEG's frame header (0xc0 to 0xcf, not 0xc4,
+// 0xc8 or 0xcc), or 0 if there is none before the first scan.
+func jpegFrameMarker(data []byte) byte {
+	var sof byte
+	jpegSegments(data, func(marker byte, _ []byte) bool {
+		if marker >= 0xc0 && marker <= 0xcf && marker != 0xc4 && marker != 0xc8 && marker != 0xcc {
+			sof = marker
+			return false
+		}
+		return true
+	})
+	return sof
+}
+
+// jpegSegments calls f with the marker and body of each marker segment of a JPEG before
+// its first scan, until f returns false. It stops at anything that is not a marker where
+// one must be, and at a segment that runs past the end of data.
+func jpegSegments(data []byte, f func(marker byte, seg []byte) bool) {
 	i := 2 // after SOI
 	for i+4 <= len(data) {
 		if data[i] != 0xff {
-			return 1 // not a marker where one must be: give up
+			return
 		}
 		marker := data[i+1]
 		switch {
@@ -22,21 +53,17 @@ func jpegOrientation(data []byte) int {
 			i += 2 // markers without a length
 			continue
 		case marker == 0xda || marker == 0xd9: // start of scan, end of image
-			return 1
+			return
 		}
 		n := int(data[i+2])<<8 | int(data[i+3])
 		if n < 2 || i+2+n > len(data) {
-			return 1
+			return
 		}
-		seg := data[i+4 : i+2+n]
-		if marker == 0xe1 && len(seg) >= 6 && string(seg[:6]) == "Exif\x00\x00" {
-			if o := exifOrientation(seg[6:]); o != 0 {
-				return o
-			}
+		if !f(marker, data[i+4:i+2+n]) {
+			return
 		}
 		i += 2 + n
 	}
-	return 1
 }
 
 // exifOrientation reads the orientation tag from a TIFF-structured EXIF block, returning
@@ -143,8 +170,9 @@ func gifFirstPalette(data []byte) (table []byte, transparent int) {
 	return nil, -1
 }
 
-// webpFrameSize returns the size in the first VP8 or VP8L chunk of a WebP file.
-func webpFrameSize(data []byte) (w, h int, ok bool) {
+// webpFrameSize returns the size in the first VP8 or VP8L chunk of a WebP file, and
+// whether that chunk is VP8L (lossless).
+func webpFrameSize(data []byte) (w, h int, lossless, ok bool) {
 	i := 12
 	for i+8 <= len(data) {
 		id := string(data[i : i+4])
@@ -157,21 +185,21 @@ func webpFrameSize(data []byte) (w, h int, ok bool) {
 		case "VP8 ":
 			// Frame tag (3 bytes), start code 9d 01 2a, then 14-bit width and height.
 			if len(body) < 10 || body[3] != 0x9d || body[4] != 0x01 || body[5] != 0x2a {
-				return 0, 0, false
+				return 0, 0, false, false
 			}
-			return (int(body[6]) | int(body[7])<<8) & 0x3fff, (int(body[8]) | int(body[9])<<8) & 0x3fff, true
+			return (int(body[6]) | int(body[7])<<8) & 0x3fff, (int(body[8]) | int(body[9])<<8) & 0x3fff, false, true
 		case "VP8L":
 			// Signature 0x2f, then 14-bit width-1 and height-1.
 			if len(body) < 5 || body[0] != 0x2f {
-				return 0, 0, false
+				return 0, 0, false, false
 			}
 			b := int(body[1]) | int(body[2])<<8 | int(body[3])<<16 | int(body[4])<<24
-			return b&0x3fff + 1, (b>>14)&0x3fff + 1, true
+			return b&0x3fff + 1, (b>>14)&0x3fff + 1, true, true
 		}
 		if n < 0 || n > len(data) {
-			return 0, 0, false
+			return 0, 0, false, false
 		}
 		i += 8 + n + n&1 // chunks are padded to an even size
 	}
-	return 0, 0, false
+	return 0, 0, false, false
 }

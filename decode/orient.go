@@ -1,5 +1,7 @@
 package decode
 
+import "image"
+
 // transposes reports whether EXIF orientation o swaps width and height.
 func transposes(o int) bool { return o >= 5 && o <= 8 }
 
@@ -75,4 +77,28 @@ func orient(dst, src *Image, o int) {
 			}
 		}
 	}
+}
+
+// storedRect maps r, a rectangle of an image with EXIF orientation o applied, to the
+// same pixels of the image as stored (w×h), inverting orient's mapping.
+func storedRect(r image.Rectangle, o, w, h int) image.Rectangle {
+	// Half-open ranges: mirroring [a, b) in n samples gives [n-b, n-a).
+	x0, x1, y0, y1 := r.Min.X, r.Max.X, r.Min.Y, r.Max.Y
+	switch o {
+	case 2:
+		return image.Rect(w-x1, y0, w-x0, y1)
+	case 3:
+		return image.Rect(w-x1, h-y1, w-x0, h-y0)
+	case 4:
+		return image.Rect(x0, h-y1, x1, h-y0)
+	case 5:
+		return image.Rect(y0, x0, y1, x1)
+	case 6:
+		return image.Rect(y0, h-x1, y1, h-x0)
+	case 7:
+		return image.Rect(w-y1, h-x1, w-y0, h-x0)
+	case 8:
+		return image.Rect(w-y1, x0, w-y0, x1)
+	}
+	return r
 }

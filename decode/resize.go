@@ -45,7 +45,8 @@ type Resizer struct {
 
 // axisPlan holds the weights for resampling n samples to out samples along one axis.
 type axisPlan struct {
-	n, out, pad int       // key; pad is the multiple taps is rounded up to for SIMD
+	n, out, pad int       // key, with span; pad is the multiple taps is rounded up to for SIMD
+	span        span      // the source interval resampled, within the n samples
 	taps        int       // weights per output sample
 	simd        bool      // taps is a multiple of pad, so the assembly kernels may use it
 	start       []int32   // first source sample read by each output, relative to the crop
@@ -72,13 +73,23 @@ func (z *Resizer) Resize(dst, src *Image, r image.Rectangle, w, h int) (*Image, 
 		return nil, fmt.Errorf("decode: resize: %dx%d image with stride %d has only %d bytes",
 			src.Width, src.Height, src.Stride, len(src.Pix))
 	}
+	return z.resize(dst, src, r, span{0, float64(r.Dx())}, span{0, float64(r.Dy())}, w, h), nil
+}
+
+// span is an interval of source samples, [off, off+length), in coordinates relative to the
+// start of the rectangle resize reads; Resize's spans are the whole rectangle. A
+// fractional span is what remains of a crop after DCT scaling.
+type span struct{ off, length float64 }
+
+// resize is Resize for the spans sx, sy inside r; filter taps never leave r.
+func (z *Resizer) resize(dst, src *Image, r image.Rectangle, sx, sy span, w, h int) *Image {
 	cw, ch := r.Dx(), r.Dy()
 	padX, padY := 1, 1
 	if useAVX2 {
 		padX, padY = 4, 2
 	}
-	xp := z.plan(cw, w, padX, nil)
-	yp := z.plan(ch, h, padY, xp)
+	xp := z.plan(cw, w, padX, sx, nil)
+	yp := z.plan(ch, h, padY, sy, xp)
 	dst.Reset(w, h)
 	// Pick the cheaper pass order. Vertical first filters every column of the crop for
 	// each output row; horizontal first filters the rows the vertical pass reads (about
@@ -95,7 +106,7 @@ func (z *Resizer) Resize(dst, src *Image, r image.Rectangle, w, h int) (*Image, 
 	} else {
 		z.horizontalFirst(dst, src, r, xp, yp)
 	}
-	return dst, nil
+	return dst
 }
 
 // verticalFirst resamples the crop's columns into a w3×outH intermediate, then its rows.
@@ -150,14 +161,14 @@ func (z *Resizer) accumulator(n int) []int32 {
 	return z.acc
 }
 
-// plan returns the cached weights for n -> out with taps padded to a multiple of pad,
-// computing them on a miss.
+// plan returns the cached weights for the span sp of n samples -> out, with taps padded
+// to a multiple of pad, computing them on a miss.
 //
 // keep is a plan the caller still uses (the other axis's): it is never the one evicted.
-func (z *Resizer) plan(n, out, pad int, keep *axisPlan) *axisPlan {
+func (z *Resizer) plan(n, out, pad int, sp span, keep *axisPlan) *axisPlan {
 	for i := range z.plans {
 		p := &z.plans[i]
-		if p.n == n && p.out == out && p.pad == pad {
+		if p.n == n && p.out == out && p.pad == pad && p.span == sp {
 			return p
 		}
 	}
@@ -167,32 +178,33 @@ func (z *Resizer) plan(n, out, pad int, keep *axisPlan) *axisPlan {
 		p = &z.plans[z.next]
 	}
 	z.next = (z.next + 1) % len(z.plans)
-	p.compute(n, out, pad)
+	p.compute(n, out, pad, sp)
 	return p
 }
 
-// compute fills p with PIL's antialiased bilinear weights for n -> out (see
-// Resample/precompute_coeffs in Pillow), quantised to Q14.
+// compute fills p with PIL's antialiased bilinear weights for the span sp of n samples ->
+// out (see Resample/precompute_coeffs in Pillow, whose box argument is the span),
+// quantised to Q14.
 //
 // Quantisation rounds the running sum of each output's weights, not each weight, so every
 // weight is within one unit of exact, every partial sum within half a unit, and the total
 // is exactly 1<<14.
-func (p *axisPlan) compute(n, out, pad int) {
-	p.n, p.out, p.pad = n, out, pad
-	scale := float64(n) / float64(out)
+func (p *axisPlan) compute(n, out, pad int, sp span) {
+	p.n, p.out, p.pad, p.span = n, out, pad, sp
+	scale := sp.length / float64(out)
 	fscale := max(scale, 1)
 	support := fscale // the triangle filter's support is 1
 	// First pass: the support of each output, to size the table.
 	p.start = grow(p.start, out)
 	taps := 1
 	for i := 0; i < out; i++ {
-		lo, hi := support1(i, scale, support, n)
+		lo, hi := support1(i, sp.off, scale, support, n)
 		p.start[i] = int32(lo)
 		taps = max(taps, hi-lo)
 	}
 	p.support = taps
-	p.lo, _ = support1(0, scale, support, n)
-	_, p.hi = support1(out-1, scale, support, n)
+	p.lo, _ = support1(0, sp.off, scale, support, n)
+	_, p.hi = support1(out-1, sp.off, scale, support, n)
 	p.simd = false
 	if pad > 1 {
 		if t := (taps + pad - 1) / pad * pad; t <= n {
@@ -205,8 +217,8 @@ func (p *axisPlan) compute(n, out, pad int) {
 	p.fw = grow(p.fw, taps)
 	p.wx = p.wx[:0]
 	for i := 0; i < out; i++ {
-		center := (float64(i) + 0.5) * scale
-		lo, hi := support1(i, scale, support, n)
+		center := sp.off + (float64(i)+0.5)*scale
+		lo, hi := support1(i, sp.off, scale, support, n)
 		// Keep the taps inside [0, n): outputs near the end start earlier, with zero
 		// weights in front.
 		s := min(lo, n-taps)
@@ -242,8 +254,8 @@ func (p *axisPlan) compute(n, out, pad int) {
 
 // support1 returns the source range [lo, hi) output i reads, clamped to [0, n), exactly as
 // Pillow's precompute_coeffs computes xmin and xmax.
-func support1(i int, scale, support float64, n int) (lo, hi int) {
-	center := (float64(i) + 0.5) * scale
+func support1(i int, off, scale, support float64, n int) (lo, hi int) {
+	center := off + (float64(i)+0.5)*scale
 	lo = max(int(math.Floor(center-support+0.5)), 0)
 	hi = min(int(math.Floor(center+support+0.5)), n)
 	if hi <= lo { // a degenerate support; read the nearest sample

@@ -67,11 +67,16 @@ func ReadConfig(data []byte) (Config, error) {
 	if err != nil {
 		return Config{}, err
 	}
+	return h.config(), nil
+}
+
+// config returns what ReadConfig reports for h.
+func (h header) config() Config {
 	c := Config{Format: h.format, Width: h.width, Height: h.height, Orientation: h.orientation}
 	if transposes(c.Orientation) {
 		c.Width, c.Height = c.Height, c.Width
 	}
-	return c, nil
+	return c
 }
 
 // header is what readHeader learns about an encoded image.
@@ -125,7 +130,7 @@ func readHeader(data []byte) (header, error) {
 		// An extended (VP8X) file's header gives the canvas size, but the decoder
 		// allocates what the VP8 or VP8L frame says; a canvas that differs from the
 		// frame would let a small canvas smuggle in a huge frame.
-		fw, fh, ok := webpFrameSize(data)
+		fw, fh, _, ok := webpFrameSize(data)
 		if !ok {
 			return header{}, &FormatError{Format: f, Err: errors.New("no VP8 or VP8L frame header")}
 		}

@@ -42,8 +42,8 @@ func newTurboJPEG() (*turboJPEG, error) {
 // where scaling right down to the target gives 34-38 dB).
 const reduceGap = 2
 
-// scale returns the smallest scaling factor at which a w×h JPEG still covers reduceGap
-// times tw×th, or 1 if none does.
+// scale returns the smallest scaling factor at which w×h pixels of a JPEG still cover
+// reduceGap times tw×th, or 1 if none does.
 func (t *turboJPEG) scale(w, h, tw, th int) (num, denom int) {
 	for _, f := range t.factors {
 		if sw, sh := turbojpeg.ScaledSize(w, h, f[0], f[1]); sw >= tw*reduceGap && sh >= th*reduceGap {
@@ -53,9 +53,10 @@ func (t *turboJPEG) scale(w, h, tw, th int) (num, denom int) {
 	return 1, 1
 }
 
-// decode decodes a w×h JPEG into img at the DCT scale chosen by scale.
-func (t *turboJPEG) decode(img *Image, data []byte, w, h, tw, th int) error {
-	num, denom := t.scale(w, h, tw, th)
+// decode decodes a w×h JPEG into img at the DCT scale at which a cw×ch part of it (the
+// whole image, or a crop) still covers reduceGap times tw×th.
+func (t *turboJPEG) decode(img *Image, data []byte, w, h, cw, ch, tw, th int) error {
+	num, denom := t.scale(cw, ch, tw, th)
 	sw, sh := turbojpeg.ScaledSize(w, h, num, denom)
 	img.Reset(sw, sh)
 	gw, gh, err := t.dec.DecodeRGB(img.Pix, data, num, denom)

@@ -1,0 +1,90 @@
+package decode
+
+import "fmt"
+
+// A header's pixel count is checked twice before any pixel memory is allocated: against
+// Options.MaxPixels (ErrTooLarge), and against what the file's size can possibly hold (a
+// *FormatError). The second check stops a few hundred bytes that claim a 12000×12000
+// image, within the default limit, from making a decoder allocate hundreds of megabytes
+// before it finds the data missing. The bounds come from each format's best possible
+// compression, so no valid file fails them:
+//
+//   - PNG: deflate encodes at most 258 bytes in 2 bits (1032:1), so the filtered rows
+//     (a filter byte plus ⌈width·bits per pixel/8⌉ bytes each) are at most 1032 times
+//     the file's size.
+//   - JPEG with Huffman coding (baseline, extended, progressive): every 8×8 block of the
+//     full-resolution component costs at least one bit (its DC code in the first scan),
+//     so at most 512 pixels per byte.
+//   - GIF: an LZW code is at least 3 bits and expands to at most 4096 pixels, so at most
+//     10923 pixels per byte of file, for the logical screen (which is what is allocated).
+//   - Lossy WebP (VP8): every 16×16 macroblock spends more than one bit on its luma and
+//     chroma modes (their key-frame probabilities are fixed), so at most 2048 pixels per
+//     byte; this bound allows twice that.
+//   - BMP: only uncompressed BMPs decode, at least 1 bit per pixel.
+//
+// Lossless WebP (VP8L) can spend zero bits on a pixel, arithmetic-coded JPEG and TIFF's
+// codecs come close: for them MaxPixels is the only bound.
+
+// capacity returns how many pixels data can possibly hold for a header of format f, or 0
+// if the format admits no such bound.
+func capacity(f string, data []byte) int64 {
+	n := int64(len(data))
+	switch f {
+	case JPEG:
+		switch jpegFrameMarker(data) {
+		case 0xc0, 0xc1, 0xc2: // Huffman: baseline, extended, progressive
+			return 512 * n
+		}
+	case GIF:
+		return 10923 * n
+	case WebP:
+		if _, _, lossless, ok := webpFrameSize(data); ok && !lossless {
+			return 4096 * n
+		}
+	case BMP:
+		return 8 * n
+	}
+	return 0
+}
+
+// pngRowBytes returns the size of a PNG's filtered rows from its IHDR, and whether the
+// IHDR was readable.
+func pngRowBytes(data []byte, w, h int) (int64, bool) {
+	if len(data) < 26 {
+		return 0, false
+	}
+	depth, colour := int64(data[24]), data[25]
+	var channels int64
+	switch colour {
+	case 0, 3: // grey, palette
+		channels = 1
+	case 2: // RGB
+		channels = 3
+	case 4: // grey + alpha
+		channels = 2
+	case 6: // RGBA
+		channels = 4
+	default:
+		return 0, false
+	}
+	bits := int64(w) * channels * depth
+	return int64(h) * (1 + (bits+7)/8), true
+}
+
+// check applies the pixel limit and the file-size bound to h, read from data.
+func (h header) check(data []byte, limit int64) error {
+	if err := checkSize(h.width, h.height, limit); err != nil {
+		return err
+	}
+	pixels := int64(h.width) * int64(h.height)
+	if h.format == PNG {
+		if rows, ok := pngRowBytes(data, h.width, h.height); ok && rows > 1032*int64(len(data)) {
+			return &FormatError{Format: PNG, Err: fmt.Errorf("header claims %dx%d (%d bytes of rows), more than a %d-byte file can hold: truncated or malicious", h.width, h.height, rows, len(data))}
+		}
+		return nil
+	}
+	if c := capacity(h.format, data); c > 0 && pixels > c {
+		return &FormatError{Format: h.format, Err: fmt.Errorf("header claims %dx%d (%d pixels), more than a %d-byte file can hold: truncated or malicious", h.width, h.height, pixels, len(data))}
+	}
+	return nil
+}

@@ -1,0 +1,164 @@
+package decode
+
+import (
+	"bytes"
+	"fmt"
+	"image"
+	"image/jpeg"
+	"testing"
+)
+
+// cropImage copies the rectangle r of m.
+func cropImage(m *Image, r image.Rectangle) *Image {
+	out := &Image{}
+	out.Reset(r.Dx(), r.Dy())
+	for y := r.Min.Y; y < r.Max.Y; y++ {
+		copy(out.Row(y-r.Min.Y), m.Row(y)[3*r.Min.X:3*r.Max.X])
+	}
+	return out
+}
+
+// randomRect returns a non-empty rectangle inside w×h.
+func randomRect(rng interface{ IntN(int) int }, w, h int) image.Rectangle {
+	x0, y0 := rng.IntN(w), rng.IntN(h)
+	return image.Rect(x0, y0, x0+1+rng.IntN(w-x0), y0+1+rng.IntN(h-y0))
+}
+
+func TestStoredRect(t *testing.T) {
+	rng := newRand()
+	src := noiseImage(rng, 13, 7)
+	for o := 1; o <= 8; o++ {
+		var oriented Image
+		orient(&oriented, src, o)
+		for range 50 {
+			r := randomRect(rng, oriented.Width, oriented.Height)
+			rs := storedRect(r, o, src.Width, src.Height)
+			if !rs.In(image.Rect(0, 0, src.Width, src.Height)) {
+				t.Fatalf("orientation %d: %v maps to %v, outside the stored image", o, r, rs)
+			}
+			var got Image
+			orient(&got, cropImage(src, rs), o)
+			sameImage(t, &got, cropImage(&oriented, r), 0)
+		}
+	}
+}
+
+// TestDecodeRegionMatchesDecode checks that on the Go backend DecodeRegion equals a full
+// Decode followed by the crop's resize: exactly for stored orientation (the same pixels go
+// through the same kernel), within 1 when it resamples before orienting.
+func TestDecodeRegionMatchesDecode(t *testing.T) {
+	cases := append(generated(t), fixtureCases(t)...)
+	for o := 1; o <= 8; o++ {
+		name := fmt.Sprintf("orient-%d.jpg", o)
+		cases = append(cases, encoded{name: name, format: JPEG, data: fixture(t, name)})
+	}
+	d := goDecoder(t, Options{})
+	rng := newRand()
+	var rs Resizer
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			full, err := d.Decode(nil, c.data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := d.Config(c.data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tol := 0
+			if cfg.Orientation != 1 {
+				tol = 1
+			}
+			for range 20 {
+				r := randomRect(rng, full.Width, full.Height)
+				w, h := 1+rng.IntN(40), 1+rng.IntN(40)
+				want, err := rs.Resize(&Image{}, full, r, w, h)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := d.DecodeRegion(nil, c.data, r, w, h)
+				if err != nil {
+					t.Fatalf("%v -> %dx%d: %v", r, w, h, err)
+				}
+				sameImage(t, got, want, tol)
+			}
+		})
+	}
+}
+
+// TestDecodeRegionTurbo is the differential test of crop-aware DCT scaling: a region of a
+// JPEG decoded by libjpeg-turbo at the scale the crop allows, against image/jpeg at full
+// size followed by the same crop and resize, within a mean absolute error of 2 per
+// channel and a PSNR of 35 dB. Outputs are at least 8×8: a bound on the mean of a few
+// pixels says little (and a 1×1 output from a scaled crop of flat 8×8 blocks, the worst
+// case for DCT scaling, can be off by 27).
+func TestDecodeRegionTurbo(t *testing.T) {
+	turbo := turboDecoder(t, Options{})
+	golang := goDecoder(t, Options{})
+	var b bytes.Buffer
+	if err := jpeg.Encode(&b, photo(1920, 1080), &jpeg.Options{Quality: 90}); err != nil {
+		t.Fatal(err)
+	}
+	files := map[string][]byte{"photo-1920x1080": b.Bytes(), "orient-6": fixture(t, "orient-6.jpg"), "progressive": fixture(t, "progressive.jpg")}
+	rng := newRand()
+	var rs Resizer
+	scaled := 0
+	for name, data := range files {
+		full, err := golang.Decode(nil, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 30 {
+			r := randomRect(rng, full.Width, full.Height)
+			w, h := 8+rng.IntN(217), 8+rng.IntN(217)
+			if i%2 == 0 && full.Width >= 1024 { // a small output from a large crop: the scaled case
+				r = randomRect(rng, full.Width/2, full.Height/2).Add(image.Pt(full.Width/4, full.Height/4))
+				r.Max = r.Max.Add(image.Pt(full.Width/4, full.Height/4))
+				w, h = 8+rng.IntN(r.Dx()/4-7), 8+rng.IntN(r.Dy()/4-7)
+			}
+			want, err := rs.Resize(&Image{}, full, r, w, h)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := turbo.DecodeRegion(nil, data, r, w, h)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Width != w || got.Height != h {
+				t.Fatalf("%s %v -> %dx%d: got %dx%d", name, r, w, h, got.Width, got.Height)
+			}
+			if n, d := turbo.turbo.scale(r.Dx(), r.Dy(), w, h); n != d {
+				scaled++
+			}
+			mean, psnr := stats(got, want)
+			if mean > 2 || psnr < 35 {
+				t.Errorf("%s %v -> %dx%d: mean abs error %.2f, PSNR %.1f dB", name, r, w, h, mean, psnr)
+			}
+		}
+	}
+	if scaled < 10 {
+		t.Errorf("only %d regions were DCT-scaled; the test does not exercise scaling", scaled)
+	}
+}
+
+func TestDecodeRegionErrors(t *testing.T) {
+	d := goDecoder(t, Options{})
+	data := fixture(t, "gradient.png") // 64x48
+	for _, tc := range []struct {
+		r    image.Rectangle
+		w, h int
+	}{
+		{image.Rect(0, 0, 0, 10), 8, 8},
+		{image.Rect(-1, 0, 10, 10), 8, 8},
+		{image.Rect(0, 0, 65, 48), 8, 8},
+		{image.Rect(0, 0, 64, 48), 0, 8},
+		{image.Rect(0, 0, 64, 48), 8, -1},
+	} {
+		if _, err := d.DecodeRegion(nil, data, tc.r, tc.w, tc.h); err == nil {
+			t.Errorf("DecodeRegion(%v, %dx%d) succeeded", tc.r, tc.w, tc.h)
+		}
+	}
+	if _, err := d.DecodeRegion(nil, fixture(t, "truncated.png"), image.Rect(0, 0, 8, 8), 4, 4); err == nil {
+		t.Error("truncated file decoded")
+	}
+}
