@@ -100,14 +100,23 @@ func uniform(r *rand.Rand, lo, hi float64) float64 {
 
 // Apply crops and resizes src into a Context buffer.
 func (o *RandomResizedCrop) Apply(c *Context, src *decode.Image) (*decode.Image, error) {
-	if err := o.Validate(); err != nil {
+	rect, w, h, err := o.Region(c, src.Width, src.Height)
+	if err != nil {
 		return nil, err
 	}
-	if src.Width <= 0 || src.Height <= 0 {
-		return nil, fmt.Errorf("augment: %v: empty %dx%d image", o, src.Width, src.Height)
+	return c.Resizer.Resize(c.Next(src), src, rect, w, h)
+}
+
+// Region returns the crop Apply would take from a width×height image (see Params) and
+// the output size; it makes RandomResizedCrop a RegionOp.
+func (o *RandomResizedCrop) Region(c *Context, width, height int) (image.Rectangle, int, int, error) {
+	if err := o.Validate(); err != nil {
+		return image.Rectangle{}, 0, 0, err
 	}
-	rect := o.Params(c.Rand, src.Width, src.Height)
-	return c.Resizer.Resize(c.Next(src), src, rect, o.Width, o.Height)
+	if width <= 0 || height <= 0 {
+		return image.Rectangle{}, 0, 0, fmt.Errorf("augment: %v: empty %dx%d image", o, width, height)
+	}
+	return o.Params(c.Rand, width, height), o.Width, o.Height, nil
 }
 
 func (o *RandomResizedCrop) String() string {

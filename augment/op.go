@@ -1,6 +1,7 @@
 package augment
 
 import (
+	"image"
 	"math/rand/v2"
 
 	"github.com/conveyor-ml/conveyor/decode"
@@ -15,6 +16,18 @@ import (
 type Op interface {
 	Apply(c *Context, src *decode.Image) (*decode.Image, error)
 	String() string
+}
+
+// RegionOp is an Op that begins by cropping a rectangle of its input and resampling it to
+// a fixed size, such as RandomResizedCrop. A loader that knows the image's size from its
+// header can draw the rectangle before decoding and decode only that part
+// (decode.Decoder.DecodeRegion), instead of calling Apply on the whole image.
+type RegionOp interface {
+	Op
+	// Region returns the rectangle Apply would crop from a width×height image and the
+	// size it would resample it to, drawing from c.Rand exactly as Apply does, so that the
+	// random stream continues the same either way.
+	Region(c *Context, width, height int) (r image.Rectangle, w, h int, err error)
 }
 
 // Context carries one worker's per-sample state: the random generator, the resampler and

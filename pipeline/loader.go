@@ -46,6 +46,8 @@ type Loader struct {
 	workers []*worker // per-worker reusable state, kept across epochs
 	stats   counters
 
+	region augment.RegionOp // the first augment op, decoded with the crop; nil: decode in full
+
 	spec string     // the decode spec, with the backend in use: part of every cache key
 	conv *Converted // the source, when it is a converted dataset
 	fill fillMeter
@@ -82,6 +84,9 @@ func New(src Source, cfg *Config) (*Loader, error) {
 		return nil, fmt.Errorf("pipeline: %w", err)
 	}
 	l := &Loader{cfg: c, src: src, conv: conv, packer: packer, sampleBytes: packer.SampleBytes(), nbuf: c.Prefetch + 1}
+	if !c.FullDecode && c.Decode.Resize.Mode == decode.ResizeNone && len(c.Augment) > 0 {
+		l.region, _ = c.Augment[0].(augment.RegionOp)
+	}
 	l.sampler = sampler{n: src.Len(), seed: c.Seed, shuffle: !c.Sequential, rank: c.Rank, world: c.World, dropUneven: c.DropUneven}
 	if l.sampler.shardLen() == 0 {
 		return nil, fmt.Errorf("pipeline: %d samples cannot be split among %d ranks", src.Len(), c.World)
@@ -745,11 +750,22 @@ func (w *worker) sample(r *run, it readItem) error {
 		}()
 	}
 	t0 := time.Now()
+	w.actx.Seed(l.cfg.Seed, uint64(r.epoch), int64(it.idx)+int64(it.attempt)<<40)
+	ops := l.cfg.Augment
 	var img *decode.Image
 	var err error
-	if it.hit {
+	switch {
+	case it.hit:
 		img, err = w.coder.Decode(&w.img, it.ref, it.data)
-	} else {
+	case l.region != nil && !it.store:
+		// Crop-aware decode: draw the crop from the header's size, decode only it.
+		rect, ow, oh, rerr := l.region.Region(w.actx, cfg.Width, cfg.Height)
+		if rerr != nil {
+			return &fatalError{fmt.Errorf("pipeline: %s: %w", l.src.Path(it.idx), rerr)}
+		}
+		img, err = w.dec.DecodeRegion(&w.img, it.data, rect, ow, oh)
+		ops = ops[1:]
+	default:
 		img, err = w.dec.Decode(&w.img, it.data)
 	}
 	if err != nil {
@@ -763,8 +779,7 @@ func (w *worker) sample(r *run, it readItem) error {
 		l.fill.busy.Add(int64(t1.Sub(t0)))
 		return nil
 	}
-	w.actx.Seed(l.cfg.Seed, uint64(r.epoch), int64(it.idx)+int64(it.attempt)<<40)
-	out, err := l.cfg.Augment.Apply(w.actx, img)
+	out, err := ops.Apply(w.actx, img)
 	if err != nil {
 		return err
 	}

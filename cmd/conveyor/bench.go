@@ -88,6 +88,7 @@ flags:
 	cacheDir := fs.String("cache", "", "cache directory the loader fills in the first epoch and reads from later (default: none)")
 	cacheCodec := fs.String("cache-codec", string(cache.S2), fmt.Sprintf("how --cache stores pixels: %v", cache.Codecs))
 	cacheFill := fs.Float64("cache-fill", 0, "share of worker time storing into --cache may take, 0 to 1; 1 stores every sample at once (0: the loader's default, 0.1)")
+	fullDecode := fs.Bool("full-decode", false, "decode whole images even where the recipe's random crop allows decoding only the crop")
 	var cacheMax, budget byteSize
 	fs.Var(&cacheMax, "cache-max-bytes", "bound on --cache's size, e.g. 50G (0: none)")
 	fs.Var(&budget, "memory-budget", "every byte the loader may hold, e.g. 2Gi (0: the loader's default); raise it for photos over ~26 megapixels")
@@ -162,8 +163,8 @@ flags:
 	base := pipeline.Config{
 		IOWorkers: *ioWorkers, Seed: *seed, Sequential: *recipe == "eval", MemoryBudget: int64(budget),
 		Pack:      augment.PackOptions{Width: *size, Height: *size, DType: dt, Layout: lay, Normalize: *normalize && dt != augment.Uint8},
-		CacheFill: *cacheFill,
-		Logf:      logf,
+		CacheFill: *cacheFill, FullDecode: *fullDecode,
+		Logf: logf,
 	}
 	if *cacheDir != "" {
 		codec, err := cache.ParseCodec(*cacheCodec)
