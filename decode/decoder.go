@@ -13,6 +13,7 @@ import (
 	"math"
 	"os"
 
+	"github.com/conveyor-ml/conveyor/internal/libwebp"
 	"golang.org/x/image/bmp"
 	"golang.org/x/image/tiff"
 	"golang.org/x/image/webp"
@@ -23,8 +24,9 @@ import (
 // of its Options. It keeps scratch images between calls (as large as the largest image
 // decoded so far), so give each worker its own. A Decoder is not safe for concurrent use.
 type Decoder struct {
-	opts  Options    // effective options; Backend is resolved to "go" or "turbo"
-	turbo *turboJPEG // the JPEG fast path, nil with the Go backend
+	opts  Options      // effective options; Backend is resolved to "go" or "turbo"
+	turbo *turboJPEG   // the JPEG fast path, nil with the Go backend
+	webp  *libwebp.Lib // the WebP fast path, nil with the Go backend or without libwebp
 
 	rs        Resizer
 	full, mid Image // the decoded image, and the resized one when orientation follows
@@ -67,12 +69,24 @@ func NewDecoder(o *Options) (*Decoder, error) {
 		}
 	}
 	d.opts.Backend = backend
+	if backend != BackendGo {
+		d.webp, _ = libwebp.Load() // optional: x/image/webp otherwise
+	}
 	return d, nil
 }
 
-// Backend returns the JPEG backend in use: "turbo" (libjpeg-turbo) or "go". Other
-// formats always decode in Go.
+// Backend returns the JPEG backend in use: "turbo" (libjpeg-turbo) or "go".
 func (d *Decoder) Backend() string { return d.opts.Backend }
+
+// WebPBackend returns the WebP decoder in use: "libwebp" or "go" (golang.org/x/image/webp).
+// libwebp is used when it can be loaded and the JPEG backend is not "go"; both give the
+// same pixels. Other formats always decode in Go.
+func (d *Decoder) WebPBackend() string {
+	if d.webp != nil {
+		return "libwebp"
+	}
+	return BackendGo
+}
 
 // String prints the effective options, with the backend actually in use.
 func (d *Decoder) String() string { return d.opts.String() }
@@ -235,6 +249,13 @@ func (d *Decoder) decodePixels(img *Image, h header, data []byte, rs image.Recta
 		}
 	}
 	crop = rs
+	if h.format == WebP && d.webp != nil {
+		// Anything libwebp declines (animation, damage) goes to x/image/webp, which decides.
+		img.Reset(h.width, h.height)
+		if d.webp.DecodeRGB(img.Pix, img.Stride, h.width, h.height, data) == nil {
+			return crop, span{0, float64(crop.Dx())}, span{0, float64(crop.Dy())}, nil
+		}
+	}
 	err = guard(h.format, func() error {
 		d.rd.Reset(data)
 		m, err := decodeGo(h.format, &d.rd)

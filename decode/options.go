@@ -11,9 +11,9 @@ const DefaultMaxPixels = 178956970
 
 // Backends for Options.Backend.
 const (
-	BackendAuto  = "auto"  // libjpeg-turbo for JPEG when it can be loaded, else Go
+	BackendAuto  = "auto"  // libjpeg-turbo for JPEG and libwebp for WebP when they can be loaded, else Go
 	BackendGo    = "go"    // the standard library and golang.org/x/image only
-	BackendTurbo = "turbo" // libjpeg-turbo for JPEG; NewDecoder fails without it
+	BackendTurbo = "turbo" // libjpeg-turbo for JPEG (NewDecoder fails without it); libwebp when it loads
 )
 
 // EnvBackend names the environment variable that, set to "go", makes every new Decoder
@@ -132,7 +132,7 @@ type Options struct {
 	IgnoreOrientation bool
 	// Resize is applied right after decoding and orientation. Default ResizeNone.
 	Resize ResizePolicy
-	// Backend chooses the JPEG decoder: BackendAuto, BackendGo or BackendTurbo. Setting
+	// Backend chooses the native decoders: BackendAuto, BackendGo or BackendTurbo. Setting
 	// the environment variable CONVEYOR_DECODER=go forces BackendGo. Default BackendAuto.
 	Backend string
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"image"
 	"image/jpeg"
+	"math"
 	"testing"
 )
 
@@ -99,17 +100,25 @@ func TestDecodeRegionTurbo(t *testing.T) {
 	if err := jpeg.Encode(&b, photo(1920, 1080), &jpeg.Options{Quality: 90}); err != nil {
 		t.Fatal(err)
 	}
-	files := map[string][]byte{"photo-1920x1080": b.Bytes(), "orient-6": fixture(t, "orient-6.jpg"), "progressive": fixture(t, "progressive.jpg")}
+	files := []struct {
+		name string
+		data []byte
+	}{{"photo-1920x1080", b.Bytes()}, {"orient-6", fixture(t, "orient-6.jpg")}, {"progressive", fixture(t, "progressive.jpg")}}
 	rng := newRand()
 	var rs Resizer
 	scaled := 0
-	for name, data := range files {
+	var worstMean, worstPSNR float64 = 0, math.Inf(1)
+	for _, f := range files {
+		name, data := f.name, f.data
 		full, err := golang.Decode(nil, data)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for i := range 30 {
-			r := randomRect(rng, full.Width, full.Height)
+			// Crops of at least 8×8: the backends' IDCTs differ by about 1 per channel,
+			// which a strip of one row stretched to 100 rows would show as is.
+			r := randomRect(rng, full.Width-7, full.Height-7)
+			r.Max = r.Max.Add(image.Pt(7, 7))
 			w, h := 8+rng.IntN(217), 8+rng.IntN(217)
 			if i%2 == 0 && full.Width >= 1024 { // a small output from a large crop: the scaled case
 				r = randomRect(rng, full.Width/2, full.Height/2).Add(image.Pt(full.Width/4, full.Height/4))
@@ -131,11 +140,13 @@ func TestDecodeRegionTurbo(t *testing.T) {
 				scaled++
 			}
 			mean, psnr := stats(got, want)
+			worstMean, worstPSNR = max(worstMean, mean), min(worstPSNR, psnr)
 			if mean > 2 || psnr < 35 {
 				t.Errorf("%s %v -> %dx%d: mean abs error %.2f, PSNR %.1f dB", name, r, w, h, mean, psnr)
 			}
 		}
 	}
+	t.Logf("%d regions, %d DCT-scaled: worst mean abs error %.2f, worst PSNR %.1f dB", 30*len(files), scaled, worstMean, worstPSNR)
 	if scaled < 10 {
 		t.Errorf("only %d regions were DCT-scaled; the test does not exercise scaling", scaled)
 	}

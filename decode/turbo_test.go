@@ -131,3 +131,32 @@ func TestTurboScale(t *testing.T) {
 		}
 	}
 }
+
+// TestWebPBackendsAgree decodes the WebP fixtures with libwebp and with x/image/webp (plus
+// libwebp-compatible conversion): the pixels are identical.
+func TestWebPBackendsAgree(t *testing.T) {
+	t.Setenv(EnvBackend, "")
+	native, err := NewDecoder(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer native.Close()
+	if native.WebPBackend() != "libwebp" {
+		t.Skip("libwebp not available, so its decoder cannot be tested")
+	}
+	golang := goDecoder(t, Options{})
+	if golang.WebPBackend() != BackendGo {
+		t.Fatalf("the Go backend uses %s for WebP", golang.WebPBackend())
+	}
+	for _, name := range []string{"lossy.webp", "lossless.webp", "lossy-alpha.webp", "lossless-alpha.webp"} {
+		a, err := native.Decode(nil, fixture(t, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := golang.Decode(nil, fixture(t, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameImage(t, a, b, 0)
+	}
+}

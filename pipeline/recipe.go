@@ -52,3 +52,12 @@ func (l *Loader) DecodeBackend() string {
 	}
 	return l.workers[0].dec.Backend()
 }
+
+// WebPBackend names the WebP decoder in use ("libwebp" or "go"), or "" for a converted
+// dataset.
+func (l *Loader) WebPBackend() string {
+	if l.conv != nil {
+		return ""
+	}
+	return l.workers[0].dec.WebPBackend()
+}

@@ -25,7 +25,11 @@ func printReport(w io.Writer, res *benchResult) {
 	row := func(k, format string, a ...any) { fmt.Fprintf(tw, "%s\t"+format+"\n", append([]any{k}, a...)...) }
 	fmt.Fprintln(tw)
 	row("dataset", "%s: %d samples, %d classes, opened in %.2f s", res.Dataset, res.Samples, res.Classes, res.OpenS)
-	row("recipe", "%s, decode backend %s", res.Recipe, r.Backend)
+	if r.WebP != "" {
+		row("recipe", "%s, decode backend %s (WebP: %s)", res.Recipe, r.Backend, r.WebP)
+	} else {
+		row("recipe", "%s, decode backend %s", res.Recipe, r.Backend)
+	}
 	row("throughput", "%.1f images/s (last epoch %.1f), %.1f MB/s read; %d images in %.2f s", r.ImagesPerS, r.SteadyImagesPerS, r.MBPerS, r.Images, r.Seconds)
 	row("first batch", "%.3f s after creating the loader", r.FirstBatchS)
 	row("cpu", "%.0f%% of one core (%.0f%% of %d): user %.2f s, sys %.2f s", r.CPU.Percent, 100*r.CPU.Utilisation, r.CPU.Cores, r.CPU.UserS, r.CPU.SysS)

@@ -36,6 +36,7 @@ type runReport struct {
 
 	Epochs   []epochResult `json:"epochs"`
 	Backend  string        `json:"decode_backend"`
+	WebP     string        `json:"webp_backend,omitempty"`
 	Config   string        `json:"config"`
 	Settings settings      `json:"settings"`
 
@@ -153,7 +154,7 @@ func measure(ctx context.Context, src pipeline.Source, cfg *pipeline.Config, opt
 	defer ld.Close()
 	eff := ld.Config()
 	rep := &runReport{
-		Backend: ld.DecodeBackend(), Config: eff.String(),
+		Backend: ld.DecodeBackend(), WebP: ld.WebPBackend(), Config: eff.String(),
 		Settings: settings{Workers: eff.Workers, IOWorkers: eff.IOWorkers, Prefetch: eff.Prefetch, Batch: eff.BatchSize, StopAfter: eff.StopAfter.String()},
 	}
 

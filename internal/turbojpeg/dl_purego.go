@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"unsafe"
 
+	"github.com/conveyor-ml/conveyor/internal/dl"
 	"github.com/ebitengine/purego"
 )
 
@@ -16,11 +17,9 @@ var libName = func() string {
 	return "libturbojpeg.so.0"
 }()
 
-func dlopen(name string) (uintptr, error) {
-	return purego.Dlopen(name, purego.RTLD_NOW|purego.RTLD_LOCAL)
-}
+func dlopen(name string) (uintptr, error) { return dl.Open(name) }
 
-func dlsym(h uintptr, name string) (uintptr, error) { return purego.Dlsym(h, name) }
+func dlsym(h uintptr, name string) (uintptr, error) { return dl.Sym(h, name) }
 
 // The wrappers below take Go memory as unsafe.Pointer, so it stays visible to
 // the garbage collector, and convert it to uintptr inside the call to
