@@ -27,6 +27,7 @@ type Decoder struct {
 	opts  Options      // effective options; Backend is resolved to "go" or "turbo"
 	turbo *turboJPEG   // the JPEG fast path, nil with the Go backend
 	webp  *libwebp.Lib // the WebP fast path, nil with the Go backend or without libwebp
+	png   *pngFast     // the PNG fast path, nil with the Go backend or without libdeflate
 
 	rs        Resizer
 	full, mid Image // the decoded image, and the resized one when orientation follows
@@ -71,6 +72,7 @@ func NewDecoder(o *Options) (*Decoder, error) {
 	d.opts.Backend = backend
 	if backend != BackendGo {
 		d.webp, _ = libwebp.Load() // optional: x/image/webp otherwise
+		d.png = newPNGFast()       // optional: image/png otherwise
 	}
 	return d, nil
 }
@@ -80,10 +82,21 @@ func (d *Decoder) Backend() string { return d.opts.Backend }
 
 // WebPBackend returns the WebP decoder in use: "libwebp" or "go" (golang.org/x/image/webp).
 // libwebp is used when it can be loaded and the JPEG backend is not "go"; both give the
-// same pixels. Other formats always decode in Go.
+// same pixels.
 func (d *Decoder) WebPBackend() string {
 	if d.webp != nil {
 		return "libwebp"
+	}
+	return BackendGo
+}
+
+// PNGBackend returns the PNG decoder in use: "libdeflate" (8-bit, non-interlaced PNGs
+// inflate with libdeflate.so.0; the others with image/png) or "go" (image/png). libdeflate
+// is used when it can be loaded and the JPEG backend is not "go"; both give the same
+// pixels. GIF, BMP and TIFF always decode in Go.
+func (d *Decoder) PNGBackend() string {
+	if d.png != nil {
+		return "libdeflate"
 	}
 	return BackendGo
 }
@@ -94,7 +107,14 @@ func (d *Decoder) String() string { return d.opts.String() }
 // Close releases the libjpeg-turbo instance, if any. The Decoder must not be used
 // afterwards. Close is idempotent and safe on a nil Decoder.
 func (d *Decoder) Close() error {
-	if d == nil || d.turbo == nil {
+	if d == nil {
+		return nil
+	}
+	if d.png != nil {
+		d.png.close()
+		d.png = nil
+	}
+	if d.turbo == nil {
 		return nil
 	}
 	t := d.turbo
@@ -249,6 +269,9 @@ func (d *Decoder) decodePixels(img *Image, h header, data []byte, rs image.Recta
 		}
 	}
 	crop = rs
+	if h.format == PNG && d.png != nil && d.png.decode(img, data, h.width, h.height) {
+		return crop, span{0, float64(crop.Dx())}, span{0, float64(crop.Dy())}, nil
+	}
 	if h.format == WebP && d.webp != nil {
 		// Anything libwebp declines (animation, damage) goes to x/image/webp, which decides.
 		img.Reset(h.width, h.height)

@@ -2,9 +2,13 @@ package decode
 
 import (
 	"bytes"
+	"compress/zlib"
+	"encoding/binary"
 	"fmt"
+	"hash/crc32"
 	"image"
 	"image/jpeg"
+	"image/png"
 	"testing"
 
 	"github.com/conveyor-ml/conveyor/internal/turbojpeg"
@@ -158,5 +162,154 @@ func TestWebPBackendsAgree(t *testing.T) {
 			t.Fatal(err)
 		}
 		sameImage(t, a, b, 0)
+	}
+}
+
+// TestPNGBackendsAgree decodes every PNG the tests have (all colour types and depths,
+// palettes with transparency, interlaced, damaged) with the libdeflate path and with
+// image/png: the same pixels, or the same error.
+func TestPNGBackendsAgree(t *testing.T) {
+	t.Setenv(EnvBackend, "")
+	native, err := NewDecoder(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer native.Close()
+	if native.PNGBackend() != "libdeflate" {
+		t.Skip("libdeflate not available, so the fast PNG path cannot be tested")
+	}
+	golang := goDecoder(t, Options{})
+	files := map[string][]byte{}
+	for _, c := range generated(t) {
+		if c.format == PNG {
+			files[c.name] = c.data
+		}
+	}
+	for _, n := range []string{"gradient.png", "gradient-alpha.png", "corrupt.png", "truncated.png", "transparent-gif-pil.png", "orient-6-pil.png", "hostile/png-zlib-bomb.png", "hostile/random.png"} {
+		files[n] = fixture(t, n)
+	}
+	// Every filter type, in every colour type the fast path takes, from a photo-like image.
+	var b bytes.Buffer
+	if err := png.Encode(&b, photo(301, 97)); err != nil {
+		t.Fatal(err)
+	}
+	files["photo"] = b.Bytes()
+	for name, data := range files {
+		a, ea := native.Decode(nil, data)
+		g, eg := golang.Decode(nil, data)
+		if (ea == nil) != (eg == nil) || ea != nil && ea.Error() != eg.Error() {
+			t.Fatalf("%s: libdeflate path %v, image/png %v", name, ea, eg)
+		}
+		if ea == nil {
+			sameImage(t, a, g, 0)
+		}
+	}
+}
+
+// rawPNG writes a w×h 8-bit PNG of colour type ct from unfiltered samples, filtering row y
+// with filter y%5 (None, Sub, Up, Average, Paeth in turn), with a palette for type 3.
+func rawPNG(t *testing.T, ct byte, w, h, bpp int, samples, palette []byte) []byte {
+	t.Helper()
+	var filtered []byte
+	prev := make([]byte, w*bpp)
+	for y := range h {
+		cur := samples[y*w*bpp : (y+1)*w*bpp]
+		f := byte(y % 5)
+		filtered = append(filtered, f)
+		for i := range cur {
+			var a, c byte
+			if i >= bpp {
+				a, c = cur[i-bpp], prev[i-bpp]
+			}
+			b := prev[i]
+			var pred byte
+			switch f {
+			case 1:
+				pred = a
+			case 2:
+				pred = b
+			case 3:
+				pred = byte((int(a) + int(b)) / 2)
+			case 4:
+				pred = paeth(a, b, c)
+			}
+			filtered = append(filtered, cur[i]-pred)
+		}
+		prev = cur
+	}
+	var z bytes.Buffer
+	zw := zlib.NewWriter(&z)
+	zw.Write(filtered)
+	zw.Close()
+	chunk := func(kind string, body []byte) []byte {
+		out := binary.BigEndian.AppendUint32(nil, uint32(len(body)))
+		out = append(out, kind...)
+		out = append(out, body...)
+		return binary.BigEndian.AppendUint32(out, crc32.ChecksumIEEE(append([]byte(kind), body...)))
+	}
+	ihdr := binary.BigEndian.AppendUint32(nil, uint32(w))
+	ihdr = binary.BigEndian.AppendUint32(ihdr, uint32(h))
+	ihdr = append(ihdr, 8, ct, 0, 0, 0)
+	out := append([]byte("\x89PNG\r\n\x1a\n"), chunk("IHDR", ihdr)...)
+	if palette != nil {
+		out = append(out, chunk("PLTE", palette)...)
+	}
+	out = append(out, chunk("IDAT", z.Bytes())...)
+	return append(out, chunk("IEND", nil)...)
+}
+
+// TestPNGFilters checks every filter type in every colour type of the fast path against
+// image/png.
+func TestPNGFilters(t *testing.T) {
+	t.Setenv(EnvBackend, "")
+	native, err := NewDecoder(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer native.Close()
+	if native.PNGBackend() != "libdeflate" {
+		t.Skip("libdeflate not available, so the fast PNG path cannot be tested")
+	}
+	golang := goDecoder(t, Options{})
+	rng := newRand()
+	const w, h = 37, 23
+	palette := make([]byte, 3*200)
+	for i := range palette {
+		palette[i] = byte(rng.IntN(256))
+	}
+	for _, tc := range []struct {
+		ct  byte
+		bpp int
+	}{{0, 1}, {2, 3}, {3, 1}, {4, 2}, {6, 4}} {
+		samples := make([]byte, w*h*tc.bpp)
+		for i := range samples {
+			samples[i] = byte(i*7 + rng.IntN(40)) // smooth with noise: every predictor matters
+			if tc.ct == 3 {
+				samples[i] %= 200
+			}
+		}
+		var pal []byte
+		if tc.ct == 3 {
+			pal = palette
+		}
+		data := rawPNG(t, tc.ct, w, h, tc.bpp, samples, pal)
+		a, err := native.Decode(nil, data)
+		if err != nil {
+			t.Fatalf("colour type %d: %v", tc.ct, err)
+		}
+		g, err := golang.Decode(nil, data)
+		if err != nil {
+			t.Fatalf("colour type %d: image/png: %v", tc.ct, err)
+		}
+		sameImage(t, a, g, 0)
+		if tc.ct == 3 { // an index outside the palette: image/png decides
+			samples[5] = 250
+			data := rawPNG(t, tc.ct, w, h, tc.bpp, samples, pal)
+			_, ea := native.Decode(nil, data)
+			_, eg := golang.Decode(nil, data)
+			if (ea == nil) != (eg == nil) {
+				t.Errorf("out-of-palette index: libdeflate path %v, image/png %v", ea, eg)
+			}
+		}
 	}
 }

@@ -1,0 +1,237 @@
+package decode
+
+import (
+	"encoding/binary"
+	"hash/crc32"
+
+	"github.com/conveyor-ml/conveyor/internal/libdeflate"
+)
+
+// pngFast decodes the common PNGs — 8-bit grey, grey+alpha, RGB, RGBA or palette, not
+// interlaced — with libdeflate inflating the whole image data in one call and the
+// filtered rows turned straight into packed RGB, without image/png's NRGBA image in
+// between. It declines everything else (16-bit, low bit depths, interlacing, anything
+// damaged), and image/png decides those, so both paths accept the same files and give the
+// same pixels and errors.
+type pngFast struct {
+	z    *libdeflate.Decompressor
+	idat []byte // the IDAT chunks' data, concatenated
+	raw  []byte // the inflated, filtered rows
+	lut  [256][3]uint8
+}
+
+func newPNGFast() *pngFast {
+	lib, err := libdeflate.Load()
+	if err != nil {
+		return nil
+	}
+	z, err := lib.NewDecompressor()
+	if err != nil {
+		return nil
+	}
+	return &pngFast{z: z}
+}
+
+func (p *pngFast) close() { p.z.Close() }
+
+// decode decodes data, a w×h PNG, into img and reports whether it did; on false img's
+// contents are unspecified.
+func (p *pngFast) decode(img *Image, data []byte, w, h int) bool {
+	const sig = 8
+	var (
+		ihdr     []byte
+		palette  []byte
+		sawIDAT  bool
+		idatDone bool
+	)
+	p.idat = p.idat[:0]
+	for i := sig; ; {
+		if i+12 > len(data) {
+			return false // no IEND
+		}
+		n := int(binary.BigEndian.Uint32(data[i:]))
+		if n < 0 || n > len(data)-i-12 {
+			return false
+		}
+		kind := data[i+4 : i+8]
+		body := data[i+8 : i+8+n]
+		if crc32.ChecksumIEEE(data[i+4:i+8+n]) != binary.BigEndian.Uint32(data[i+8+n:]) {
+			return false
+		}
+		i += 12 + n
+		switch string(kind) {
+		case "IHDR":
+			ihdr = body
+		case "PLTE":
+			palette = body
+		case "IDAT":
+			if idatDone {
+				return false
+			}
+			sawIDAT = true
+			p.idat = append(p.idat, body...)
+		case "IEND":
+			if ihdr == nil || !sawIDAT {
+				return false
+			}
+			return p.pixels(img, ihdr, palette, w, h)
+		default:
+			if kind[0]&0x20 == 0 {
+				return false // an unknown critical chunk
+			}
+		}
+		if sawIDAT && string(kind) != "IDAT" {
+			idatDone = true
+		}
+	}
+}
+
+// pixels inflates and unfilters the image data gathered by decode.
+func (p *pngFast) pixels(img *Image, ihdr, palette []byte, w, h int) bool {
+	if len(ihdr) != 13 || int(binary.BigEndian.Uint32(ihdr)) != w || int(binary.BigEndian.Uint32(ihdr[4:])) != h ||
+		ihdr[8] != 8 || ihdr[10] != 0 || ihdr[11] != 0 || ihdr[12] != 0 {
+		return false // not 8-bit, or an unknown method, or interlaced
+	}
+	ct := ihdr[9]
+	var bpp int
+	switch ct {
+	case 0, 3:
+		bpp = 1
+	case 4:
+		bpp = 2
+	case 2:
+		bpp = 3
+	case 6:
+		bpp = 4
+	default:
+		return false
+	}
+	npal := len(palette) / 3
+	if ct == 3 {
+		if npal == 0 || len(palette)%3 != 0 || npal > 256 {
+			return false
+		}
+		for k := range npal {
+			p.lut[k] = [3]uint8{palette[3*k], palette[3*k+1], palette[3*k+2]}
+		}
+	}
+	stride := 1 + w*bpp
+	p.raw = grow(p.raw, stride*h)
+	if p.z.Zlib(p.raw, p.idat) != nil {
+		return false
+	}
+	img.Reset(w, h)
+	var prev []byte // the previous unfiltered row; nil for the first
+	for y := range h {
+		row := p.raw[y*stride : (y+1)*stride]
+		cur := row[1:]
+		if !unfilter(row[0], cur, prev, bpp) {
+			return false
+		}
+		prev = cur
+		d := img.Row(y)
+		switch ct {
+		case 0:
+			for x, v := range cur {
+				q := d[3*x : 3*x+3 : 3*x+3]
+				q[0], q[1], q[2] = v, v, v
+			}
+		case 4:
+			for x := range w {
+				v := cur[2*x]
+				q := d[3*x : 3*x+3 : 3*x+3]
+				q[0], q[1], q[2] = v, v, v
+			}
+		case 2:
+			copy(d, cur)
+		case 6:
+			for x := range w {
+				s := cur[4*x : 4*x+3 : 4*x+3]
+				q := d[3*x : 3*x+3 : 3*x+3]
+				q[0], q[1], q[2] = s[0], s[1], s[2]
+			}
+		case 3:
+			for x, v := range cur {
+				if int(v) >= npal {
+					return false // image/png decides what an out-of-palette index means
+				}
+				c := &p.lut[v]
+				q := d[3*x : 3*x+3 : 3*x+3]
+				q[0], q[1], q[2] = c[0], c[1], c[2]
+			}
+		}
+	}
+	return true
+}
+
+// unfilter reverses PNG filter f on cur in place, given the previous unfiltered row
+// (nil for the first row, which filters against zeros); bpp is bytes per pixel.
+func unfilter(f byte, cur, prev []byte, bpp int) bool {
+	switch f {
+	case 0: // None
+	case 1: // Sub
+		for i := bpp; i < len(cur); i++ {
+			cur[i] += cur[i-bpp]
+		}
+	case 2: // Up
+		if prev != nil {
+			prev = prev[:len(cur)]
+			for i := range cur {
+				cur[i] += prev[i]
+			}
+		}
+	case 3: // Average
+		if prev == nil {
+			for i := bpp; i < len(cur); i++ {
+				cur[i] += cur[i-bpp] / 2
+			}
+			break
+		}
+		prev = prev[:len(cur)]
+		for i := range bpp {
+			cur[i] += prev[i] / 2
+		}
+		for i := bpp; i < len(cur); i++ {
+			cur[i] += uint8((int(cur[i-bpp]) + int(prev[i])) / 2)
+		}
+	case 4: // Paeth
+		if prev == nil { // Paeth against a zero row is Sub
+			for i := bpp; i < len(cur); i++ {
+				cur[i] += cur[i-bpp]
+			}
+			break
+		}
+		prev = prev[:len(cur)]
+		for i := range bpp {
+			cur[i] += prev[i]
+		}
+		for i := bpp; i < len(cur); i++ {
+			cur[i] += paeth(cur[i-bpp], prev[i], prev[i-bpp])
+		}
+	default:
+		return false
+	}
+	return true
+}
+
+// paeth is the PNG Paeth predictor of a (left), b (above) and c (above left).
+func paeth(a, b, c uint8) uint8 {
+	pa := int(b) - int(c)
+	pb := int(a) - int(c)
+	pc := pa + pb
+	pa, pb, pc = abs(pa), abs(pb), abs(pc)
+	if pa <= pb && pa <= pc {
+		return a
+	}
+	if pb <= pc {
+		return b
+	}
+	return c
+}
+
+func abs(v int) int {
+	if v < 0 {
+		return -v
+	}
+	return v
+}
