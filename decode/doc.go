@@ -1,16 +1,20 @@
 // Package decode turns encoded image bytes into 8-bit packed RGB pixels.
 //
 // It recognises the format by content (JPEG, PNG, GIF, BMP, TIFF, WebP), checks the
-// header's width×height against a pixel limit before allocating any pixels, applies JPEG
-// EXIF orientation, drops alpha like PIL's convert('RGB'), and applies a resize-first
-// policy (shorter side, fit inside, or none) with an antialiasing filter right after
-// decoding, so later stages never touch more pixels than they need.
+// header's width×height against a pixel limit and against what the file's size can hold
+// before allocating any pixels, applies JPEG EXIF orientation, drops alpha like PIL's
+// convert('RGB'), and applies a resize-first policy (shorter side, fit inside, or none)
+// with an antialiasing filter right after decoding, so later stages never touch more
+// pixels than they need. DecodeRegion decodes a crop resampled to a given size (the
+// crop-aware decode behind RandomResizedCrop): only the crop is converted and resampled.
 //
-// JPEG decodes with libjpeg-turbo when libturbojpeg.so.0 can be loaded at run time (no
-// cgo), at a reduced DCT scale when the resize allows, and with image/jpeg otherwise;
-// Options.Backend or CONVEYOR_DECODER=go choose. The other formats decode with the
-// standard library and golang.org/x/image. Lossy WebP is converted with libwebp's own
-// YUV arithmetic, so it matches PIL exactly.
+// Native decoders are opened at run time without cgo when present: libjpeg-turbo
+// (libturbojpeg.so.0) for JPEG, at a reduced DCT scale when the resize or the crop
+// allows; libwebp (libwebp.so.7) for WebP; libdeflate (libdeflate.so.0) to inflate 8-bit,
+// non-interlaced PNGs. Otherwise, and with Options.Backend "go" or CONVEYOR_DECODER=go,
+// the standard library and golang.org/x/image decode. WebP and PNG give identical pixels
+// either way (lossy WebP from x/image/webp is converted with libwebp's own YUV arithmetic,
+// so it matches PIL exactly); JPEG differs by about one unit per channel.
 //
 // Resizer is the resampling kernel (PIL's antialiased bilinear filter in fixed point,
 // with AVX2 assembly on amd64); package augment uses it for crops.

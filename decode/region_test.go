@@ -7,6 +7,8 @@ import (
 	"image/jpeg"
 	"math"
 	"testing"
+
+	"github.com/conveyor-ml/conveyor/internal/synth"
 )
 
 // cropImage copies the rectangle r of m.
@@ -171,5 +173,82 @@ func TestDecodeRegionErrors(t *testing.T) {
 	}
 	if _, err := d.DecodeRegion(nil, fixture(t, "truncated.png"), image.Rect(0, 0, 8, 8), 4, 4); err == nil {
 		t.Error("truncated file decoded")
+	}
+}
+
+// TestDCTScalingSyntheticSet is the differential test of DCT-scaled decoding on the
+// built-in synthetic set (internal/synth, as conveyor bench writes it): libjpeg-turbo at a
+// reduced scale, then the resize kernel, against image/jpeg at full size and the same
+// resize, for resize-first policies and for RandomResizedCrop-like regions. Every image
+// must stay within a mean absolute error of 2 per channel and a PSNR of 35 dB.
+func TestDCTScalingSyntheticSet(t *testing.T) {
+	turbo := turboDecoder(t, Options{})
+	golang := goDecoder(t, Options{})
+	rng := newRand()
+	var rs Resizer
+	scaled, n := 0, 0
+	worstMean, worstPSNR := 0.0, math.Inf(1)
+	check := func(what string, got, want *Image) {
+		t.Helper()
+		mean, psnr := stats(got, want)
+		worstMean, worstPSNR = max(worstMean, mean), min(worstPSNR, psnr)
+		n++
+		if mean > 2 || psnr < 35 {
+			t.Errorf("%s: mean abs error %.2f, PSNR %.1f dB", what, mean, psnr)
+		}
+	}
+	for i := range 24 {
+		w, h := 500, 375
+		if i%4 == 3 {
+			w, h = 1920, 1080
+		}
+		var b bytes.Buffer
+		if err := synth.EncodeJPEG(&b, synth.Generate(11, i%10, i, w, h), &synth.JPEGOptions{Quality: 90}); err != nil {
+			t.Fatal(err)
+		}
+		data := b.Bytes()
+		full, err := golang.Decode(nil, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, size := range []int{64, 128, 256} {
+			p := ResizePolicy{Mode: ResizeShorter, Size: size}
+			tw, th := p.OutputSize(w, h)
+			want, err := rs.Resize(&Image{}, full, image.Rect(0, 0, w, h), tw, th)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := turbo.DecodeRegion(nil, data, image.Rect(0, 0, w, h), tw, th)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if num, den := turbo.turbo.scale(w, h, tw, th); num != den {
+				scaled++
+			}
+			check(fmt.Sprintf("image %d %dx%d -> %dx%d", i, w, h, tw, th), got, want)
+		}
+		// RandomResizedCrop-like: a crop of 25-100% of the area, aspect 3/4..4/3, to 112 or 224.
+		for range 4 {
+			cw := w/2 + rng.IntN(w/2)
+			ch := min(h, max(h/2, cw*3/4+rng.IntN(cw/2)))
+			r := image.Rect(0, 0, cw, ch).Add(image.Pt(rng.IntN(w-cw+1), rng.IntN(h-ch+1)))
+			out := 112 * (1 + rng.IntN(2))
+			want, err := rs.Resize(&Image{}, full, r, out, out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := turbo.DecodeRegion(nil, data, r, out, out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if num, den := turbo.turbo.scale(r.Dx(), r.Dy(), out, out); num != den {
+				scaled++
+			}
+			check(fmt.Sprintf("image %d crop %v -> %d", i, r, out), got, want)
+		}
+	}
+	t.Logf("%d comparisons, %d DCT-scaled: worst mean abs error %.2f, worst PSNR %.1f dB", n, scaled, worstMean, worstPSNR)
+	if scaled < n/3 {
+		t.Errorf("only %d of %d decodes were DCT-scaled", scaled, n)
 	}
 }
