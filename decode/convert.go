@@ -171,20 +171,8 @@ func paletteLUT(lut *[256][3]uint8, p color.Palette) {
 // an even origin, as every decoder produces) share one chroma computation between the
 // pixels of a subsampled pair; anything else goes pixel by pixel.
 func ycbcrToRGB(dst *Image, m *image.YCbCr) {
-	var hs, vs int // log2 of the horizontal and vertical chroma subsampling
-	switch m.SubsampleRatio {
-	case image.YCbCrSubsampleRatio444:
-	case image.YCbCrSubsampleRatio422:
-		hs = 1
-	case image.YCbCrSubsampleRatio420:
-		hs, vs = 1, 1
-	case image.YCbCrSubsampleRatio440:
-		vs = 1
-	case image.YCbCrSubsampleRatio411:
-		hs = 2
-	case image.YCbCrSubsampleRatio410:
-		hs, vs = 2, 1
-	default:
+	hs, vs, ok := chromaShifts(m.SubsampleRatio)
+	if !ok {
 		ycbcrSlow(dst, m)
 		return
 	}
@@ -233,6 +221,26 @@ func ycbcrToRGB(dst *Image, m *image.YCbCr) {
 			}
 		}
 	}
+}
+
+// chromaShifts returns log2 of the horizontal and vertical chroma subsampling of r, or
+// false for a ratio it does not know.
+func chromaShifts(r image.YCbCrSubsampleRatio) (hs, vs int, ok bool) {
+	switch r {
+	case image.YCbCrSubsampleRatio444:
+		return 0, 0, true
+	case image.YCbCrSubsampleRatio422:
+		return 1, 0, true
+	case image.YCbCrSubsampleRatio420:
+		return 1, 1, true
+	case image.YCbCrSubsampleRatio440:
+		return 0, 1, true
+	case image.YCbCrSubsampleRatio411:
+		return 2, 0, true
+	case image.YCbCrSubsampleRatio410:
+		return 2, 1, true
+	}
+	return 0, 0, false
 }
 
 // ycc is color.YCbCrToRGB with cb and cr already centred on zero.

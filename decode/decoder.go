@@ -323,27 +323,13 @@ func (d *Decoder) decodePixels(img *Image, h header, data []byte, rs image.Recta
 // alignRect rounds r out to the chroma grid of a subsampled YCbCr image, so that its
 // sub-image keeps the fast conversion path; other images need no rounding.
 func alignRect(m image.Image, r image.Rectangle) image.Rectangle {
-	var y *image.YCbCr
-	switch m := m.(type) {
-	case *image.YCbCr:
-		y = m
-	case *image.NYCbCrA:
-		y = &m.YCbCr
-	default:
+	y := asYCbCr(m)
+	if y == nil {
 		return r
 	}
-	var hs, vs int
-	switch y.SubsampleRatio {
-	case image.YCbCrSubsampleRatio422:
-		hs = 1
-	case image.YCbCrSubsampleRatio420:
-		hs, vs = 1, 1
-	case image.YCbCrSubsampleRatio440:
-		vs = 1
-	case image.YCbCrSubsampleRatio411:
-		hs = 2
-	case image.YCbCrSubsampleRatio410:
-		hs, vs = 2, 1
+	hs, vs, ok := chromaShifts(y.SubsampleRatio)
+	if !ok {
+		return r
 	}
 	o := y.Rect.Min
 	r.Min.X = o.X + (r.Min.X-o.X)>>hs<<hs
@@ -383,15 +369,20 @@ func decodeGo(format string, r io.Reader) (image.Image, error) {
 	return nil, errors.New("no decoder")
 }
 
-// webpYCbCr returns the VP8 planes of a lossy WebP image, or nil for a lossless one.
-func webpYCbCr(m image.Image) *image.YCbCr {
-	var y *image.YCbCr
+// asYCbCr returns the YCbCr planes of m, or nil if it has none.
+func asYCbCr(m image.Image) *image.YCbCr {
 	switch m := m.(type) {
 	case *image.YCbCr:
-		y = m
+		return m
 	case *image.NYCbCrA:
-		y = &m.YCbCr
+		return &m.YCbCr
 	}
+	return nil
+}
+
+// webpYCbCr returns the VP8 planes of a lossy WebP image, or nil for a lossless one.
+func webpYCbCr(m image.Image) *image.YCbCr {
+	y := asYCbCr(m)
 	if y == nil || y.SubsampleRatio != image.YCbCrSubsampleRatio420 || y.Rect.Min != (image.Point{}) {
 		return nil
 	}

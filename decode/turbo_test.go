@@ -136,18 +136,26 @@ func TestTurboScale(t *testing.T) {
 	}
 }
 
-// TestWebPBackendsAgree decodes the WebP fixtures with libwebp and with x/image/webp (plus
-// libwebp-compatible conversion): the pixels are identical.
-func TestWebPBackendsAgree(t *testing.T) {
+// nativeDecoder returns a Decoder with the default backend, or skips the test unless
+// backend reports lib.
+func nativeDecoder(t *testing.T, backend func(*Decoder) string, lib string) *Decoder {
+	t.Helper()
 	t.Setenv(EnvBackend, "")
-	native, err := NewDecoder(nil)
+	d, err := NewDecoder(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer native.Close()
-	if native.WebPBackend() != "libwebp" {
-		t.Skip("libwebp not available, so its decoder cannot be tested")
+	t.Cleanup(func() { d.Close() })
+	if backend(d) != lib {
+		t.Skipf("%s not available, so its decode path cannot be tested", lib)
 	}
+	return d
+}
+
+// TestWebPBackendsAgree decodes the WebP fixtures with libwebp and with x/image/webp (plus
+// libwebp-compatible conversion): the pixels are identical.
+func TestWebPBackendsAgree(t *testing.T) {
+	native := nativeDecoder(t, (*Decoder).WebPBackend, "libwebp")
 	golang := goDecoder(t, Options{})
 	if golang.WebPBackend() != BackendGo {
 		t.Fatalf("the Go backend uses %s for WebP", golang.WebPBackend())
@@ -169,15 +177,7 @@ func TestWebPBackendsAgree(t *testing.T) {
 // palettes with transparency, interlaced, damaged) with the libdeflate path and with
 // image/png: the same pixels, or the same error.
 func TestPNGBackendsAgree(t *testing.T) {
-	t.Setenv(EnvBackend, "")
-	native, err := NewDecoder(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer native.Close()
-	if native.PNGBackend() != "libdeflate" {
-		t.Skip("libdeflate not available, so the fast PNG path cannot be tested")
-	}
+	native := nativeDecoder(t, (*Decoder).PNGBackend, "libdeflate")
 	golang := goDecoder(t, Options{})
 	files := map[string][]byte{}
 	for _, c := range generated(t) {
@@ -261,15 +261,7 @@ func rawPNG(t *testing.T, ct byte, w, h, bpp int, samples, palette []byte) []byt
 // TestPNGFilters checks every filter type in every colour type of the fast path against
 // image/png.
 func TestPNGFilters(t *testing.T) {
-	t.Setenv(EnvBackend, "")
-	native, err := NewDecoder(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer native.Close()
-	if native.PNGBackend() != "libdeflate" {
-		t.Skip("libdeflate not available, so the fast PNG path cannot be tested")
-	}
+	native := nativeDecoder(t, (*Decoder).PNGBackend, "libdeflate")
 	golang := goDecoder(t, Options{})
 	rng := newRand()
 	const w, h = 37, 23

@@ -6,9 +6,7 @@ package libdeflate
 
 import (
 	"errors"
-	"fmt"
 	"runtime"
-	"strings"
 	"sync"
 	"unsafe"
 
@@ -30,12 +28,7 @@ var (
 	loadErr  error
 )
 
-var libName = func() string {
-	if runtime.GOOS == "darwin" {
-		return "libdeflate.0.dylib"
-	}
-	return "libdeflate.so.0"
-}()
+var libName = dl.Name("libdeflate.so.0", "libdeflate.0.dylib")
 
 // Load opens libdeflate once per process; later calls return the same *Lib or error.
 func Load() (*Lib, error) {
@@ -44,22 +37,13 @@ func Load() (*Lib, error) {
 }
 
 func load(name string) (*Lib, error) {
-	h, err := dl.Open(name)
-	if err != nil {
-		return nil, fmt.Errorf("libdeflate: cannot open %s: %w", name, err)
-	}
-	var missing []string
-	sym := func(s string) uintptr {
-		p, err := dl.Sym(h, s)
-		if err != nil || p == 0 {
-			missing = append(missing, s)
-		}
-		return p
-	}
-	l := &Lib{alloc: sym("libdeflate_alloc_decompressor"), free: sym("libdeflate_free_decompressor"),
-		zlibDecompress: sym("libdeflate_zlib_decompress")}
-	if len(missing) > 0 {
-		return nil, fmt.Errorf("libdeflate: %s lacks %s", name, strings.Join(missing, ", "))
+	l := &Lib{}
+	if err := dl.Bind("libdeflate", name, map[string]*uintptr{
+		"libdeflate_alloc_decompressor": &l.alloc,
+		"libdeflate_free_decompressor":  &l.free,
+		"libdeflate_zlib_decompress":    &l.zlibDecompress,
+	}); err != nil {
+		return nil, err
 	}
 	return l, nil
 }

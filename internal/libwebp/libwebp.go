@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"strings"
 	"sync"
 	"unsafe"
 
@@ -33,12 +32,7 @@ var (
 	loadErr  error
 )
 
-var libName = func() string {
-	if runtime.GOOS == "darwin" {
-		return "libwebp.7.dylib"
-	}
-	return "libwebp.so.7"
-}()
+var libName = dl.Name("libwebp.so.7", "libwebp.7.dylib")
 
 // Load opens libwebp once per process and resolves its symbols; later calls return the
 // same *Lib or error. The error names the library or the missing symbols.
@@ -48,21 +42,13 @@ func Load() (*Lib, error) {
 }
 
 func load(name string) (*Lib, error) {
-	h, err := dl.Open(name)
-	if err != nil {
-		return nil, fmt.Errorf("libwebp: cannot open %s: %w", name, err)
-	}
-	var missing []string
-	sym := func(s string) uintptr {
-		p, err := dl.Sym(h, s)
-		if err != nil || p == 0 {
-			missing = append(missing, s)
-		}
-		return p
-	}
-	l := &Lib{version: sym("WebPGetDecoderVersion"), info: sym("WebPGetInfo"), decodeRGBInto: sym("WebPDecodeRGBInto")}
-	if len(missing) > 0 {
-		return nil, fmt.Errorf("libwebp: %s lacks %s", name, strings.Join(missing, ", "))
+	l := &Lib{}
+	if err := dl.Bind("libwebp", name, map[string]*uintptr{
+		"WebPGetDecoderVersion": &l.version,
+		"WebPGetInfo":           &l.info,
+		"WebPDecodeRGBInto":     &l.decodeRGBInto,
+	}); err != nil {
+		return nil, err
 	}
 	return l, nil
 }
