@@ -343,8 +343,8 @@ func scaleSpan(a, b, n, sn int) (lo, hi int, sp span) {
 	if sn == n {
 		return a, b, span{0, float64(b - a)}
 	}
-	f := float64(sn) / float64(n)
-	fa, fb := float64(a)*f, float64(b)*f
+	// Exact products first, so that the image's own edges map to 0 and sn exactly.
+	fa, fb := float64(int64(a)*int64(sn))/float64(n), float64(int64(b)*int64(sn))/float64(n)
 	lo = int(math.Floor(fa))
 	hi = min(int(math.Ceil(fb)), sn)
 	return lo, hi, span{fa - float64(lo), min(fb, float64(sn)) - fa}
