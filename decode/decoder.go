@@ -104,7 +104,7 @@ func (d *Decoder) PNGBackend() string {
 // String prints the effective options, with the backend actually in use.
 func (d *Decoder) String() string { return d.opts.String() }
 
-// Close releases the libjpeg-turbo instance, if any. The Decoder must not be used
+// Close releases the libjpeg-turbo and libdeflate state, if any. The Decoder must not be used
 // afterwards. Close is idempotent and safe on a nil Decoder.
 func (d *Decoder) Close() error {
 	if d == nil {
@@ -233,8 +233,8 @@ func (d *Decoder) decode(dst *Image, h header, data []byte, r image.Rectangle, w
 	if err != nil {
 		return nil, err
 	}
-	if crop != image.Rect(0, 0, img.Width, img.Height) || img.Width != tw || img.Height != th ||
-		sx != (span{0, float64(crop.Dx())}) || sy != (span{0, float64(crop.Dy())}) {
+	if wx, wy := wholeSpans(crop); crop != image.Rect(0, 0, img.Width, img.Height) ||
+		img.Width != tw || img.Height != th || sx != wx || sy != wy {
 		out := dst
 		if o != 1 {
 			out = &d.mid
@@ -269,14 +269,15 @@ func (d *Decoder) decodePixels(img *Image, h header, data []byte, rs image.Recta
 		}
 	}
 	crop = rs
+	sx, sy = wholeSpans(rs)
 	if h.format == PNG && d.png != nil && d.png.decode(img, data, h.width, h.height) {
-		return crop, span{0, float64(crop.Dx())}, span{0, float64(crop.Dy())}, nil
+		return crop, sx, sy, nil
 	}
 	if h.format == WebP && d.webp != nil {
 		// Anything libwebp declines (animation, damage) goes to x/image/webp, which decides.
 		img.Reset(h.width, h.height)
 		if d.webp.DecodeRGB(img.Pix, img.Stride, h.width, h.height, data) == nil {
-			return crop, span{0, float64(crop.Dx())}, span{0, float64(crop.Dy())}, nil
+			return crop, sx, sy, nil
 		}
 	}
 	err = guard(h.format, func() error {
@@ -317,7 +318,7 @@ func (d *Decoder) decodePixels(img *Image, h header, data []byte, rs image.Recta
 		crop = rs.Add(b.Min).Sub(ra.Min)
 		return nil
 	})
-	return crop, span{0, float64(crop.Dx())}, span{0, float64(crop.Dy())}, err
+	return crop, sx, sy, err
 }
 
 // alignRect rounds r out to the chroma grid of a subsampled YCbCr image, so that its

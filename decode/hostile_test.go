@@ -183,6 +183,7 @@ func TestCapacityAdmitsValidFiles(t *testing.T) {
 		if _, err := d.Decode(nil, data); err != nil {
 			t.Errorf("%s (%d bytes): %v", name, len(data), err)
 		}
-		t.Logf("%s: %d bytes, capacity %d pixels for %d", name, len(data), capacity(hd.format, data), w*h)
+		need, have, unit := fileBound(hd, data)
+		t.Logf("%s: %d bytes claim %d %s, bound %d", name, len(data), need, unit, have)
 	}
 }

@@ -25,26 +25,32 @@ import "fmt"
 // Lossless WebP (VP8L) can spend zero bits on a pixel, arithmetic-coded JPEG and TIFF's
 // codecs come close: for them MaxPixels is the only bound.
 
-// capacity returns how many pixels data can possibly hold for a header of format f, or 0
-// if the format admits no such bound.
-func capacity(f string, data []byte) int64 {
+// fileBound returns what h claims from a file of data's size, and the most such a file
+// can hold, in the same unit (bytes of filtered rows for PNG, pixels for the others); have
+// is 0 where the format admits no bound.
+func fileBound(h header, data []byte) (need, have int64, unit string) {
 	n := int64(len(data))
-	switch f {
+	pixels := int64(h.width) * int64(h.height)
+	switch h.format {
+	case PNG:
+		if rows, ok := pngRowBytes(data, h.width, h.height); ok {
+			return rows, 1032 * n, "bytes of rows"
+		}
 	case JPEG:
 		switch jpegFrameMarker(data) {
 		case 0xc0, 0xc1, 0xc2: // Huffman: baseline, extended, progressive
-			return 512 * n
+			return pixels, 512 * n, "pixels"
 		}
 	case GIF:
-		return 10923 * n
+		return pixels, 10923 * n, "pixels"
 	case WebP:
 		if _, _, lossless, ok := webpFrameSize(data); ok && !lossless {
-			return 4096 * n
+			return pixels, 4096 * n, "pixels"
 		}
 	case BMP:
-		return 8 * n
+		return pixels, 8 * n, "pixels"
 	}
-	return 0
+	return pixels, 0, "pixels"
 }
 
 // pngRowBytes returns the size of a PNG's filtered rows from its IHDR, and whether the
@@ -76,15 +82,8 @@ func (h header) check(data []byte, limit int64) error {
 	if err := checkSize(h.width, h.height, limit); err != nil {
 		return err
 	}
-	pixels := int64(h.width) * int64(h.height)
-	if h.format == PNG {
-		if rows, ok := pngRowBytes(data, h.width, h.height); ok && rows > 1032*int64(len(data)) {
-			return &FormatError{Format: PNG, Err: fmt.Errorf("header claims %dx%d (%d bytes of rows), more than a %d-byte file can hold: truncated or malicious", h.width, h.height, rows, len(data))}
-		}
-		return nil
-	}
-	if c := capacity(h.format, data); c > 0 && pixels > c {
-		return &FormatError{Format: h.format, Err: fmt.Errorf("header claims %dx%d (%d pixels), more than a %d-byte file can hold: truncated or malicious", h.width, h.height, pixels, len(data))}
+	if need, have, unit := fileBound(h, data); have > 0 && need > have {
+		return &FormatError{Format: h.format, Err: fmt.Errorf("header claims %dx%d (%d %s), more than a %d-byte file can hold: truncated or malicious", h.width, h.height, need, unit, len(data))}
 	}
 	return nil
 }

@@ -73,13 +73,19 @@ func (z *Resizer) Resize(dst, src *Image, r image.Rectangle, w, h int) (*Image, 
 		return nil, fmt.Errorf("decode: resize: %dx%d image with stride %d has only %d bytes",
 			src.Width, src.Height, src.Stride, len(src.Pix))
 	}
-	return z.resize(dst, src, r, span{0, float64(r.Dx())}, span{0, float64(r.Dy())}, w, h), nil
+	sx, sy := wholeSpans(r)
+	return z.resize(dst, src, r, sx, sy, w, h), nil
 }
 
 // span is an interval of source samples, [off, off+length), in coordinates relative to the
 // start of the rectangle resize reads; Resize's spans are the whole rectangle. A
 // fractional span is what remains of a crop after DCT scaling.
 type span struct{ off, length float64 }
+
+// wholeSpans returns the spans that cover all of r.
+func wholeSpans(r image.Rectangle) (sx, sy span) {
+	return span{0, float64(r.Dx())}, span{0, float64(r.Dy())}
+}
 
 // resize is Resize for the spans sx, sy inside r; filter taps never leave r.
 func (z *Resizer) resize(dst, src *Image, r image.Rectangle, sx, sy span, w, h int) *Image {
