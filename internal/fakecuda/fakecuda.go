@@ -1,0 +1,150 @@
+// Package fakecuda builds and drives a stand-in for the CUDA driver (src/fakecuda.c) that
+// runs on the CPU, so the tests of package gpu's CUDA backend, and of a loader using it,
+// run on machines without a GPU. It needs gcc and LLVM's llc (for the conversion
+// kernels' bodies); tests that use it skip, saying so, when either is missing.
+package fakecuda
+
+import (
+	"crypto/sha256"
+	_ "embed"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/conveyor-ml/conveyor/gpu/kernels"
+	"github.com/conveyor-ml/conveyor/internal/dl"
+)
+
+//go:embed src/fakecuda.c
+var source string
+
+var (
+	buildOnce sync.Once
+	libPath   string
+	buildErr  error
+)
+
+// build compiles the library into a folder named by its sources' hash under the
+// temporary directory, reusing an earlier build.
+func build() (string, error) {
+	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" || !dl.Supported {
+		return "", fmt.Errorf("the fake driver is built for linux/amd64 only")
+	}
+	for _, tool := range []string{"gcc", "llc"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return "", fmt.Errorf("%s not found (Debian packages gcc and llvm)", tool)
+		}
+	}
+	h := sha256.Sum256([]byte(source + kernels.Body))
+	dir := filepath.Join(os.TempDir(), "conveyor-fakecuda-"+hex.EncodeToString(h[:8]))
+	lib := filepath.Join(dir, "libfakecuda.so")
+	if _, err := os.Stat(lib); err == nil {
+		return lib, nil
+	}
+	tmp, err := os.MkdirTemp(os.TempDir(), "conveyor-fakecuda-build-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(tmp)
+	files := map[string]string{"fakecuda.c": source, "body.ll": kernels.Body}
+	for name, text := range files {
+		if err := os.WriteFile(filepath.Join(tmp, name), []byte(text), 0o644); err != nil {
+			return "", err
+		}
+	}
+	steps := [][]string{
+		{"llc", "-O2", "-mtriple=x86_64-pc-linux-gnu", "-mattr=+f16c", "-filetype=obj", "-relocation-model=pic", "body.ll", "-o", "body.o"},
+		{"gcc", "-O1", "-Wall", "-Werror", "-shared", "-fPIC", "-o", "libfakecuda.so", "fakecuda.c", "body.o", "-lpthread"},
+	}
+	for _, s := range steps {
+		cmd := exec.Command(s[0], s[1:]...)
+		cmd.Dir = tmp
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return "", fmt.Errorf("%v: %v\n%s", s, err, out)
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	// Rename into place so a concurrent test process never loads a half-written file.
+	part := filepath.Join(dir, fmt.Sprintf("libfakecuda.so.%d", os.Getpid()))
+	data, err := os.ReadFile(filepath.Join(tmp, "libfakecuda.so"))
+	if err == nil {
+		err = os.WriteFile(part, data, 0o755)
+	}
+	if err == nil {
+		err = os.Rename(part, lib)
+	}
+	return lib, err
+}
+
+// Lib is the loaded fake driver's test hooks.
+type Lib struct {
+	Path                                                  string
+	fail, delay, allocated, registered, reset, primaryRef uintptr
+}
+
+var (
+	libOnce sync.Once
+	lib     *Lib
+	libErr  error
+)
+
+// Use builds the fake driver (once per process), points the gpu package at it through
+// CONVEYOR_LIBCUDA for the rest of t, clears its sticky error and hooks, and returns
+// the hooks. It skips t when the fake cannot be built here.
+func Use(t testing.TB) *Lib {
+	t.Helper()
+	buildOnce.Do(func() { libPath, buildErr = build() })
+	if buildErr != nil {
+		t.Skipf("fake CUDA driver unavailable: %v", buildErr)
+	}
+	libOnce.Do(func() {
+		l := &Lib{Path: libPath}
+		libErr = dl.Bind("fakecuda", libPath, map[string]*uintptr{
+			"fake_fail": &l.fail, "fake_delay_us": &l.delay, "fake_allocated": &l.allocated,
+			"fake_registered": &l.registered, "fake_reset": &l.reset, "fake_primary_refs": &l.primaryRef,
+		})
+		lib = l
+	})
+	if libErr != nil {
+		t.Fatal(libErr)
+	}
+	if s, ok := t.(interface{ Setenv(k, v string) }); ok {
+		s.Setenv("CONVEYOR_LIBCUDA", libPath)
+	} else {
+		t.Fatal("fakecuda.Use needs a *testing.T or *testing.B")
+	}
+	lib.Reset()
+	return lib
+}
+
+// Fail makes the n-th later call of the driver function op (1: the next) fail with
+// CUDA_ERROR_ILLEGAL_ADDRESS; for cuMemcpyHtoDAsync_v2 and cuLaunchKernel the failure
+// happens on the stream, asynchronously, and sticks, as a fault on a GPU does.
+func (l *Lib) Fail(op string, n int) {
+	b := append([]byte(op), 0)
+	dl.Call(l.fail, uintptr(unsafe.Pointer(&b[0])), uintptr(n))
+}
+
+// Delay makes every asynchronous copy take at least d.
+func (l *Lib) Delay(d time.Duration) { dl.Call(l.delay, uintptr(d.Microseconds())) }
+
+// Allocated returns the device bytes allocated and not freed.
+func (l *Lib) Allocated() int64 { return int64(dl.Call(l.allocated)) }
+
+// Registered returns the number of host ranges registered and not unregistered.
+func (l *Lib) Registered() int { return int(int32(dl.Call(l.registered))) }
+
+// PrimaryRefs returns the primary context's retain count.
+func (l *Lib) PrimaryRefs() int { return int(int32(dl.Call(l.primaryRef))) }
+
+// Reset clears the sticky error, the failure hook and the delay.
+func (l *Lib) Reset() { dl.Call(l.reset) }
