@@ -82,12 +82,14 @@ func pool(t *testing.T, d *Device, n, size int) *pinned.Pool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if err := p.Close(); err != nil {
-			t.Errorf("pool close: %v", err)
-		}
-	})
 	return p
+}
+
+func closePool(t *testing.T, p *pinned.Pool) {
+	t.Helper()
+	if err := p.Close(); err != nil {
+		t.Errorf("pool close: %v", err)
+	}
 }
 
 func roundPage(n int) int {
@@ -175,6 +177,10 @@ func TestContractOrdering(t *testing.T) {
 		closeRing(t, r)
 		if f != nil && f.Registered() == 0 {
 			t.Error("the pool's slabs were not registered with the driver")
+		}
+		closePool(t, p)
+		if f != nil && f.Registered() != 0 {
+			t.Error("the pool's slabs are still registered after its Close")
 		}
 	})
 }

@@ -8,11 +8,17 @@ import (
 	"unsafe"
 
 	"github.com/conveyor-ml/conveyor/augment"
+	"github.com/conveyor-ml/conveyor/gpu"
 	"github.com/conveyor-ml/conveyor/pinned"
 )
 
-// Batch is one batch of packed samples in a pinned host buffer. It is valid until Release;
-// after that its memory belongs to a later batch.
+// Batch is one batch of packed samples in a pinned host buffer and, when the loader
+// delivers to a GPU, in a device buffer. It is valid until Release; after that its memory
+// belongs to a later batch.
+//
+// On a GPU the batch arrives with its copy started, not necessarily finished: before
+// reading DevicePtr's memory, call Wait, or better WaitOn the stream of the training step,
+// which orders the step after the copy without blocking the CPU.
 type Batch struct {
 	Epoch  int // the epoch it belongs to
 	Number int // its position in the epoch, from 0
@@ -21,17 +27,22 @@ type Batch struct {
 	Cursor int
 	Len    int // samples in this batch; BatchSize except perhaps the epoch's last
 
-	// Data holds Len samples, SampleBytes each, in Layout and DType.
-	Data   []byte
+	// Data is the batch in host memory: Len samples in Layout and DType, or, with
+	// Config.DeviceConvert, the uint8 NHWC pixels the device converts from.
+	Data []byte
+	// Layout, DType and Shape describe the batch as delivered (in device memory with
+	// DeviceConvert). Shape is [Len, 3, Height, Width] for NCHW or [Len, Height, Width, 3]
+	// for NHWC.
 	Layout augment.Layout
 	DType  augment.DType
-	// Shape is [Len, 3, Height, Width] for NCHW or [Len, Height, Width, 3] for NHWC.
-	Shape [4]int
+	Shape  [4]int
 
 	Labels  []int32 // Len labels
 	Indices []int64 // Len source indices; a replaced bad sample shows its replacement's index
 
 	buf       *pinned.Buffer
+	slot      *gpu.Slot // its device buffer; nil when StopAfter skips packing
+	hostU8    bool      // Data is uint8 NHWC for the device to convert
 	ld        *Loader
 	remaining atomic.Int32 // slots not yet written
 	done      chan struct{}
@@ -91,12 +102,86 @@ func (b *Batch) Release() {
 	if b.ld != nil {
 		b.ld.outstanding.Add(-1)
 	}
-	b.Data, b.Labels, b.Indices = nil, nil, nil
+	s := b.slot
+	if s != nil {
+		// The copy reads the host buffer until it completes: only then may a worker
+		// write the next batch into it. (Normally it completed long ago.)
+		s.Wait()
+	}
+	b.Data, b.Labels, b.Indices, b.slot = nil, nil, nil, nil
+	// The host buffer goes first: after a Close its slab is unregistered now, while the
+	// device the slot keeps alive is still there.
 	b.buf.Release()
+	if s != nil {
+		s.Release()
+	}
+}
+
+// DevicePtr returns the address of the batch in device memory (on the cpu device, the
+// host address of the delivered bytes), or 0 when the loader did not pack it (StopAfter).
+// The memory holds DeviceBytes bytes in Layout, DType and Shape.
+func (b *Batch) DevicePtr() gpu.DevicePtr {
+	if b.slot == nil {
+		return 0
+	}
+	return b.slot.Ptr()
+}
+
+// DeviceBytes returns the size of the batch at DevicePtr.
+func (b *Batch) DeviceBytes() int {
+	if b.slot == nil {
+		return 0
+	}
+	return b.slot.Len()
+}
+
+// Ready reports, without waiting, whether the batch's copy to the device is complete.
+// An error means the copy failed; it names the batch.
+func (b *Batch) Ready() (bool, error) {
+	if b.slot == nil {
+		return true, nil
+	}
+	ok, err := b.slot.Ready()
+	if err != nil {
+		return false, b.deviceErr(err)
+	}
+	return ok, nil
+}
+
+// Wait blocks until the batch is in device memory (the calling thread sleeps; it does not
+// spin) and returns the copy's error, naming the batch.
+func (b *Batch) Wait() error {
+	if b.slot == nil {
+		return nil
+	}
+	if err := b.slot.Wait(); err != nil {
+		return b.deviceErr(err)
+	}
+	return nil
+}
+
+// WaitOn makes the CUDA stream (a CUstream in the loader's context, which is the
+// device's primary context unless Config.GPU says otherwise; 0 for the legacy default
+// stream) wait for the batch's copy before running work enqueued on it afterwards. The
+// CPU does not wait.
+func (b *Batch) WaitOn(stream uintptr) error {
+	if b.slot == nil {
+		return nil
+	}
+	if err := b.slot.WaitOn(stream); err != nil {
+		return b.deviceErr(err)
+	}
+	return nil
+}
+
+// deviceErr names the batch in a device error.
+func (b *Batch) deviceErr(err error) error {
+	return fmt.Errorf("pipeline: batch %d of epoch %d: copy to the device: %w", b.Number, b.Epoch, err)
 }
 
 // Float32 views Data as float32 values. It panics unless DType is Float32.
 func (b *Batch) Float32() []float32 {
+	b.hostView()
 	if b.DType != augment.Float32 {
 		panic("pipeline: Float32 view of a " + b.DType.String() + " batch")
 	}
@@ -106,8 +191,15 @@ func (b *Batch) Float32() []float32 {
 // Uint16 views Data as 16-bit values (float16 or bfloat16 bits). It panics unless DType is
 // Float16 or BFloat16.
 func (b *Batch) Uint16() []uint16 {
+	b.hostView()
 	if b.DType != augment.Float16 && b.DType != augment.BFloat16 {
 		panic("pipeline: Uint16 view of a " + b.DType.String() + " batch")
 	}
 	return unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(b.Data))), len(b.Data)/2)
+}
+
+func (b *Batch) hostView() {
+	if b.hostU8 {
+		panic("pipeline: with DeviceConvert, Data holds uint8 NHWC pixels; the " + b.DType.String() + " batch is on the device")
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/conveyor-ml/conveyor/augment"
 	"github.com/conveyor-ml/conveyor/cache"
 	"github.com/conveyor-ml/conveyor/decode"
+	"github.com/conveyor-ml/conveyor/gpu"
 )
 
 // Policy says what the loader does with a sample that cannot be read or decoded.
@@ -70,6 +71,23 @@ type Config struct {
 	Augment augment.Pipeline
 	// Pack says how samples are written into batches. Width and Height are required.
 	Pack augment.PackOptions
+	// Device is where batches are delivered: "cpu" (the host backend: batches stay in the
+	// pinned host buffers), "cuda" or "cuda:N" (GPU N: each finished batch is copied
+	// asynchronously into a ring of Prefetch device buffers, allocated by New, while the
+	// consumer uses the previous one), or "auto" (cuda:0 when a usable CUDA driver and GPU
+	// are there, else cpu, with one log line saying why). cuda:N without a usable driver or
+	// GPU is an error from New saying what is missing. Default "cpu".
+	Device string
+	// GPU, when set, is a device the caller opened (gpu.Open, or gpu/cuinterop for a
+	// gorgonia.org/cu context); it overrides Device, and the loader does not close it.
+	GPU *gpu.Device
+	// DeviceConvert packs uint8 NHWC pixels on the host, copies those (a quarter of the
+	// bytes of float32) and converts them on the device into Pack's dtype, layout and
+	// normalisation with a small kernel, bit for bit what the host would have written.
+	// Pack.DType must be a float type. On the cpu device the conversion runs on the CPU
+	// after batching, into a separate buffer. Default false.
+	DeviceConvert bool
+
 	// FullDecode turns crop-aware decoding off. By default, when Decode.Resize is
 	// ResizeNone and Augment begins with an augment.RegionOp (RandomResizedCrop, as in
 	// the train recipe), a sample decoded from its file draws its crop from the header's
@@ -139,6 +157,9 @@ func (c *Config) EnsureDefaults() {
 	if c.Prefetch == 0 {
 		c.Prefetch = 2
 	}
+	if c.Device == "" {
+		c.Device = "cpu"
+	}
 	if c.World == 0 {
 		c.World = 1
 	}
@@ -178,6 +199,9 @@ func (c *Config) Validate() error {
 	if c.StopAfter < AllStages || c.StopAfter > AugmentStage {
 		errs = append(errs, fmt.Errorf("StopAfter %v", c.StopAfter))
 	}
+	if c.DeviceConvert && c.Pack.DType == augment.Uint8 {
+		errs = append(errs, errors.New("DeviceConvert needs a float Pack.DType; uint8 batches need no conversion"))
+	}
 	if c.MemoryBudget < 0 {
 		errs = append(errs, fmt.Errorf("MemoryBudget %d < 0", c.MemoryBudget))
 	}
@@ -197,6 +221,14 @@ func (c *Config) String() string {
 		c.BatchSize, c.DropLast, c.Workers, c.IOWorkers, c.Prefetch, c.Seed, c.Sequential)
 	fmt.Fprintf(&b, " rank=%d/%d drop_uneven=%t on_error=%v max_bad=%g budget=%d decode={%s} augment=%v",
 		c.Rank, c.World, c.DropUneven, c.OnError, c.MaxBadFraction, c.MemoryBudget, c.Decode.String(), c.Augment)
+	if c.GPU != nil {
+		fmt.Fprintf(&b, " device=%s", c.GPU.Name())
+	} else {
+		fmt.Fprintf(&b, " device=%s", c.Device)
+	}
+	if c.DeviceConvert {
+		b.WriteString(" device_convert=true")
+	}
 	if c.FullDecode {
 		b.WriteString(" full_decode=true")
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/conveyor-ml/conveyor/augment"
 	"github.com/conveyor-ml/conveyor/cache"
 	"github.com/conveyor-ml/conveyor/decode"
+	"github.com/conveyor-ml/conveyor/gpu"
 	"github.com/conveyor-ml/conveyor/internal/seed"
 	"github.com/conveyor-ml/conveyor/pinned"
 )
@@ -48,6 +49,11 @@ type Loader struct {
 
 	region augment.RegionOp // the first augment op, decoded with the crop; nil: decode in full
 
+	dev    *gpu.Device // where batches are delivered
+	ownDev bool        // the loader opened dev and closes it
+	ring   *gpu.Ring   // device buffers, one per batch delivered and not yet released
+	slots  int         // the ring's slots: how many batches the consumer may hold
+
 	spec string     // the decode spec, with the backend in use: part of every cache key
 	conv *Converted // the source, when it is a converted dataset
 	fill fillMeter
@@ -79,7 +85,16 @@ func New(src Source, cfg *Config) (*Loader, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	packer, err := augment.NewPacker(&c.Pack)
+	hostPack := c.Pack
+	var devConv *gpu.Converter
+	if c.DeviceConvert {
+		var err error
+		if devConv, err = gpu.NewConverter(c.Pack); err != nil {
+			return nil, fmt.Errorf("pipeline: %w", err)
+		}
+		hostPack = augment.PackOptions{Width: c.Pack.Width, Height: c.Pack.Height, Layout: augment.NHWC, DType: augment.Uint8}
+	}
+	packer, err := augment.NewPacker(&hostPack)
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: %w", err)
 	}
@@ -113,16 +128,8 @@ func New(src Source, cfg *Config) (*Loader, error) {
 	l.read = newBudget(working/5, &l.held)
 	l.dec = newBudget(decTotal-l.retain*int64(c.Workers), &l.held)
 	l.held.add(l.retain * int64(c.Workers))
-	l.pool, err = pinned.New(&pinned.Options{BufferSize: int(batchBytes), Budget: pinnedBytes})
-	if err != nil {
-		return nil, fmt.Errorf("pipeline: %w", err)
-	}
-	if n := l.pool.Stats().Buffers; n != l.nbuf {
-		l.pool.Close()
-		return nil, fmt.Errorf("pipeline: pinned pool holds %d batch buffers, want %d", n, l.nbuf)
-	}
-	if st := l.pool.Stats(); !st.Locked {
-		c.Logf("pipeline: batch buffers are not page-locked (%s); host-to-device copies may be slower", st.LockError)
+	if err := l.openDevice(devConv, batchBytes, pinnedBytes); err != nil {
+		return nil, err
 	}
 	l.workers = make([]*worker, c.Workers)
 	for i := range l.workers {
@@ -131,6 +138,70 @@ func New(src Source, cfg *Config) (*Loader, error) {
 	}
 	l.spec = specOf(c.Decode, l.workers[0].dec.Backend())
 	return l, nil
+}
+
+// openDevice opens the device, maps the pinned batch buffers (registered with the
+// driver on a GPU) and allocates the device ring. On failure it undoes what it did.
+func (l *Loader) openDevice(conv *gpu.Converter, batchBytes, pinnedBytes int64) (err error) {
+	c := &l.cfg
+	l.dev = c.GPU
+	if l.dev == nil {
+		if l.dev, err = gpu.Open(c.Device, c.Logf); err != nil {
+			return fmt.Errorf("pipeline: %w", err)
+		}
+		l.ownDev = true
+	}
+	defer func() {
+		if err != nil {
+			l.closeDevice()
+		}
+	}()
+	o := &pinned.Options{BufferSize: int(batchBytes), Budget: pinnedBytes}
+	onGPU := l.dev.Kind() != gpu.Host
+	if onGPU {
+		// The driver page-locks the slabs when it registers them.
+		lock := false
+		o.Lock, o.Register, o.Unregister = &lock, l.dev.Register, l.dev.Unregister
+	}
+	if l.pool, err = pinned.New(o); err != nil {
+		return fmt.Errorf("pipeline: %w", err)
+	}
+	if n := l.pool.Stats().Buffers; n != l.nbuf {
+		return fmt.Errorf("pipeline: pinned pool holds %d batch buffers, want %d", n, l.nbuf)
+	}
+	if st := l.pool.Stats(); !onGPU && !st.Locked {
+		c.Logf("pipeline: batch buffers are not page-locked (%s); host-to-device copies may be slower", st.LockError)
+	}
+	// A GPU ring holds Prefetch batches: the one the consumer has and those copied ahead.
+	// The host's zero-copy ring costs nothing, so it has one slot per pinned buffer.
+	l.slots = c.Prefetch
+	if !onGPU && conv == nil {
+		l.slots = l.nbuf
+	}
+	if l.ring, err = l.dev.NewRing(gpu.RingOptions{Slots: l.slots, Bytes: int(batchBytes), Convert: conv}); err != nil {
+		return fmt.Errorf("pipeline: %w", err)
+	}
+	if onGPU {
+		st := l.ring.Stats()
+		c.Logf("pipeline: delivering batches to %v: %d device buffers of %d bytes, %d bytes in all", l.dev, st.Slots, st.SlotBytes, st.DeviceBytes)
+	}
+	return nil
+}
+
+// closeDevice frees the ring, the pinned buffers and the device, as far as they exist.
+// Buffers and slots the caller still holds are freed when released.
+func (l *Loader) closeDevice() error {
+	var errs []error
+	if l.ring != nil {
+		errs = append(errs, l.ring.Close())
+	}
+	if l.pool != nil {
+		l.pool.Close() // buffers still out are unmapped when released
+	}
+	if l.ownDev && l.dev != nil {
+		errs = append(errs, l.dev.Close())
+	}
+	return errors.Join(errs...)
 }
 
 // pageRound rounds n up to a whole number of pages, as the pinned pool does.
@@ -175,7 +246,7 @@ func (l *Loader) EpochFrom(ctx context.Context, e, cursor int) iter.Seq2[*Batch,
 		bad := 0 // failed samples in the batches delivered so far
 		for {
 			t0 := time.Now()
-			b, err := r.next()
+			b, err := r.deliver()
 			l.stats.wait.Add(int64(time.Since(t0)))
 			if err != nil {
 				yield(nil, err)
@@ -191,6 +262,13 @@ func (l *Loader) EpochFrom(ctx context.Context, e, cursor int) iter.Seq2[*Batch,
 				b.setErr(-1, fmt.Errorf("pipeline: %d bad samples in epoch %d of %d samples exceed MaxBadFraction %g; last: %w",
 					bad, r.epoch, len(r.order), l.cfg.MaxBadFraction, b.lastBad()))
 			}
+			if b.slot != nil {
+				// A copy that already failed (a lost device) ends the epoch here, naming
+				// the batch, rather than at the consumer's Wait.
+				if _, err := b.slot.Ready(); err != nil {
+					b.setErr(-1, b.deviceErr(err))
+				}
+			}
 			if err := b.failure(); err != nil {
 				r.putBack(b)
 				yield(nil, err)
@@ -205,6 +283,69 @@ func (l *Loader) EpochFrom(ctx context.Context, e, cursor int) iter.Seq2[*Batch,
 	}
 }
 
+// deliver returns the next batch from the transfer stage, nil at the end of the epoch, or
+// why the epoch stopped early.
+func (r *run) deliver() (*Batch, error) {
+	var b *Batch
+	var ok bool
+	select {
+	case b, ok = <-r.out:
+	default:
+		if r.ctx.Err() != nil {
+			return nil, r.stopped()
+		}
+		if r.l.outstanding.Load() >= int64(min(r.l.nbuf, r.l.slots)) {
+			return nil, ErrHeld
+		}
+		select {
+		case b, ok = <-r.out:
+		case <-r.ctx.Done():
+			return nil, r.stopped()
+		}
+	}
+	if !ok {
+		return nil, r.xferErr // written before out was closed
+	}
+	if r.ctx.Err() != nil {
+		r.putBack(b)
+		return nil, r.stopped()
+	}
+	return b, nil
+}
+
+// transfer takes complete batches in order, starts each one's copy into a free device
+// buffer and passes it on; it runs ahead of the consumer by as many batches as the ring
+// has free buffers, so batch k+1 is copied while the consumer works on batch k.
+func (r *run) transfer() {
+	defer r.wg.Done()
+	defer close(r.out)
+	l := r.l
+	for {
+		b, err := r.next()
+		if err != nil || b == nil {
+			r.xferErr = err
+			return
+		}
+		if b.failure() == nil && l.cfg.StopAfter == AllStages {
+			slot, ok := l.ring.TryAcquire()
+			if !ok {
+				t0 := time.Now()
+				if slot, err = l.ring.Acquire(r.ctx); err != nil {
+					r.putBack(b)
+					r.xferErr = r.stopped()
+					return
+				}
+				l.stats.slotWait.Add(int64(time.Since(t0)))
+			}
+			b.slot = slot
+			if err := slot.Upload(b.Data); err != nil {
+				b.setErr(-1, b.deviceErr(err))
+			}
+		}
+		r.out <- b // never blocks: capacity is the number of buffers
+	}
+}
+
 // next returns the next complete batch, nil at the end of the epoch, or why the epoch
 // stopped early.
 func (r *run) next() (*Batch, error) {
@@ -215,9 +356,6 @@ func (r *run) next() (*Batch, error) {
 	default:
 		if r.ctx.Err() != nil {
 			return nil, r.stopped()
-		}
-		if r.l.outstanding.Load() >= int64(r.l.nbuf) {
-			return nil, ErrHeld
 		}
 		select {
 		case b, ok = <-r.ready:
@@ -267,9 +405,12 @@ func (l *Loader) Close() error {
 			w.coder.Close()
 		}
 	}
-	l.pool.Close() // buffers still out are unmapped when released
+	err := l.closeDevice()
 	if n := l.outstanding.Load(); n > 0 {
-		return fmt.Errorf("pipeline: close: %d batches not released; their memory stays mapped until they are", n)
+		return fmt.Errorf("pipeline: close: %d batches not released; their host and device memory stays allocated until they are", n)
+	}
+	if err != nil {
+		return fmt.Errorf("pipeline: close: %w", err)
 	}
 	return nil
 }
@@ -286,7 +427,9 @@ type run struct {
 	tasks   chan task
 	retry   chan task // replacements; never blocks: capacity covers every slot in flight
 	decodeQ chan readItem
-	ready   chan *Batch
+	ready   chan *Batch   // batches in order, as they are dispatched
+	out     chan *Batch   // complete batches, their copies started, for the consumer
+	xferErr error         // why transfer stopped early; written before out is closed
 	quit    chan struct{} // closed when every dispatched slot is written
 
 	mu     sync.Mutex
@@ -361,6 +504,7 @@ func (l *Loader) start(ctx context.Context, e, cursor int) (*run, error) {
 		retry:   make(chan task, l.nbuf*l.cfg.BatchSize),
 		decodeQ: make(chan readItem, 2*l.cfg.Workers),
 		ready:   make(chan *Batch, l.nbuf),
+		out:     make(chan *Batch, l.nbuf),
 		quit:    make(chan struct{}),
 	}
 	if c := l.cfg.Cache; c != nil {
@@ -372,8 +516,9 @@ func (l *Loader) start(ctx context.Context, e, cursor int) (*run, error) {
 	r.ctx, r.cancel = context.WithCancelCause(ctx)
 	l.run = r
 	l.stats.epochs.Add(1)
-	r.wg.Add(1 + l.cfg.IOWorkers + l.cfg.Workers)
+	r.wg.Add(2 + l.cfg.IOWorkers + l.cfg.Workers)
 	go r.dispatch(cursor)
+	go r.transfer()
 	for range l.cfg.IOWorkers {
 		go r.reader()
 	}
@@ -397,6 +542,9 @@ func (l *Loader) finish(r *run) {
 // never decoded. It runs once r's goroutines have exited; the iterator and Close may both
 // call it.
 func (r *run) reclaim() {
+	for b := range r.out {
+		r.putBack(b)
+	}
 	for b := range r.ready {
 		r.putBack(b)
 	}
@@ -457,7 +605,7 @@ func (r *run) dispatch(cursor int) {
 			Epoch: r.epoch, Number: start / bs, Cursor: start + n, Len: n,
 			Data: buf.Bytes()[:n*l.sampleBytes], Layout: l.cfg.Pack.Layout, DType: l.cfg.Pack.DType,
 			Labels: make([]int32, n), Indices: make([]int64, n),
-			buf: buf, ld: l, done: make(chan struct{}),
+			buf: buf, ld: l, done: make(chan struct{}), hostU8: l.cfg.DeviceConvert,
 		}
 		b.Shape = l.shape(n)
 		b.remaining.Store(int32(n))

@@ -42,6 +42,17 @@ type Stats struct {
 	Budget, PeakHeld, ReadBudget, PeakRead, DecodeBudget, PeakDecode int64
 	Pinned                                                           pinned.Stats
 	Outstanding                                                      int64 // batches held by the caller
+
+	// Device is where batches go ("cpu", "cuda:0 (NVIDIA ...)"); DeviceBytes the device
+	// memory the loader holds, fixed from New to Close. Copies counts batches copied;
+	// CopyWaits and CopyWaitTime the consumer's Wait calls that found their copy still
+	// running and the time they blocked: zero when copies never hold up training.
+	// SlotWait is the time finished batches waited for a free device buffer, that is, for
+	// the consumer to release one.
+	Device                 string
+	DeviceBytes, Copies    int64
+	CopyWaits              int64
+	CopyWaitTime, SlotWait time.Duration
 }
 
 // StageStats counts one stage's work.
@@ -78,6 +89,7 @@ func (s *stage) snapshot() StageStats {
 
 type counters struct {
 	epochs, batches, wait                 atomic.Int64
+	slotWait                              atomic.Int64 // transfer waiting for a free device buffer
 	read, decode, augment, pack           stage
 	cacheHits, cacheStored, cacheDeferred atomic.Int64
 
@@ -110,6 +122,9 @@ func (l *Loader) Stats() Stats {
 		Outstanding: l.outstanding.Load(),
 	}
 	s.PeakHeld = s.Pinned.BytesMapped + l.held.peak.Load()
+	rs := l.ring.Stats()
+	s.Device, s.DeviceBytes, s.Copies = l.dev.String(), rs.DeviceBytes, rs.Uploads
+	s.CopyWaits, s.CopyWaitTime, s.SlotWait = rs.Blocked, rs.BlockedTime, time.Duration(l.stats.slotWait.Load())
 	s.CacheHits, s.CacheStored, s.CacheDeferred = l.stats.cacheHits.Load(), l.stats.cacheStored.Load(), l.stats.cacheDeferred.Load()
 	switch {
 	case l.cfg.Cache != nil:

@@ -89,6 +89,7 @@ func build() (string, error) {
 type Lib struct {
 	Path                                                  string
 	fail, delay, allocated, registered, reset, primaryRef uintptr
+	setTotal                                              uintptr
 }
 
 var (
@@ -111,6 +112,7 @@ func Use(t testing.TB) *Lib {
 		libErr = dl.Bind("fakecuda", libPath, map[string]*uintptr{
 			"fake_fail": &l.fail, "fake_delay_us": &l.delay, "fake_allocated": &l.allocated,
 			"fake_registered": &l.registered, "fake_reset": &l.reset, "fake_primary_refs": &l.primaryRef,
+			"fake_set_total": &l.setTotal,
 		})
 		lib = l
 	})
@@ -146,5 +148,9 @@ func (l *Lib) Registered() int { return int(int32(dl.Call(l.registered))) }
 // PrimaryRefs returns the primary context's retain count.
 func (l *Lib) PrimaryRefs() int { return int(int32(dl.Call(l.primaryRef))) }
 
-// Reset clears the sticky error, the failure hook and the delay.
+// SetTotal sets the device memory size, until Reset (default 1 GiB).
+func (l *Lib) SetTotal(n int64) { dl.Call(l.setTotal, uintptr(n)) }
+
+// Reset clears the sticky error, the failure hook and the delay, and restores the
+// memory size.
 func (l *Lib) Reset() { dl.Call(l.reset) }

@@ -10,6 +10,7 @@
 // Test hooks: fake_fail(op, n) makes the n-th later call of op (1 = the next) fail with
 // CUDA_ERROR_ILLEGAL_ADDRESS (asynchronously for cuMemcpyHtoDAsync_v2 and cuLaunchKernel);
 // fake_delay_us(us) makes every asynchronous copy take at least us microseconds;
+// fake_set_total(n) sets the device's memory size (default 1 GiB);
 // fake_allocated() returns the device bytes in use; fake_registered() the host ranges.
 #include <pthread.h>
 #include <stdint.h>
@@ -57,6 +58,7 @@ void fake_fail(const char *op, int n) {
 	pthread_mutex_unlock(&mu);
 }
 void fake_delay_us(int us) { delay_us = us; }
+void fake_set_total(int64_t n) { pthread_mutex_lock(&mu); total_mem = n; pthread_mutex_unlock(&mu); }
 int64_t fake_allocated(void) { pthread_mutex_lock(&mu); int64_t n = used_mem; pthread_mutex_unlock(&mu); return n; }
 int fake_registered(void) {
 	pthread_mutex_lock(&mu);
@@ -66,7 +68,7 @@ int fake_registered(void) {
 	return n;
 }
 // fake_reset clears the sticky error and the failure hooks: a new "process".
-void fake_reset(void) { pthread_mutex_lock(&mu); sticky = 0; fail_n = 0; delay_us = 0; pthread_mutex_unlock(&mu); }
+void fake_reset(void) { pthread_mutex_lock(&mu); sticky = 0; fail_n = 0; delay_us = 0; total_mem = 1 << 30; pthread_mutex_unlock(&mu); }
 
 // inside reports whether [p, p+n) lies in one allocation of list.
 static int inside(struct alloc *list, uintptr_t p, size_t n) {
@@ -115,6 +117,11 @@ CUresult cuDevicePrimaryCtxRelease_v2(int dev) {
 			free(x);
 		}
 		used_mem = 0;
+		while (registered) {
+			struct alloc *x = registered;
+			registered = x->next;
+			free(x);
+		}
 	}
 	pthread_mutex_unlock(&mu);
 	return r;

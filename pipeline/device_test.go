@@ -1,0 +1,251 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/conveyor-ml/conveyor/augment"
+	"github.com/conveyor-ml/conveyor/internal/fakecuda"
+)
+
+// deviceEpoch runs epoch e and returns every batch as read back from the device, with
+// the loader's delivered layout and dtype.
+func deviceEpoch(t *testing.T, ld *Loader, e int) []byte {
+	t.Helper()
+	var all []byte
+	for b, err := range ld.Epoch(context.Background(), e) {
+		if err != nil {
+			t.Fatalf("epoch %d: %v", e, err)
+		}
+		if err := b.Wait(); err != nil {
+			t.Fatal(err)
+		}
+		want := b.Len * 3 * ld.cfg.Pack.Width * ld.cfg.Pack.Height * ld.cfg.Pack.DType.Size()
+		if b.DeviceBytes() != want || b.DevicePtr() == 0 {
+			t.Fatalf("batch %d: %d device bytes at %#x, want %d", b.Number, b.DeviceBytes(), b.DevicePtr(), want)
+		}
+		got := make([]byte, want)
+		if err := b.slot.Read(got); err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, got...)
+		b.Release()
+	}
+	return all
+}
+
+// Batches on the device, copied as packed or converted there from uint8, are exactly the
+// host loader's batches, on every dtype and layout.
+func TestDeviceBatchesMatchHost(t *testing.T) {
+	f := fakecuda.Use(t)
+	t.Cleanup(func() { // after the loaders' Close
+		if f.Allocated() != 0 || f.Registered() != 0 || f.PrimaryRefs() != 0 {
+			t.Errorf("after Close: %d device bytes, %d registered ranges, %d context references", f.Allocated(), f.Registered(), f.PrimaryRefs())
+		}
+	})
+	src, err := Dir(sharedTree(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		dtype  augment.DType
+		layout augment.Layout
+	}{{augment.Float32, augment.NCHW}, {augment.Float16, augment.NHWC}, {augment.BFloat16, augment.NCHW}} {
+		host := testConfig(2)
+		host.Pack.DType, host.Pack.Layout = c.dtype, c.layout
+		want := collect(t, newLoader(t, src, host), context.Background(), 1, 0).data
+		for _, dev := range []string{"cuda:0", "cpu"} {
+			for _, convert := range []bool{false, true} {
+				name := fmt.Sprintf("%v-%v-%s-convert=%t", c.dtype, c.layout, dev, convert)
+				cfg := testConfig(2)
+				cfg.Pack.DType, cfg.Pack.Layout = c.dtype, c.layout
+				cfg.Device, cfg.DeviceConvert = dev, convert
+				ld := newLoader(t, src, cfg)
+				if got := deviceEpoch(t, ld, 1); !bytes.Equal(got, want) {
+					t.Errorf("%s: device batches differ from the host loader's", name)
+				}
+				st := ld.Stats()
+				if st.Copies != int64(ld.Len()) {
+					t.Errorf("%s: %d copies for %d batches", name, st.Copies, ld.Len())
+				}
+				if dev == "cuda:0" {
+					per := int64(cfg.BatchSize * 3 * 24 * 24)
+					wantBytes := 2 * per * int64(c.dtype.Size())
+					if convert {
+						wantBytes += per
+					}
+					if st.DeviceBytes != wantBytes || !strings.HasPrefix(st.Device, "cuda:0 (conveyor fake GPU") {
+						t.Errorf("%s: device %q holds %d bytes, want %d", name, st.Device, st.DeviceBytes, wantBytes)
+					}
+				}
+			}
+		}
+	}
+}
+
+// With copies that take 5 ms and a training step of 20 ms, the consumer never finds a
+// batch still being copied: each is copied while the previous one is in use.
+func TestDeviceCopiesOverlapTheStep(t *testing.T) {
+	f := fakecuda.Use(t)
+	f.Delay(5 * time.Millisecond)
+	src, err := Dir(sharedTree(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(2)
+	cfg.Device = "cuda:0"
+	ld := newLoader(t, src, cfg)
+	blocked := 0
+	for b, err := range ld.Epoch(context.Background(), 0) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := ld.Stats().CopyWaits
+		if err := b.Wait(); err != nil {
+			t.Fatal(err)
+		}
+		if b.Number > 0 && ld.Stats().CopyWaits > before {
+			blocked++
+		}
+		time.Sleep(20 * time.Millisecond) // the training step
+		b.Release()
+	}
+	st := ld.Stats()
+	t.Logf("%d batches, %d waits on a copy (%v), device buffers waited %v for release", st.Batches, st.CopyWaits, st.CopyWaitTime, st.SlotWait)
+	if blocked > 0 {
+		t.Errorf("the consumer waited on %d copies after the first batch", blocked)
+	}
+}
+
+// A copy that fails on the device ends the epoch with an error naming the batch, and
+// Close still frees every device byte, registration and context reference.
+func TestDeviceFailureNamesBatch(t *testing.T) {
+	f := fakecuda.Use(t)
+	src, err := Dir(sharedTree(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(2)
+	cfg.Device = "cuda:0"
+	ld, err := New(src, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Fail("cuMemcpyHtoDAsync_v2", 3)
+	var got error
+	n := 0
+	for b, err := range ld.Epoch(context.Background(), 0) {
+		if err != nil {
+			got = err
+			break
+		}
+		if err := b.Wait(); err != nil {
+			got = err
+			b.Release()
+			break
+		}
+		n++
+		b.Release()
+	}
+	// The third copy (batch 2) faults. As on a GPU, the fault is sticky: the first batch
+	// delivered after it happened reports it, which is batch 1 or 2 depending on how far
+	// ahead the copies ran.
+	if got == nil || !regexp.MustCompile(`^pipeline: batch [12] of epoch 0: copy to the device: gpu: cuda:0: \w+: CUDA_ERROR_ILLEGAL_ADDRESS`).MatchString(got.Error()) {
+		t.Errorf("after %d batches: %v", n, got)
+	}
+	if err := ld.Close(); err == nil || !strings.Contains(err.Error(), "ILLEGAL_ADDRESS") {
+		t.Logf("close: %v", err)
+	}
+	if f.Allocated() != 0 || f.Registered() != 0 || f.PrimaryRefs() != 0 {
+		t.Errorf("after Close: %d device bytes, %d registered ranges, %d context references", f.Allocated(), f.Registered(), f.PrimaryRefs())
+	}
+}
+
+// Device memory is taken in New: too much fails there, naming the bytes.
+func TestDeviceOutOfMemoryAtNew(t *testing.T) {
+	f := fakecuda.Use(t)
+	src, err := Dir(sharedTree(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(1)
+	cfg.Device = "cuda:0"
+	f.SetTotal(20 << 20)
+	cfg.BatchSize = 64
+	cfg.Pack.Width, cfg.Pack.Height = 128, 128 // 12 MiB batches
+	_, err = New(src, cfg)
+	if err == nil || !strings.Contains(err.Error(), "CUDA_ERROR_OUT_OF_MEMORY") || !strings.Contains(err.Error(), "ring slot 2 of 2, 12.0 MiB each, 24.0 MiB for the ring") {
+		t.Fatalf("a 24 MiB ring on a 20 MiB device: %v", err)
+	}
+	if f.Allocated() != 0 || f.Registered() != 0 || f.PrimaryRefs() != 0 {
+		t.Errorf("after the failed New: %d device bytes, %d registered ranges, %d context references", f.Allocated(), f.Registered(), f.PrimaryRefs())
+	}
+}
+
+func TestDeviceOptions(t *testing.T) {
+	t.Setenv("CONVEYOR_LIBCUDA", "/nonexistent/libcuda.so.1")
+	src, err := Dir(sharedTree(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(1)
+	cfg.Device = "cuda:0"
+	if _, err := New(src, cfg); err == nil || !strings.Contains(err.Error(), "cannot load the CUDA driver") {
+		t.Errorf("cuda:0 without a driver: %v", err)
+	}
+	var mu sync.Mutex
+	var lines []string
+	cfg.Device = "auto"
+	cfg.Logf = func(format string, args ...any) {
+		mu.Lock()
+		lines = append(lines, fmt.Sprintf(format, args...))
+		mu.Unlock()
+	}
+	ld := newLoader(t, src, cfg)
+	if st := ld.Stats(); st.Device != "cpu (host memory)" || len(lines) != 1 || !strings.Contains(lines[0], "no usable GPU") {
+		t.Errorf("auto without a driver: device %q, log %q", st.Device, lines)
+	}
+	cfg.Device = "tpu"
+	if _, err := New(src, cfg); err == nil {
+		t.Error("device tpu accepted")
+	}
+	cfg.Device, cfg.DeviceConvert, cfg.Pack.DType, cfg.Pack.Normalize = "cpu", true, augment.Uint8, false
+	if _, err := New(src, cfg); err == nil || !strings.Contains(err.Error(), "DeviceConvert needs a float") {
+		t.Errorf("DeviceConvert to uint8: %v", err)
+	}
+}
+
+// On a GPU the consumer may hold as many batches as the ring has buffers; holding all
+// of them is reported, not a hang.
+func TestDeviceHoldingEveryBuffer(t *testing.T) {
+	fakecuda.Use(t)
+	src, err := Dir(sharedTree(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(2)
+	cfg.Device = "cuda:0"
+	ld := newLoader(t, src, cfg)
+	var held []*Batch
+	var got error
+	for b, err := range ld.Epoch(context.Background(), 0) {
+		if err != nil {
+			got = err
+			break
+		}
+		held = append(held, b)
+	}
+	if !errors.Is(got, ErrHeld) || len(held) != 2 {
+		t.Errorf("holding every device buffer: %v after %d batches", got, len(held))
+	}
+	for _, b := range held {
+		b.Release()
+	}
+}
