@@ -111,6 +111,21 @@ func Open(name string, logf func(format string, args ...any)) (*Device, error) {
 	return nil, fmt.Errorf("gpu: unknown device %q (want auto, cpu, cuda or cuda:N)", name)
 }
 
+// OpenContext opens GPU ordinal through the CUDA driver using ctx, a CUcontext the caller
+// created on that GPU and keeps alive until the Device and its rings are closed, instead
+// of the primary context. Device pointers it hands out are valid in ctx. For libraries
+// that manage their own contexts (see gpu/cuinterop for gorgonia.org/cu).
+func OpenContext(ordinal int, ctx uintptr) (*Device, error) {
+	if ctx == 0 {
+		return nil, errors.New("gpu: OpenContext: nil context")
+	}
+	drv, err := openCUDA(ordinal, ctx)
+	if err != nil {
+		return nil, err
+	}
+	return newDevice(drv, CUDA, "cuda:"+strconv.Itoa(ordinal)), nil
+}
+
 // HostOptions configures a host Device made by NewHost.
 type HostOptions struct {
 	// Fault, when set, is consulted before every driver operation with its name (the
