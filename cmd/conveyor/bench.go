@@ -88,6 +88,8 @@ flags:
 	cacheDir := fs.String("cache", "", "cache directory the loader fills in the first epoch and reads from later (default: none)")
 	cacheCodec := fs.String("cache-codec", string(cache.S2), fmt.Sprintf("how --cache stores pixels: %v", cache.Codecs))
 	cacheFill := fs.Float64("cache-fill", 0, "share of worker time storing into --cache may take, 0 to 1; 1 stores every sample at once (0: the loader's default, 0.1)")
+	device := fs.String("device", "cpu", "where batches go: cpu, auto, cuda or cuda:N (GPU N: asynchronous copies into a device ring)")
+	deviceConvert := fs.Bool("device-convert", false, "copy uint8 pixels and convert to --dtype/--layout/--normalize on the device")
 	fullDecode := fs.Bool("full-decode", false, "decode whole images even where the recipe's random crop allows decoding only the crop")
 	var cacheMax, budget byteSize
 	fs.Var(&cacheMax, "cache-max-bytes", "bound on --cache's size, e.g. 50G (0: none)")
@@ -163,7 +165,7 @@ flags:
 	base := pipeline.Config{
 		IOWorkers: *ioWorkers, Seed: *seed, Sequential: *recipe == "eval", MemoryBudget: int64(budget),
 		Pack:      augment.PackOptions{Width: *size, Height: *size, DType: dt, Layout: lay, Normalize: *normalize && dt != augment.Uint8},
-		CacheFill: *cacheFill, FullDecode: *fullDecode,
+		CacheFill: *cacheFill, FullDecode: *fullDecode, Device: *device, DeviceConvert: *deviceConvert,
 		Logf: logf,
 	}
 	if *cacheDir != "" {

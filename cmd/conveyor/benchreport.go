@@ -43,7 +43,8 @@ func printReport(w io.Writer, res *benchResult) {
 	row("device", "%s, %s", m.Device, mb(m.DeviceBytes))
 	row("bad samples", "%d", r.BadSamples)
 	if c := r.Consumer; c != nil {
-		row("consumer", "step %s: waited for input %.1f%% of the time (%.2f s of %.2f s)", fmtSeconds(c.StepS), 100*c.Waited, c.WaitS, c.WallS)
+		row("consumer", "step %s: waited for input %.1f%% of the time (%.2f s of %.2f s); %d waits on a device copy (%.3f s)",
+			fmtSeconds(c.StepS), 100*c.Waited, c.WaitS, c.WallS, c.CopyWaits, c.CopyWaitS)
 	}
 	if cs := r.Cache; cs != nil {
 		row("cache", "hits %d, stored %d, deferred %d; %s: %d records, %s, codec %s, full %t",

@@ -106,6 +106,10 @@ type consumerReport struct {
 	WaitS  float64 `json:"wait_s"`
 	WallS  float64 `json:"wall_s"`
 	Waited float64 `json:"wait_fraction"` // of the consumer loop's wall time
+	// Batches whose copy to the device was still running when the step wanted them, and
+	// the time the step waited for those copies.
+	CopyWaits int64   `json:"copy_waits"`
+	CopyWaitS float64 `json:"copy_wait_s"`
 }
 
 type cacheState struct {
@@ -211,6 +215,12 @@ func measure(ctx context.Context, src pipeline.Source, cfg *pipeline.Config, opt
 				q.add(&st)
 			}
 			if opts.step > 0 {
+				// A training step reads the batch: it must be on the device first.
+				if err := b.Wait(); err != nil {
+					b.Release()
+					finishSampling()
+					return nil, err
+				}
 				time.Sleep(opts.step)
 			}
 			n += int64(b.Len)
@@ -248,7 +258,7 @@ func measure(ctx context.Context, src pipeline.Source, cfg *pipeline.Config, opt
 	rep.CPU.Utilisation = rep.CPU.Percent / 100 / float64(cores)
 	rep.Memory = memoryReport{
 		PeakRSS: peakRSS(), PeakRSSScope: "run", Budget: st.Budget, PeakHeld: st.PeakHeld,
-		Pinned: st.Pinned.BytesMapped, PinnedLocked: st.Pinned.Locked, Device: "cpu",
+		Pinned: st.Pinned.BytesMapped, PinnedLocked: st.Pinned.Locked, Device: st.Device, DeviceBytes: st.DeviceBytes,
 	}
 	if !scoped {
 		rep.Memory.PeakRSSScope = "process"
@@ -257,7 +267,8 @@ func measure(ctx context.Context, src pipeline.Source, cfg *pipeline.Config, opt
 	rep.Queues = q.report()
 	if opts.step > 0 {
 		w := (st.Wait - wait0).Seconds()
-		rep.Consumer = &consumerReport{StepS: opts.step.Seconds(), WaitS: w, WallS: loop.Seconds(), Waited: w / loop.Seconds()}
+		rep.Consumer = &consumerReport{StepS: opts.step.Seconds(), WaitS: w, WallS: loop.Seconds(), Waited: w / loop.Seconds(),
+			CopyWaits: st.CopyWaits, CopyWaitS: st.CopyWaitTime.Seconds()}
 	}
 	rep.Loader = metrics.Snap(st)
 	rep.CacheHits, rep.CacheStored, rep.CacheDeferred = st.CacheHits, st.CacheStored, st.CacheDeferred
