@@ -38,6 +38,20 @@ type Snapshot struct {
 	Memory      Memory `json:"memory"`
 	Pinned      Pinned `json:"pinned"`
 	Outstanding int64  `json:"outstanding"` // batches held by the consumer, not yet released
+	Device      Device `json:"device"`
+}
+
+// Device is where the loader delivers batches and how the copies went (see
+// pipeline.Stats): its device memory, fixed from New to Close; batches copied; the
+// consumer's waits on copies still running; and the time finished batches waited for a
+// free device buffer.
+type Device struct {
+	Name            string  `json:"name"`
+	Bytes           int64   `json:"bytes"`
+	Copies          int64   `json:"copies"`
+	CopyWaits       int64   `json:"copy_waits"`
+	CopyWaitSeconds float64 `json:"copy_wait_seconds"`
+	SlotWaitSeconds float64 `json:"slot_wait_seconds"`
 }
 
 // Stages holds the per-stage counters, in pipeline order.
@@ -145,6 +159,10 @@ func Snap(st pipeline.Stats) Snapshot {
 			Budget: p.Budget, Locked: p.Locked, LockError: p.LockError, Gets: p.Gets, Waits: p.Waits,
 		},
 		Outstanding: st.Outstanding,
+		Device: Device{
+			Name: st.Device, Bytes: st.DeviceBytes, Copies: st.Copies, CopyWaits: st.CopyWaits,
+			CopyWaitSeconds: st.CopyWaitTime.Seconds(), SlotWaitSeconds: st.SlotWait.Seconds(),
+		},
 	}
 	for _, e := range st.RecentBad[max(0, len(st.RecentBad)-MaxRecentBad):] {
 		b := BadSample{Path: e.Path, Index: e.Index, Epoch: e.Epoch}

@@ -60,6 +60,8 @@ func fakeStats() pipeline.Stats {
 			LockError: "mlock: operation not permitted", Gets: 60, Waits: 9,
 		},
 		Outstanding: 2,
+		Device:      "cuda:0 (NVIDIA H100 80GB HBM3, 79.1 GiB, driver 12.8)", DeviceBytes: 77 << 20, Copies: 30,
+		CopyWaits: 1, CopyWaitTime: 3 * time.Millisecond, SlotWait: 1500 * time.Millisecond,
 	}
 	// Twelve failures, more than a Snapshot lists.
 	for i := range 12 {
@@ -104,7 +106,9 @@ const fakeJSON = `{
 		"bytes_in_use": 2097152, "peak_bytes_in_use": 5242880, "budget": 8388608, "locked": false,
 		"lock_error": "mlock: operation not permitted", "gets": 60, "waits": 9
 	},
-	"outstanding": 2
+	"outstanding": 2,
+	"device": {"name": "cuda:0 (NVIDIA H100 80GB HBM3, 79.1 GiB, driver 12.8)", "bytes": 80740352, "copies": 30,
+		"copy_waits": 1, "copy_wait_seconds": 0.003, "slot_wait_seconds": 1.5}
 }`
 
 // equalJSON reports whether two JSON texts hold the same value, ignoring layout.

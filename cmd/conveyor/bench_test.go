@@ -81,7 +81,7 @@ func TestBenchReport(t *testing.T) {
 		t.Errorf("cpu: %+v", r.CPU)
 	}
 	m := r.Memory
-	if m.PeakRSS <= 0 || m.Budget <= 0 || m.PeakHeld <= 0 || m.PeakHeld > m.Budget || m.Pinned <= 0 || m.Device != "cpu" {
+	if m.PeakRSS <= 0 || m.Budget <= 0 || m.PeakHeld <= 0 || m.PeakHeld > m.Budget || m.Pinned <= 0 || m.Device != "cpu (host memory)" || m.DeviceBytes != 0 {
 		t.Errorf("memory: %+v", m)
 	}
 	share := 0.0
