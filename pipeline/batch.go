@@ -45,6 +45,7 @@ type Batch struct {
 	hostU8    bool      // Data is uint8 NHWC for the device to convert
 	ld        *Loader
 	remaining atomic.Int32 // slots not yet written
+	completed atomic.Int64 // when the last slot was written, Unix ns (for tests of overlap)
 	done      chan struct{}
 	released  atomic.Bool
 	bad       atomic.Int32 // failed samples, replacements included

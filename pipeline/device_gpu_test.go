@@ -27,13 +27,12 @@ func TestGPUConsumerNeverWaits(t *testing.T) {
 		ld := newLoader(t, src, cfg)
 		blocked, measured := 0, 0
 		var got []byte
-		pulled := time.Now()
 		for b, err := range ld.Epoch(context.Background(), 0) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// Batches the consumer waited for (input-bound) start their copy only now.
-			inputBound := b.Number == 0 || time.Since(pulled) > 2*time.Millisecond
+			// A batch completed just now (input-bound) cannot have been copied yet.
+			inputBound := b.Number == 0 || time.Since(time.Unix(0, b.completed.Load())) < 2*time.Millisecond
 			before := ld.Stats().CopyWaits
 			if err := b.Wait(); err != nil {
 				t.Fatal(err)
@@ -51,12 +50,11 @@ func TestGPUConsumerNeverWaits(t *testing.T) {
 			}
 			got = append(got, buf...)
 			b.Release()
-			pulled = time.Now()
 		}
 		st := ld.Stats()
 		t.Logf("convert=%t: %s, %d device bytes, %d batches, %d copy waits (%v), slot wait %v", convert, st.Device, st.DeviceBytes, st.Batches, st.CopyWaits, st.CopyWaitTime, st.SlotWait)
 		if measured < 3 {
-			t.Errorf("convert=%t: only %d of %d batches were ready before the consumer asked", convert, measured, st.Batches)
+			t.Errorf("convert=%t: only %d of %d batches were complete a copy's time before the consumer asked", convert, measured, st.Batches)
 		}
 		if blocked > 0 {
 			t.Errorf("convert=%t: the consumer waited on %d of the %d copies of batches that were ready in time", convert, blocked, measured)

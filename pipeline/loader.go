@@ -787,6 +787,7 @@ func (r *run) process(w *worker, it readItem) {
 		it.b.Indices[it.slot] = int64(it.idx)
 	}
 	if it.b.remaining.Add(-1) == 0 {
+		it.b.completed.Store(time.Now().UnixNano())
 		close(it.b.done)
 	}
 }
