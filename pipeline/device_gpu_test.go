@@ -26,13 +26,17 @@ func TestGPUConsumerNeverWaits(t *testing.T) {
 		cfg.Logf = t.Logf
 		ld := newLoader(t, src, cfg)
 		blocked, measured := 0, 0
+		var inOrder int64 // when the batches so far were all complete, Unix ns
 		var got []byte
 		for b, err := range ld.Epoch(context.Background(), 0) {
 			if err != nil {
 				t.Fatal(err)
 			}
 			// A batch completed just now (input-bound) cannot have been copied yet.
-			inputBound := b.Number == 0 || time.Since(time.Unix(0, b.completed.Load())) < 2*time.Millisecond
+			// Batches are copied in order, so a batch is ready to copy when it and all
+			// before it are complete.
+			inOrder = max(inOrder, b.completed.Load())
+			inputBound := b.Number < 2 || time.Since(time.Unix(0, inOrder)) < 2*time.Millisecond
 			before := ld.Stats().CopyWaits
 			if err := b.Wait(); err != nil {
 				t.Fatal(err)
