@@ -25,36 +25,7 @@ func TestGPUConsumerNeverWaits(t *testing.T) {
 		cfg.Device, cfg.DeviceConvert = name, convert
 		cfg.Logf = t.Logf
 		ld := newLoader(t, src, cfg)
-		blocked, measured := 0, 0
-		var inOrder int64 // when the batches so far were all complete, Unix ns
-		var got []byte
-		for b, err := range ld.Epoch(context.Background(), 0) {
-			if err != nil {
-				t.Fatal(err)
-			}
-			// A batch completed just now (input-bound) cannot have been copied yet.
-			// Batches are copied in order, so a batch is ready to copy when it and all
-			// before it are complete.
-			inOrder = max(inOrder, b.completed.Load())
-			inputBound := b.Number < 2 || time.Since(time.Unix(0, inOrder)) < 2*time.Millisecond
-			before := ld.Stats().CopyWaits
-			if err := b.Wait(); err != nil {
-				t.Fatal(err)
-			}
-			if !inputBound {
-				measured++
-				if ld.Stats().CopyWaits > before {
-					blocked++
-				}
-			}
-			time.Sleep(20 * time.Millisecond)
-			buf := make([]byte, b.DeviceBytes())
-			if err := b.slot.Read(buf); err != nil {
-				t.Fatal(err)
-			}
-			got = append(got, buf...)
-			b.Release()
-		}
+		blocked, measured, got := overlapEpoch(t, ld, 20*time.Millisecond, 2*time.Millisecond, true)
 		st := ld.Stats()
 		t.Logf("convert=%t: %s, %d device bytes, %d batches, %d copy waits (%v), slot wait %v", convert, st.Device, st.DeviceBytes, st.Batches, st.CopyWaits, st.CopyWaitTime, st.SlotWait)
 		if measured < 3 {

@@ -90,8 +90,50 @@ func TestDeviceBatchesMatchHost(t *testing.T) {
 	}
 }
 
-// With copies that take 3 ms and a training step of 40 ms, the consumer never finds a
-// batch still being copied: each is copied while the previous one is in use.
+// overlapEpoch runs epoch 0 with a consumer that waits for each batch's copy, then holds
+// the batch for step (reading it back from the device after the step when read is set,
+// returning the bytes). It counts the batches that were ready to copy at least margin
+// before the consumer wanted them (measured) and those of them whose copy the consumer
+// still had to wait for (blocked). A batch completed just now (input-bound: the workers
+// were slower than the step, as on a busy test machine) cannot have been copied yet.
+// Batches are copied in order, so a batch is ready to copy when it and all before it are
+// complete. The first two fill the ring at the epoch's start, when the consumer asks for
+// them at once, and are not counted.
+func overlapEpoch(t *testing.T, ld *Loader, step, margin time.Duration, read bool) (blocked, measured int, data []byte) {
+	t.Helper()
+	var inOrder int64 // when the batches so far were all complete, Unix ns
+	for b, err := range ld.Epoch(context.Background(), 0) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		inOrder = max(inOrder, b.completed.Load())
+		inputBound := b.Number < 2 || time.Since(time.Unix(0, inOrder)) < margin
+		before := ld.Stats().CopyWaits
+		if err := b.Wait(); err != nil {
+			t.Fatal(err)
+		}
+		if !inputBound {
+			measured++
+			if ld.Stats().CopyWaits > before {
+				blocked++
+			}
+		}
+		time.Sleep(step) // the training step
+		if read {
+			buf := make([]byte, b.DeviceBytes())
+			if err := b.slot.Read(buf); err != nil {
+				t.Fatal(err)
+			}
+			data = append(data, buf...)
+		}
+		b.Release()
+	}
+	return blocked, measured, data
+}
+
+// With copies that take 3 ms and a training step of 40 ms (20 ms of margin for a loaded
+// machine to schedule a copy), the consumer never finds a batch still being copied: each
+// is copied while the previous one is in use.
 func TestDeviceCopiesOverlapTheStep(t *testing.T) {
 	f := fakecuda.Use(t)
 	f.Delay(3 * time.Millisecond)
@@ -103,34 +145,7 @@ func TestDeviceCopiesOverlapTheStep(t *testing.T) {
 	cfg.Device = "cuda:0"
 	cfg.Augment = cfg.Augment[:2] // crop and flip: keep the workers ahead of the step
 	ld := newLoader(t, src, cfg)
-	blocked, measured := 0, 0
-	var inOrder int64 // when the batches so far were all complete, Unix ns
-	for b, err := range ld.Epoch(context.Background(), 0) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		// A batch completed just now (input-bound: the workers were slower than the
-		// step, as on a busy test machine) cannot have been copied yet; the claim is
-		// about batches complete well before the consumer wants them (20 ms here, for a
-		// 3 ms copy: room for a loaded machine to schedule the copy).
-		// Batches are copied in order, so a batch is ready to copy when it and all
-		// before it are complete. The first two fill the ring at the epoch's start, when
-		// the consumer asks for them at once.
-		inOrder = max(inOrder, b.completed.Load())
-		inputBound := b.Number < 2 || time.Since(time.Unix(0, inOrder)) < 20*time.Millisecond
-		before := ld.Stats().CopyWaits
-		if err := b.Wait(); err != nil {
-			t.Fatal(err)
-		}
-		if !inputBound {
-			measured++
-			if ld.Stats().CopyWaits > before {
-				blocked++
-			}
-		}
-		time.Sleep(40 * time.Millisecond) // the training step
-		b.Release()
-	}
+	blocked, measured, _ := overlapEpoch(t, ld, 40*time.Millisecond, 20*time.Millisecond, false)
 	st := ld.Stats()
 	t.Logf("%d batches, %d waits on a copy (%v), device buffers waited %v for release", st.Batches, st.CopyWaits, st.CopyWaitTime, st.SlotWait)
 	if measured < 3 {

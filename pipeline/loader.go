@@ -353,15 +353,8 @@ func (r *run) next() (*Batch, error) {
 	var ok bool
 	select {
 	case b, ok = <-r.ready:
-	default:
-		if r.ctx.Err() != nil {
-			return nil, r.stopped()
-		}
-		select {
-		case b, ok = <-r.ready:
-		case <-r.ctx.Done():
-			return nil, r.stopped()
-		}
+	case <-r.ctx.Done():
+		return nil, r.stopped()
 	}
 	if !ok {
 		return nil, r.cause()
