@@ -28,6 +28,7 @@ type Decoder struct {
 	turbo *turboJPEG   // the JPEG fast path, nil with the Go backend
 	webp  *libwebp.Lib // the WebP fast path, nil with the Go backend or without libwebp
 	png   *pngFast     // the PNG fast path, nil with the Go backend or without libdeflate
+	jpeg  jpegFast     // the pure-Go JPEG fast path; image/jpeg takes what it declines
 
 	rs        Resizer
 	full, mid Image // the decoded image, and the resized one when orientation follows
@@ -280,6 +281,15 @@ func (d *Decoder) decodePixels(img *Image, h header, data []byte, rs image.Recta
 			return crop, sx, sy, nil
 		}
 	}
+	if h.format == JPEG {
+		var m image.Image
+		if guard(JPEG, func() (err error) {
+			m, err = d.jpeg.decode(data, h.width, h.height, rs)
+			return err
+		}) == nil {
+			return d.toRGBRegion(img, m, rs), sx, sy, nil
+		}
+	}
 	err = guard(h.format, func() error {
 		d.rd.Reset(data)
 		m, err := decodeGo(h.format, &d.rd)
@@ -306,19 +316,26 @@ func (d *Decoder) decodePixels(img *Image, h header, data []byte, rs image.Recta
 				return nil
 			}
 		}
-		sub, ok := m.(interface {
-			SubImage(image.Rectangle) image.Image
-		})
-		if !ok || rs == b {
-			toRGB(img, m, &d.lut)
-			return nil
-		}
-		ra := alignRect(m, rs.Add(b.Min))
-		toRGB(img, sub.SubImage(ra), &d.lut)
-		crop = rs.Add(b.Min).Sub(ra.Min)
+		crop = d.toRGBRegion(img, m, rs)
 		return nil
 	})
 	return crop, sx, sy, err
+}
+
+// toRGBRegion converts the part rs (relative to m's origin) of a decoded image to RGB in
+// img, rounded out to the chroma grid, and returns where rs lies in img.
+func (d *Decoder) toRGBRegion(img *Image, m image.Image, rs image.Rectangle) image.Rectangle {
+	b := m.Bounds()
+	sub, ok := m.(interface {
+		SubImage(image.Rectangle) image.Image
+	})
+	if !ok || rs == b.Sub(b.Min) {
+		toRGB(img, m, &d.lut)
+		return rs
+	}
+	ra := alignRect(m, rs.Add(b.Min))
+	toRGB(img, sub.SubImage(ra), &d.lut)
+	return rs.Add(b.Min).Sub(ra.Min)
 }
 
 // alignRect rounds r out to the chroma grid of a subsampled YCbCr image, so that its

@@ -1,0 +1,800 @@
+package decode
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"image"
+)
+
+// jpegFast is the pure-Go decoder's JPEG path for sequential Huffman-coded files
+// (baseline and extended, 8-bit, greyscale or YCbCr), which are nearly all the JPEGs in
+// training sets. It is faster than image/jpeg in four ways: it reads entropy-coded data
+// straight from the byte slice through a 64-bit bit buffer, decoding most AC coefficients
+// with one table lookup that yields run, size and value together; it skips the inverse
+// DCT of every block outside the region it is asked for (the crop of RandomResizedCrop),
+// while still Huffman-decoding the whole scan so that a file is accepted or rejected the
+// same way whatever the crop; it takes a shortcut for blocks with no AC coefficients; and
+// it reuses its planes and tables from one image to the next, so a decode allocates
+// nothing once warm.
+//
+// The inverse DCT is the accurate integer one of the IJG's libjpeg (jidctint.c, the
+// "islow" method), which libjpeg-turbo also uses by default; chroma is not upsampled
+// here (the RGB conversion replicates it, as image/jpeg's planes are converted).
+//
+// Everything else (progressive, arithmetic-coded, lossless, 12-bit, CMYK, RGB-coded, odd
+// sampling factors) and any file it finds fault with goes to image/jpeg, which decides:
+// the decoder returns errJPEGFallback or the fault, and the caller decodes again with
+// the standard library. So the Go backend accepts exactly the files image/jpeg accepts,
+// and only pays twice for files that are rare or broken.
+type jpegFast struct {
+	data []byte
+	pos  int    // the next byte of data to load into acc
+	acc  uint64 // entropy-coded bits, the next one in the top bit
+	n    int    // valid bits in acc
+	pad  int    // zero bits appended to acc at a marker or the end of data: never real
+
+	q          [4][64]int32 // quantisation tables, zigzag order
+	dc, ac     [4]huffTable
+	qok        [4]bool
+	dcok, acok [4]bool
+
+	width, height int
+	ncomp         int
+	comp          [3]jpegComp
+	hmax, vmax    int
+	mcusX, mcusY  int
+	restart       int // MCUs per restart interval, 0 for none
+	adobe         int // the Adobe APP14 transform flag, -1 without the segment
+
+	planes [3][]byte
+	ycc    image.YCbCr
+	gray   image.Gray
+	blk    [64]int32
+}
+
+// jpegComp is one colour component of the frame.
+type jpegComp struct {
+	id      byte
+	idx     int // index in jpegFast.comp and planes
+	h, v    int // sampling factors
+	tq      int // quantisation table
+	td, ta  int // Huffman tables of the current scan
+	stride  int // bytes per row of the plane: mcusX*h*8
+	bw, bh  int // blocks coded across and down in a scan of this component alone
+	x0, x1  int // blocks [x0, x1) × [y0, y1) are inverse-transformed; the rest only decoded
+	y0, y1  int
+	pred    int32 // DC predictor
+	scanned bool
+}
+
+// huffTable is a Huffman table with a lookahead of jpegLookBits bits.
+type huffTable struct {
+	// look[b] for the next jpegLookBits bits b is length<<8 | symbol for a code of at
+	// most jpegLookBits bits, 0 for a longer one.
+	look [1 << jpegLookBits]uint16
+	// fast[b], in AC tables, is value<<8 | run<<4 | bits for a run/size symbol whose code
+	// and extra bits fit in the lookahead together (bits of both, value already
+	// sign-extended), 0 otherwise.
+	fast    [1 << jpegLookBits]int32
+	maxcode [17]int32 // the largest code of each length, -1 if none
+	delta   [17]int32 // index into vals of a code of each length, minus that code
+	vals    [256]uint8
+}
+
+const jpegLookBits = 9
+
+// errJPEGFallback says a file is valid as far as jpegFast read it but uses a feature
+// jpegFast leaves to image/jpeg.
+var errJPEGFallback = errors.New("jpeg feature left to image/jpeg")
+
+// jpegZigzag maps the zigzag index of a coefficient to its natural (row-major) index.
+// Indexes past 63 land on a spare slot, so a corrupt run cannot index out of range.
+var jpegZigzag = [64 + 16]uint8{
+	0, 1, 8, 16, 9, 2, 3, 10, 17, 24, 32, 25, 18, 11, 4, 5,
+	12, 19, 26, 33, 40, 48, 41, 34, 27, 20, 13, 6, 7, 14, 21, 28,
+	35, 42, 49, 56, 57, 50, 43, 36, 29, 22, 15, 23, 30, 37, 44, 51,
+	58, 59, 52, 45, 38, 31, 39, 46, 53, 60, 61, 54, 47, 55, 62, 63,
+	63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63,
+}
+
+// decode decodes data, whose header says it is w×h, and returns its planes: an
+// *image.YCbCr or *image.Gray that shares the decoder's memory until the next call.
+// Only the blocks of MCUs that meet the rectangle r are inverse-transformed; pixels
+// outside those MCUs are left as they were.
+func (d *jpegFast) decode(data []byte, w, h int, r image.Rectangle) (image.Image, error) {
+	d.data, d.pos = data, 2
+	defer func() { d.data = nil }()
+	d.width, d.height, d.ncomp, d.restart, d.adobe = 0, 0, 0, 0, -1
+	d.qok, d.dcok, d.acok = [4]bool{}, [4]bool{}, [4]bool{}
+	if len(data) < 2 || data[0] != 0xff || data[1] != 0xd8 {
+		return nil, errors.New("missing SOI marker")
+	}
+	for {
+		marker, seg, err := d.segment()
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case marker == 0xd9: // EOI
+			return d.finish()
+		case marker == 0xc0 || marker == 0xc1:
+			if d.ncomp != 0 {
+				return nil, errJPEGFallback // a second frame
+			}
+			if err := d.frame(seg, w, h, r); err != nil {
+				return nil, err
+			}
+		case marker >= 0xc2 && marker <= 0xcf && marker != 0xc4 && marker != 0xc8 && marker != 0xcc:
+			return nil, errJPEGFallback // progressive, lossless, arithmetic, hierarchical
+		case marker == 0xc4:
+			if err := d.huffman(seg); err != nil {
+				return nil, err
+			}
+		case marker == 0xdb:
+			if err := d.quant(seg); err != nil {
+				return nil, err
+			}
+		case marker == 0xdd:
+			if len(seg) != 2 {
+				return nil, errors.New("bad DRI length")
+			}
+			d.restart = int(binary.BigEndian.Uint16(seg))
+		case marker == 0xee:
+			if len(seg) >= 12 && string(seg[:5]) == "Adobe" {
+				d.adobe = int(seg[11])
+			}
+		case marker == 0xda:
+			if err := d.scan(seg); err != nil {
+				return nil, err
+			}
+		case marker >= 0xe0 && marker <= 0xef, marker == 0xfe: // APPn, COM
+		default:
+			return nil, errJPEGFallback // DNL, DHP, EXP, JPGn, ...
+		}
+	}
+}
+
+// segment finds the next marker from d.pos, skipping fill bytes and, as libjpeg and
+// image/jpeg do, any stray bytes before it, and returns the marker and its segment's
+// body (nil for markers without one). d.pos moves past the segment.
+func (d *jpegFast) segment() (byte, []byte, error) {
+	data := d.data
+	for {
+		for d.pos < len(data) && data[d.pos] != 0xff {
+			d.pos++
+		}
+		for d.pos+1 < len(data) && data[d.pos+1] == 0xff {
+			d.pos++
+		}
+		if d.pos+1 >= len(data) {
+			return 0, nil, errors.New("no EOI marker: truncated")
+		}
+		m := data[d.pos+1]
+		d.pos += 2
+		switch {
+		case m == 0x00, m >= 0xd0 && m <= 0xd7, m == 0x01:
+			continue // stuffed byte or restart marker out of place, TEM
+		case m == 0xd8:
+			return 0, nil, errJPEGFallback // a second SOI: leave it to image/jpeg
+		case m == 0xd9:
+			return m, nil, nil
+		}
+		if d.pos+2 > len(data) {
+			return 0, nil, errors.New("truncated marker segment")
+		}
+		n := int(data[d.pos])<<8 | int(data[d.pos+1])
+		if n < 2 || d.pos+n > len(data) {
+			return 0, nil, fmt.Errorf("marker 0x%02x: segment of %d bytes runs past the end", m, n)
+		}
+		seg := data[d.pos+2 : d.pos+n]
+		d.pos += n
+		return m, seg, nil
+	}
+}
+
+// frame reads a baseline or extended sequential frame header and sizes the planes.
+func (d *jpegFast) frame(seg []byte, w, h int, r image.Rectangle) error {
+	if len(seg) < 6 {
+		return errors.New("short SOF segment")
+	}
+	if seg[0] != 8 {
+		return errJPEGFallback // 12-bit
+	}
+	d.height = int(binary.BigEndian.Uint16(seg[1:]))
+	d.width = int(binary.BigEndian.Uint16(seg[3:]))
+	d.ncomp = int(seg[5])
+	if d.width != w || d.height != h {
+		return fmt.Errorf("frame is %dx%d, header said %dx%d", d.width, d.height, w, h)
+	}
+	if d.ncomp != 1 && d.ncomp != 3 {
+		return errJPEGFallback // CMYK, or unusual
+	}
+	if len(seg) != 6+3*d.ncomp {
+		return errors.New("bad SOF length")
+	}
+	d.hmax, d.vmax = 1, 1
+	for i := 0; i < d.ncomp; i++ {
+		c := &d.comp[i]
+		b := seg[6+3*i:]
+		*c = jpegComp{id: b[0], idx: i, h: int(b[1] >> 4), v: int(b[1] & 15), tq: int(b[2])}
+		if c.h < 1 || c.h > 4 || c.v < 1 || c.v > 4 || c.tq > 3 {
+			return errors.New("bad component sampling factors or table")
+		}
+		for j := 0; j < i; j++ {
+			if d.comp[j].id == c.id {
+				return errors.New("repeated component ID")
+			}
+		}
+		d.hmax, d.vmax = max(d.hmax, c.h), max(d.vmax, c.v)
+	}
+	if d.ncomp == 1 {
+		// A single component is coded in 8×8 blocks whatever its sampling factors say.
+		d.comp[0].h, d.comp[0].v, d.hmax, d.vmax = 1, 1, 1, 1
+	} else if d.comp[1].h != 1 || d.comp[1].v != 1 || d.comp[2].h != 1 || d.comp[2].v != 1 {
+		return errJPEGFallback // chroma at other than the lowest rate
+	} else if _, ok := ycbcrRatio(d.hmax, d.vmax); !ok {
+		return errJPEGFallback
+	}
+	d.mcusX = (d.width + 8*d.hmax - 1) / (8 * d.hmax)
+	d.mcusY = (d.height + 8*d.vmax - 1) / (8 * d.vmax)
+	// The MCUs that meet r; inverse-transform only their blocks.
+	mx0, mx1 := r.Min.X/(8*d.hmax), (r.Max.X+8*d.hmax-1)/(8*d.hmax)
+	my0, my1 := r.Min.Y/(8*d.vmax), (r.Max.Y+8*d.vmax-1)/(8*d.vmax)
+	for i := 0; i < d.ncomp; i++ {
+		c := &d.comp[i]
+		c.stride = d.mcusX * c.h * 8
+		rows := d.mcusY * c.v * 8
+		// A scan of this component alone codes only the blocks that hold its samples.
+		cw := (d.width*c.h + d.hmax - 1) / d.hmax
+		ch := (d.height*c.v + d.vmax - 1) / d.vmax
+		c.bw, c.bh = (cw+7)/8, (ch+7)/8
+		c.x0, c.x1, c.y0, c.y1 = mx0*c.h, mx1*c.h, my0*c.v, my1*c.v
+		if n := c.stride * rows; cap(d.planes[i]) < n {
+			d.planes[i] = make([]byte, n)
+		} else {
+			d.planes[i] = d.planes[i][:n]
+		}
+	}
+	return nil
+}
+
+// ycbcrRatio returns the image.YCbCr subsampling of luma factors h×v over chroma 1×1.
+func ycbcrRatio(h, v int) (image.YCbCrSubsampleRatio, bool) {
+	switch {
+	case h == 1 && v == 1:
+		return image.YCbCrSubsampleRatio444, true
+	case h == 2 && v == 1:
+		return image.YCbCrSubsampleRatio422, true
+	case h == 2 && v == 2:
+		return image.YCbCrSubsampleRatio420, true
+	case h == 1 && v == 2:
+		return image.YCbCrSubsampleRatio440, true
+	case h == 4 && v == 1:
+		return image.YCbCrSubsampleRatio411, true
+	case h == 4 && v == 2:
+		return image.YCbCrSubsampleRatio410, true
+	}
+	return 0, false
+}
+
+// quant reads a DQT segment.
+func (d *jpegFast) quant(seg []byte) error {
+	for len(seg) > 0 {
+		pq, tq := seg[0]>>4, int(seg[0]&15)
+		if tq > 3 || pq > 1 {
+			return errors.New("bad DQT table")
+		}
+		n := 64 << pq
+		if len(seg) < 1+n {
+			return errors.New("short DQT segment")
+		}
+		for k := range 64 {
+			if pq == 0 {
+				d.q[tq][k] = int32(seg[1+k])
+			} else {
+				d.q[tq][k] = int32(binary.BigEndian.Uint16(seg[1+2*k:]))
+			}
+		}
+		d.qok[tq] = true
+		seg = seg[1+n:]
+	}
+	return nil
+}
+
+// huffman reads a DHT segment and builds its tables.
+func (d *jpegFast) huffman(seg []byte) error {
+	for len(seg) > 0 {
+		if len(seg) < 17 {
+			return errors.New("short DHT segment")
+		}
+		tc, th := seg[0]>>4, int(seg[0]&15)
+		if tc > 1 || th > 3 {
+			return errors.New("bad DHT table class or index")
+		}
+		total := 0
+		for _, c := range seg[1:17] {
+			total += int(c)
+		}
+		if total == 0 || total > 256 || len(seg) < 17+total {
+			return errors.New("bad DHT symbol count")
+		}
+		t := &d.dc[th]
+		if tc == 1 {
+			t = &d.ac[th]
+		}
+		if err := t.build(seg[1:17], seg[17:17+total], tc == 1); err != nil {
+			return err
+		}
+		if tc == 0 {
+			d.dcok[th] = true
+		} else {
+			d.acok[th] = true
+		}
+		seg = seg[17+total:]
+	}
+	return nil
+}
+
+// build makes the tables for the given code counts per length and symbols.
+func (t *huffTable) build(counts, vals []byte, ac bool) error {
+	clear(t.look[:])
+	clear(t.fast[:])
+	copy(t.vals[:], vals)
+	code, k := int32(0), 0
+	for l := 1; l <= 16; l++ {
+		n := int32(counts[l-1])
+		t.delta[l] = int32(k) - code
+		if n == 0 {
+			t.maxcode[l] = -1
+		} else {
+			t.maxcode[l] = code + n - 1
+		}
+		if code+n > 1<<l {
+			return errors.New("bad Huffman table: codes overflow their length")
+		}
+		for range n {
+			if l <= jpegLookBits {
+				sym := vals[k]
+				shift := jpegLookBits - l
+				for b := code << shift; b < (code+1)<<shift; b++ {
+					t.look[b] = uint16(l)<<8 | uint16(sym)
+					if run, size := int32(sym>>4), int(sym&15); ac && size != 0 && l+size <= jpegLookBits {
+						extra := (b >> (jpegLookBits - l - size)) & (1<<size - 1)
+						t.fast[b] = extend(extra, size)<<8 | run<<4 | int32(l+size)
+					}
+				}
+			}
+			code++
+			k++
+		}
+		code <<= 1
+	}
+	return nil
+}
+
+// extend turns the s extra bits v of a coefficient into its signed value.
+func extend(v int32, s int) int32 {
+	if v < 1<<(s-1) {
+		v += -1<<s + 1
+	}
+	return v
+}
+
+// scan decodes one scan: its header in seg, then the entropy-coded data from d.pos.
+func (d *jpegFast) scan(seg []byte) error {
+	if d.ncomp == 0 {
+		return errors.New("scan before frame header")
+	}
+	if len(seg) < 1 {
+		return errors.New("short SOS segment")
+	}
+	ns := int(seg[0])
+	if ns < 1 || ns > d.ncomp || len(seg) != 4+2*ns {
+		return errors.New("bad SOS segment")
+	}
+	var sc [3]*jpegComp
+	for i := range ns {
+		id, tables := seg[1+2*i], seg[2+2*i]
+		var c *jpegComp
+		for j := 0; j < d.ncomp; j++ {
+			if d.comp[j].id == id {
+				c = &d.comp[j]
+			}
+		}
+		if c == nil || c.scanned {
+			return errors.New("scan names an unknown or repeated component")
+		}
+		c.scanned = true
+		c.td, c.ta = int(tables>>4), int(tables&15)
+		if c.td > 3 || c.ta > 3 || !d.dcok[c.td] || !d.acok[c.ta] || !d.qok[c.tq] {
+			return errors.New("scan uses a missing Huffman or quantisation table")
+		}
+		c.pred = 0
+		sc[i] = c
+	}
+	if ss, se, a := seg[1+2*ns], seg[2+2*ns], seg[3+2*ns]; ss != 0 || se != 63 || a != 0 {
+		return errors.New("bad spectral selection for a sequential scan")
+	}
+	d.acc, d.n, d.pad = 0, 0, 0
+	var err error
+	if ns == 1 {
+		err = d.scanOne(sc[0])
+	} else {
+		err = d.scanMany(sc[:ns])
+	}
+	if err != nil {
+		return err
+	}
+	// Bits left in acc are the scan's final padding: the next marker is at d.pos.
+	return nil
+}
+
+// scanMany decodes an interleaved scan, MCU by MCU.
+func (d *jpegFast) scanMany(sc []*jpegComp) error {
+	todo := d.restart
+	for my := 0; my < d.mcusY; my++ {
+		for mx := 0; mx < d.mcusX; mx++ {
+			if d.restart > 0 {
+				if todo == 0 {
+					if err := d.nextInterval(sc); err != nil {
+						return err
+					}
+					todo = d.restart
+				}
+				todo--
+			}
+			for _, c := range sc {
+				plane := d.planes[c.idx]
+				for v := 0; v < c.v; v++ {
+					by := my*c.v + v
+					for h := 0; h < c.h; h++ {
+						bx := mx*c.h + h
+						if err := d.block(c, plane, bx, by); err != nil {
+							return err
+						}
+					}
+				}
+			}
+			if d.n < d.pad {
+				return errors.New("entropy-coded data ends early: truncated")
+			}
+		}
+	}
+	return nil
+}
+
+// scanOne decodes a non-interleaved scan of one component, block by block.
+func (d *jpegFast) scanOne(c *jpegComp) error {
+	plane := d.planes[c.idx]
+	todo := d.restart
+	for by := 0; by < c.bh; by++ {
+		for bx := 0; bx < c.bw; bx++ {
+			if d.restart > 0 {
+				if todo == 0 {
+					if err := d.nextInterval([]*jpegComp{c}); err != nil {
+						return err
+					}
+					todo = d.restart
+				}
+				todo--
+			}
+			if err := d.block(c, plane, bx, by); err != nil {
+				return err
+			}
+			if d.n < d.pad {
+				return errors.New("entropy-coded data ends early: truncated")
+			}
+		}
+	}
+	return nil
+}
+
+// nextInterval expects a restart marker at d.pos and resets the bit buffer and the DC
+// predictors for the next restart interval.
+func (d *jpegFast) nextInterval(sc []*jpegComp) error {
+	if d.n < d.pad {
+		return errors.New("entropy-coded data ends early: truncated")
+	}
+	data := d.data
+	for d.pos+1 < len(data) && data[d.pos] == 0xff && data[d.pos+1] == 0xff {
+		d.pos++
+	}
+	if d.pos+1 >= len(data) || data[d.pos] != 0xff || data[d.pos+1] < 0xd0 || data[d.pos+1] > 0xd7 {
+		return errors.New("missing restart marker")
+	}
+	d.pos += 2
+	d.acc, d.n, d.pad = 0, 0, 0
+	for _, c := range sc {
+		c.pred = 0
+	}
+	return nil
+}
+
+// fill tops acc up to at least 57 bits. At a marker or the end of data it appends zero
+// bits without moving d.pos, and counts them in d.pad.
+func (d *jpegFast) fill() {
+	data := d.data
+	if d.pos+8 <= len(data) {
+		v := binary.BigEndian.Uint64(data[d.pos:])
+		// No 0xff byte among the eight: take as many whole bytes as fit.
+		if x := ^v; (x-0x0101010101010101)&^x&0x8080808080808080 == 0 {
+			k := (64 - d.n) >> 3
+			d.acc |= v >> (64 - 8*k) << (64 - d.n - 8*k)
+			d.n += 8 * k
+			d.pos += k
+			return
+		}
+	}
+	for d.n <= 56 {
+		var b byte
+		switch {
+		case d.pos >= len(data):
+			d.pad += 8
+		case data[d.pos] != 0xff:
+			b = data[d.pos]
+			d.pos++
+		case d.pos+1 < len(data) && data[d.pos+1] == 0:
+			b = 0xff
+			d.pos += 2
+		default: // a marker
+			d.pad += 8
+		}
+		d.acc |= uint64(b) << (56 - d.n)
+		d.n += 8
+	}
+}
+
+// symbol decodes one Huffman symbol; acc holds at least 16 bits.
+func (d *jpegFast) symbol(t *huffTable) (byte, error) {
+	if e := t.look[d.acc>>(64-jpegLookBits)]; e != 0 {
+		l := int(e >> 8)
+		d.acc <<= l
+		d.n -= l
+		return byte(e), nil
+	}
+	for l := jpegLookBits + 1; l <= 16; l++ {
+		code := int32(d.acc >> (64 - l))
+		if code <= t.maxcode[l] {
+			d.acc <<= l
+			d.n -= l
+			return t.vals[uint8(code+t.delta[l])], nil
+		}
+	}
+	return 0, errors.New("bad Huffman code")
+}
+
+// receive reads s extra bits (s ≤ 16, acc holding them) and returns the signed value.
+func (d *jpegFast) receive(s int) int32 {
+	if s == 0 {
+		return 0
+	}
+	v := int32(d.acc >> (64 - s))
+	d.acc <<= s
+	d.n -= s
+	return extend(v, s)
+}
+
+// block decodes the next block of c into block (bx, by) of plane, inverse-transforming
+// it only if it lies in c's region.
+func (d *jpegFast) block(c *jpegComp, plane []byte, bx, by int) error {
+	if d.n < 32 {
+		d.fill()
+	}
+	s, err := d.symbol(&d.dc[c.td])
+	if err != nil {
+		return err
+	}
+	if s > 11 {
+		return errors.New("bad DC coefficient size")
+	}
+	c.pred += d.receive(int(s))
+	blk := &d.blk
+	q := &d.q[c.tq]
+	t := &d.ac[c.ta]
+	blk[0] = c.pred * q[0]
+	ac := false
+	for k := 1; k < 64; {
+		if d.n < 32 {
+			d.fill()
+		}
+		if f := t.fast[d.acc>>(64-jpegLookBits)]; f != 0 {
+			k += int(f>>4) & 15
+			l := int(f & 15)
+			d.acc <<= l
+			d.n -= l
+			if k > 63 {
+				return errors.New("too many coefficients in a block")
+			}
+			blk[jpegZigzag[k]] = (f >> 8) * q[k]
+			k++
+			ac = true
+			continue
+		}
+		rs, err := d.symbol(t)
+		if err != nil {
+			return err
+		}
+		r, s := int(rs>>4), int(rs&15)
+		if s == 0 {
+			if r != 15 {
+				break // end of block
+			}
+			k += 16
+			continue
+		}
+		k += r
+		if k > 63 {
+			return errors.New("too many coefficients in a block")
+		}
+		blk[jpegZigzag[k]] = d.receive(s) * q[k]
+		k++
+		ac = true
+	}
+	if bx < c.x0 || bx >= c.x1 || by < c.y0 || by >= c.y1 {
+		if ac {
+			clear(blk[:])
+		}
+		return nil
+	}
+	dst := plane[by*8*c.stride+bx*8:]
+	if !ac {
+		v := clampSample((blk[0]+4)>>3 + 128)
+		for y := range 8 {
+			row := dst[y*c.stride : y*c.stride+8]
+			for x := range row {
+				row[x] = v
+			}
+		}
+		return nil
+	}
+	idctIslow(blk, dst, c.stride)
+	clear(blk[:])
+	return nil
+}
+
+// finish checks that every component was scanned and returns the image.
+func (d *jpegFast) finish() (image.Image, error) {
+	if d.ncomp == 0 {
+		return nil, errors.New("no frame header")
+	}
+	for i := 0; i < d.ncomp; i++ {
+		if !d.comp[i].scanned {
+			return nil, errors.New("a component has no scan")
+		}
+	}
+	rect := image.Rect(0, 0, d.width, d.height)
+	if d.ncomp == 1 {
+		c := &d.comp[0]
+		d.gray = image.Gray{Pix: d.planes[0], Stride: c.stride, Rect: rect}
+		return &d.gray, nil
+	}
+	// RGB-coded files (Adobe transform 0, or components named R, G, B) are image/jpeg's.
+	if d.adobe == 0 || d.comp[0].id == 'R' && d.comp[1].id == 'G' && d.comp[2].id == 'B' {
+		return nil, errJPEGFallback
+	}
+	ratio, _ := ycbcrRatio(d.hmax, d.vmax)
+	d.ycc = image.YCbCr{
+		Y: d.planes[0], Cb: d.planes[1], Cr: d.planes[2],
+		YStride: d.comp[0].stride, CStride: d.comp[1].stride,
+		SubsampleRatio: ratio, Rect: rect,
+	}
+	return &d.ycc, nil
+}
+
+// clampSample clamps v to a byte.
+func clampSample(v int32) byte {
+	if uint32(v) <= 255 {
+		return byte(v)
+	}
+	if v < 0 {
+		return 0
+	}
+	return 255
+}
+
+// The accurate integer inverse DCT of the IJG's jidctint.c: fixed-point constants with 13
+// fraction bits, and 2 more bits kept between the column and the row pass.
+const (
+	idctConstBits = 13
+	idctPass1Bits = 2
+
+	fix0_298631336 = 2446
+	fix0_390180644 = 3196
+	fix0_541196100 = 4433
+	fix0_765366865 = 6270
+	fix0_899976223 = 7373
+	fix1_175875602 = 9633
+	fix1_501321110 = 12299
+	fix1_847759065 = 15137
+	fix1_961570560 = 16069
+	fix2_053119869 = 16819
+	fix2_562915447 = 20995
+	fix3_072711026 = 25172
+)
+
+// idctIslow inverse-transforms the dequantised coefficients blk (natural order) into an
+// 8×8 block of samples at dst, rows stride bytes apart.
+func idctIslow(blk *[64]int32, dst []byte, stride int) {
+	var ws [64]int32
+	// Pass 1: columns, into ws with idctPass1Bits more bits.
+	for c := range 8 {
+		in := blk[c:]
+		if in[8]|in[16]|in[24]|in[32]|in[40]|in[48]|in[56] == 0 {
+			dc := in[0] << idctPass1Bits
+			for r := range 8 {
+				ws[8*r+c] = dc
+			}
+			continue
+		}
+		e0, e1, e2, e3, o0, o1, o2, o3 := idct1(in[0], in[8], in[16], in[24], in[32], in[40], in[48], in[56])
+		const sh = idctConstBits - idctPass1Bits
+		const rnd = 1 << (sh - 1)
+		ws[0*8+c] = (e0 + o3 + rnd) >> sh
+		ws[7*8+c] = (e0 - o3 + rnd) >> sh
+		ws[1*8+c] = (e1 + o2 + rnd) >> sh
+		ws[6*8+c] = (e1 - o2 + rnd) >> sh
+		ws[2*8+c] = (e2 + o1 + rnd) >> sh
+		ws[5*8+c] = (e2 - o1 + rnd) >> sh
+		ws[3*8+c] = (e3 + o0 + rnd) >> sh
+		ws[4*8+c] = (e3 - o0 + rnd) >> sh
+	}
+	// Pass 2: rows, descaled to samples and level-shifted.
+	_ = dst[7*stride+7]
+	for r := range 8 {
+		in := ws[8*r : 8*r+8 : 8*r+8]
+		out := dst[r*stride : r*stride+8 : r*stride+8]
+		if in[1]|in[2]|in[3]|in[4]|in[5]|in[6]|in[7] == 0 {
+			v := clampSample((in[0]+1<<(idctPass1Bits+2))>>(idctPass1Bits+3) + 128)
+			for x := range out {
+				out[x] = v
+			}
+			continue
+		}
+		e0, e1, e2, e3, o0, o1, o2, o3 := idct1(in[0], in[1], in[2], in[3], in[4], in[5], in[6], in[7])
+		const sh = idctConstBits + idctPass1Bits + 3
+		const rnd = 1<<(sh-1) + 128<<sh
+		out[0] = clampSample((e0 + o3 + rnd) >> sh)
+		out[7] = clampSample((e0 - o3 + rnd) >> sh)
+		out[1] = clampSample((e1 + o2 + rnd) >> sh)
+		out[6] = clampSample((e1 - o2 + rnd) >> sh)
+		out[2] = clampSample((e2 + o1 + rnd) >> sh)
+		out[5] = clampSample((e2 - o1 + rnd) >> sh)
+		out[3] = clampSample((e3 + o0 + rnd) >> sh)
+		out[4] = clampSample((e3 - o0 + rnd) >> sh)
+	}
+}
+
+// idct1 is the 1-D transform of jidctint.c on x0..x7, up to the final butterflies: it
+// returns the even part (tmp10, tmp11, tmp12, tmp13) and the odd part (tmp0..tmp3), each
+// scaled by 2^idctConstBits.
+func idct1(x0, x1, x2, x3, x4, x5, x6, x7 int32) (e0, e1, e2, e3, o0, o1, o2, o3 int32) {
+	// Even part.
+	z1 := (x2 + x6) * fix0_541196100
+	t2 := z1 - x6*fix1_847759065
+	t3 := z1 + x2*fix0_765366865
+	t0 := (x0 + x4) << idctConstBits
+	t1 := (x0 - x4) << idctConstBits
+	e0, e3 = t0+t3, t0-t3
+	e1, e2 = t1+t2, t1-t2
+	// Odd part.
+	a0, a1, a2, a3 := x7, x5, x3, x1
+	z1 = a0 + a3
+	z2 := a1 + a2
+	z3 := a0 + a2
+	z4 := a1 + a3
+	z5 := (z3 + z4) * fix1_175875602
+	a0 *= fix0_298631336
+	a1 *= fix2_053119869
+	a2 *= fix3_072711026
+	a3 *= fix1_501321110
+	z1 *= -fix0_899976223
+	z2 *= -fix2_562915447
+	z3 = z3*-fix1_961570560 + z5
+	z4 = z4*-fix0_390180644 + z5
+	o0 = a0 + z1 + z3
+	o1 = a1 + z2 + z4
+	o2 = a2 + z2 + z3
+	o3 = a3 + z1 + z4
+	return
+}
