@@ -11,20 +11,22 @@ import (
 
 // Fuzz targets, one per entry point: FuzzDecode (Decoder.Decode on both backends),
 // FuzzDecodeRegion (Decoder.DecodeRegion) and FuzzConfig (Sniff, ReadConfig and
-// Decoder.Config). Each is seeded with every file in testdata/decode and its hostile/
-// corpus. The pixel limit is small so that no input can allocate much. Run one with e.g.
+// Decoder.Config), plus FuzzJPEGFast (jpegfast_test.go) for the pure-Go JPEG path alone.
+// Each is seeded with every file in testdata/decode and its hostile/ and sequential/
+// corpora. The pixel limit is small so that no input can allocate much. Run one with e.g.
 //
 //	go test -run XXX -fuzz FuzzDecodeRegion -fuzztime 1m ./decode
 
 // addSeeds adds every fixture and hostile file to f's corpus.
 func addSeeds(f *testing.F) {
-	for _, dir := range []string{fixtures, hostileDir} {
+	for _, dir := range []string{fixtures, hostileDir, sequentialDir} {
 		entries, err := os.ReadDir(dir)
 		if err != nil {
 			f.Fatal(err)
 		}
 		for _, e := range entries {
-			if e.IsDir() || strings.HasSuffix(e.Name(), ".md") || strings.HasSuffix(e.Name(), ".py") {
+			if e.IsDir() || strings.HasSuffix(e.Name(), ".md") || strings.HasSuffix(e.Name(), ".py") ||
+				strings.HasSuffix(e.Name(), ".sh") || strings.HasSuffix(e.Name(), ".pgm") {
 				continue
 			}
 			b, err := os.ReadFile(filepath.Join(dir, e.Name()))
