@@ -189,8 +189,11 @@ func (d *Decoder) Decode(dst *Image, data []byte) (*Image, error) {
 //
 //   - r is in the coordinates of the oriented image, whose size Config reports; it must
 //     lie inside it and not be empty. The Decoder's resize policy is not used.
-//   - Only r's pixels are converted to RGB and resampled; the rest of the image is decoded
-//     (no decoder here can skip rows or columns) but never converted.
+//   - Only r's pixels are converted to RGB and resampled. The rest of the image is
+//     entropy-decoded (so a file is accepted or rejected whatever the crop), and with the
+//     Go backend's sequential JPEG decoder only the 8×8 blocks of the MCUs that meet r
+//     are inverse-transformed; libjpeg-turbo 2.1 and the other decoders produce every
+//     pixel.
 //   - A JPEG on the turbo backend decodes at the smallest DCT scale at which r still
 //     covers twice w×h, as Decode does for its resize target; r's edges then fall on the
 //     nearest pixel of the scaled image, within half a scaled pixel. With any other
@@ -257,8 +260,9 @@ func (d *Decoder) decode(dst *Image, h header, data []byte, r image.Rectangle, w
 //
 // A JPEG with the turbo backend is decoded whole at the DCT scale at which rs still covers
 // reduceGap times tw×th; rs's edges then fall between pixels of the scaled image, and the
-// spans carry the fractions. Other decoders decode the whole image, but only rs (rounded
-// out to the chroma grid) is converted to RGB.
+// spans carry the fractions. The Go path's sequential JPEG decoder inverse-transforms only
+// the blocks that meet rs; other decoders decode the whole image. Only rs (rounded out to
+// the chroma grid) is converted to RGB.
 func (d *Decoder) decodePixels(img *Image, h header, data []byte, rs image.Rectangle, tw, th int) (crop image.Rectangle, sx, sy span, err error) {
 	if h.format == JPEG && d.turbo != nil {
 		// CMYK, a libjpeg warning (which image/jpeg may accept) or an error: image/jpeg

@@ -12,9 +12,13 @@
 // (libturbojpeg.so.0) for JPEG, at a reduced DCT scale when the resize or the crop
 // allows; libwebp (libwebp.so.7) for WebP; libdeflate (libdeflate.so.0) to inflate 8-bit,
 // non-interlaced PNGs. Otherwise, and with Options.Backend "go" or CONVEYOR_DECODER=go,
-// the standard library and golang.org/x/image decode. WebP and PNG give identical pixels
-// either way (lossy WebP from x/image/webp is converted with libwebp's own YUV arithmetic,
-// so it matches PIL exactly); JPEG differs by about one unit per channel.
+// Go decodes: sequential (baseline and extended) JPEGs with the package's own decoder,
+// about twice as fast as image/jpeg, which inverse-transforms only the blocks of a crop
+// and whose inverse DCT is libjpeg's accurate integer one; everything else with the
+// standard library and golang.org/x/image. WebP and PNG give identical pixels either way
+// (lossy WebP from x/image/webp is converted with libwebp's own YUV arithmetic, so it
+// matches PIL exactly); JPEG differs by about one unit per channel (libjpeg-turbo
+// upsamples chroma smoothly, the Go path replicates it).
 //
 // Resizer is the resampling kernel (PIL's antialiased bilinear filter in fixed point,
 // with AVX2 assembly on amd64); package augment uses it for crops.

@@ -35,6 +35,24 @@ func jpegFrameMarker(data []byte) byte {
 	return sof
 }
 
+// jpegFrameSize returns the size in a JPEG's frame header when the frame is one image/jpeg
+// reads the same way (Huffman-coded baseline, extended or progressive, 8-bit, with 1, 3
+// or 4 components, a complete component list and a non-zero size); ok is false otherwise.
+func jpegFrameSize(data []byte) (w, h int, ok bool) {
+	jpegSegments(data, func(marker byte, seg []byte) bool {
+		if marker < 0xc0 || marker > 0xcf || marker == 0xc4 || marker == 0xc8 || marker == 0xcc {
+			return true
+		}
+		if (marker == 0xc0 || marker == 0xc1 || marker == 0xc2) && len(seg) >= 6 && seg[0] == 8 {
+			n := int(seg[5])
+			w, h = int(seg[3])<<8|int(seg[4]), int(seg[1])<<8|int(seg[2])
+			ok = (n == 1 || n == 3 || n == 4) && len(seg) == 6+3*n && w > 0 && h > 0
+		}
+		return false
+	})
+	return w, h, ok
+}
+
 // jpegSegments calls f with the marker and body of each marker segment of a JPEG before
 // its first scan, until f returns false. It stops at anything that is not a marker where
 // one must be, and at a segment that runs past the end of data.

@@ -89,13 +89,11 @@ const jpegLookBits = 9
 var errJPEGFallback = errors.New("jpeg feature left to image/jpeg")
 
 // jpegZigzag maps the zigzag index of a coefficient to its natural (row-major) index.
-// Indexes past 63 land on a spare slot, so a corrupt run cannot index out of range.
-var jpegZigzag = [64 + 16]uint8{
+var jpegZigzag = [64]uint8{
 	0, 1, 8, 16, 9, 2, 3, 10, 17, 24, 32, 25, 18, 11, 4, 5,
 	12, 19, 26, 33, 40, 48, 41, 34, 27, 20, 13, 6, 7, 14, 21, 28,
 	35, 42, 49, 56, 57, 50, 43, 36, 29, 22, 15, 23, 30, 37, 44, 51,
 	58, 59, 52, 45, 38, 31, 39, 46, 53, 60, 61, 54, 47, 55, 62, 63,
-	63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63,
 }
 
 // decode decodes data, whose header says it is w×h, and returns its planes: an
@@ -545,77 +543,91 @@ func (d *jpegFast) fill() {
 	}
 }
 
-// symbol decodes one Huffman symbol; acc holds at least 16 bits.
-func (d *jpegFast) symbol(t *huffTable) (byte, error) {
-	if e := t.look[d.acc>>(64-jpegLookBits)]; e != 0 {
-		l := int(e >> 8)
-		d.acc <<= l
-		d.n -= l
-		return byte(e), nil
-	}
+// slowSymbol decodes a Huffman code longer than the lookahead from the top of acc
+// (holding at least 16 bits): it returns the symbol and the code's length, or length 0
+// for a bad code.
+func (t *huffTable) slowSymbol(acc uint64) (sym byte, l int) {
 	for l := jpegLookBits + 1; l <= 16; l++ {
-		code := int32(d.acc >> (64 - l))
-		if code <= t.maxcode[l] {
-			d.acc <<= l
-			d.n -= l
-			return t.vals[uint8(code+t.delta[l])], nil
+		if code := int32(acc >> (64 - l)); code <= t.maxcode[l] {
+			return t.vals[uint8(code+t.delta[l])], l
 		}
 	}
-	return 0, errors.New("bad Huffman code")
+	return 0, 0
 }
 
-// receive reads s extra bits (s ≤ 16, acc holding them) and returns the signed value.
-func (d *jpegFast) receive(s int) int32 {
-	if s == 0 {
-		return 0
-	}
-	v := int32(d.acc >> (64 - s))
-	d.acc <<= s
-	d.n -= s
-	return extend(v, s)
-}
+var errBadHuffman = errors.New("bad Huffman code")
 
 // block decodes the next block of c into block (bx, by) of plane, inverse-transforming
-// it only if it lies in c's region.
+// it only if it lies in c's region. The bit buffer lives in locals here, the decoder's
+// inner loop, and goes back to d only around a refill.
 func (d *jpegFast) block(c *jpegComp, plane []byte, bx, by int) error {
-	if d.n < 32 {
+	acc, n := d.acc, d.n
+	if n < 32 {
+		d.acc, d.n = acc, n
 		d.fill()
+		acc, n = d.acc, d.n
 	}
-	s, err := d.symbol(&d.dc[c.td])
-	if err != nil {
-		return err
+	dct := &d.dc[c.td]
+	var s int
+	if e := dct.look[acc>>(64-jpegLookBits)]; e != 0 {
+		s = int(e & 0xff)
+		acc <<= e >> 8
+		n -= int(e >> 8)
+	} else {
+		sym, l := dct.slowSymbol(acc)
+		if l == 0 {
+			return errBadHuffman
+		}
+		s = int(sym)
+		acc <<= l
+		n -= l
 	}
 	if s > 11 {
 		return errors.New("bad DC coefficient size")
 	}
-	c.pred += d.receive(int(s))
+	if s > 0 {
+		c.pred += extend(int32(acc>>(64-s)), s)
+		acc <<= s
+		n -= s
+	}
 	blk := &d.blk
 	q := &d.q[c.tq]
 	t := &d.ac[c.ta]
 	blk[0] = c.pred * q[0]
 	ac := false
-	for k := 1; k < 64; {
-		if d.n < 32 {
+	for k := uint(1); k < 64; {
+		if n < 32 {
+			d.acc, d.n = acc, n
 			d.fill()
+			acc, n = d.acc, d.n
 		}
-		if f := t.fast[d.acc>>(64-jpegLookBits)]; f != 0 {
-			k += int(f>>4) & 15
-			l := int(f & 15)
-			d.acc <<= l
-			d.n -= l
+		if f := t.fast[acc>>(64-jpegLookBits)]; f != 0 {
+			k += uint(f>>4) & 15
+			acc <<= uint(f & 15)
+			n -= int(f & 15)
 			if k > 63 {
 				return errors.New("too many coefficients in a block")
 			}
-			blk[jpegZigzag[k]] = (f >> 8) * q[k]
+			blk[jpegZigzag[k]&63] = (f >> 8) * q[k]
 			k++
 			ac = true
 			continue
 		}
-		rs, err := d.symbol(t)
-		if err != nil {
-			return err
+		var rs byte
+		if e := t.look[acc>>(64-jpegLookBits)]; e != 0 {
+			rs = byte(e)
+			acc <<= e >> 8
+			n -= int(e >> 8)
+		} else {
+			sym, l := t.slowSymbol(acc)
+			if l == 0 {
+				return errBadHuffman
+			}
+			rs = sym
+			acc <<= l
+			n -= l
 		}
-		r, s := int(rs>>4), int(rs&15)
+		r, s := uint(rs>>4), int(rs&15)
 		if s == 0 {
 			if r != 15 {
 				break // end of block
@@ -627,10 +639,13 @@ func (d *jpegFast) block(c *jpegComp, plane []byte, bx, by int) error {
 		if k > 63 {
 			return errors.New("too many coefficients in a block")
 		}
-		blk[jpegZigzag[k]] = d.receive(s) * q[k]
+		blk[jpegZigzag[k]&63] = extend(int32(acc>>(64-s)), s) * q[k]
+		acc <<= s
+		n -= s
 		k++
 		ac = true
 	}
+	d.acc, d.n = acc, n
 	if bx < c.x0 || bx >= c.x1 || by < c.y0 || by >= c.y1 {
 		if ac {
 			clear(blk[:])

@@ -271,13 +271,44 @@ func TestIdctIslowDCOnly(t *testing.T) {
 	}
 }
 
+// TestJPEGFrameSize checks the header fast path against image/jpeg on every JPEG
+// fixture: where it answers, image/jpeg reads the same size.
+func TestJPEGFrameSize(t *testing.T) {
+	answered := 0
+	for _, dir := range []string{fixtures, hostileDir, sequentialDir} {
+		files, _ := filepath.Glob(filepath.Join(dir, "*"))
+		for _, f := range files {
+			data, err := os.ReadFile(f)
+			if err != nil || Sniff(data) != JPEG {
+				continue
+			}
+			w, h, ok := jpegFrameSize(data)
+			cfg, err := jpeg.DecodeConfig(bytes.NewReader(data))
+			if !ok {
+				continue
+			}
+			answered++
+			if err != nil || cfg.Width != w || cfg.Height != h {
+				t.Errorf("%s: frame size %dx%d; image/jpeg %dx%d, %v", f, w, h, cfg.Width, cfg.Height, err)
+			}
+		}
+	}
+	if answered < 20 {
+		t.Errorf("the fast path answered for %d fixtures only", answered)
+	}
+}
+
 // FuzzJPEGFast feeds arbitrary bytes, with the fixtures as seeds, to the fast path over a
 // random region: it must not panic, and what it accepts must have the header's size.
+// It also checks jpegFrameSize against image/jpeg's DecodeConfig.
 func FuzzJPEGFast(f *testing.F) {
 	addSeeds(f)
 	var d jpegFast
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg, err := jpeg.DecodeConfig(bytes.NewReader(data))
+		if w, h, ok := jpegFrameSize(data); ok && err == nil && (w != cfg.Width || h != cfg.Height) {
+			t.Fatalf("frame size %dx%d, image/jpeg %dx%d", w, h, cfg.Width, cfg.Height)
+		}
 		if err != nil || cfg.Width*cfg.Height > 1<<20 {
 			return
 		}

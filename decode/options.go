@@ -12,7 +12,7 @@ const DefaultMaxPixels = 178956970
 // Backends for Options.Backend.
 const (
 	BackendAuto  = "auto"  // libjpeg-turbo for JPEG and libwebp for WebP when they can be loaded, else Go
-	BackendGo    = "go"    // the standard library and golang.org/x/image only
+	BackendGo    = "go"    // pure Go: the package's sequential JPEG decoder, the standard library and golang.org/x/image
 	BackendTurbo = "turbo" // libjpeg-turbo for JPEG (NewDecoder fails without it); libwebp when it loads
 )
 

@@ -102,6 +102,12 @@ func readHeader(data []byte) (header, error) {
 		r := bytes.NewReader(data)
 		switch f {
 		case JPEG:
+			// The common frames are read here without allocating (this runs twice per
+			// sample in the loader); image/jpeg reads, and judges, the rest.
+			if w, h, ok := jpegFrameSize(data); ok {
+				cfg.Width, cfg.Height = w, h
+				return nil
+			}
 			cfg, err = jpeg.DecodeConfig(r)
 		case PNG:
 			cfg, err = png.DecodeConfig(r)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"runtime"
 	"slices"
 	"strings"
@@ -91,6 +92,7 @@ flags:
 	device := fs.String("device", "cpu", "where batches go: cpu, auto, cuda or cuda:N (GPU N: asynchronous copies into a device ring)")
 	deviceConvert := fs.Bool("device-convert", false, "copy uint8 pixels and convert to --dtype/--layout/--normalize on the device")
 	fullDecode := fs.Bool("full-decode", false, "decode whole images even where the recipe's random crop allows decoding only the crop")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof FILE)")
 	var cacheMax, budget byteSize
 	fs.Var(&cacheMax, "cache-max-bytes", "bound on --cache's size, e.g. 50G (0: none)")
 	fs.Var(&budget, "memory-budget", "every byte the loader may hold, e.g. 2Gi (0: the loader's default); raise it for photos over ~26 megapixels")
@@ -129,6 +131,21 @@ flags:
 	}
 	if *plotPath != "" && len(swept) == 0 {
 		return errors.New("bench: --plot draws a sweep: give --workers, --prefetch or --batch a list such as 1,2,4")
+	}
+
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return fmt.Errorf("bench: %w", err)
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			f.Close()
+		}()
 	}
 
 	pr := newProgress(stderr)
