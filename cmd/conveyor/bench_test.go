@@ -121,6 +121,20 @@ func TestBenchStep(t *testing.T) {
 	}
 }
 
+func TestBenchCPUProfile(t *testing.T) {
+	dir := smallTree(t, 10)
+	prof := filepath.Join(t.TempDir(), "cpu.prof")
+	benchJSON(t, dir, "--cpuprofile", prof)
+	b, err := os.ReadFile(prof)
+	// A pprof profile is gzip-compressed protobuf.
+	if err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+		t.Fatalf("profile: %d bytes, %v", len(b), err)
+	}
+	if err := benchTo([]string{dir, "--cpuprofile", filepath.Join(dir, "no", "such", "dir", "p")}, io.Discard, io.Discard); err == nil {
+		t.Error("an unwritable profile path was accepted")
+	}
+}
+
 func TestBenchStages(t *testing.T) {
 	dir := smallTree(t, 10)
 	r := benchJSON(t, dir, "--stages", "--epochs", "2")
