@@ -67,9 +67,14 @@ func jpegSegments(data []byte, f func(marker byte, seg []byte) bool) {
 		case marker == 0xff: // fill byte
 			i++
 			continue
-		case marker == 0xd8 || marker == 0x01 || marker >= 0xd0 && marker <= 0xd7:
-			i += 2 // markers without a length
+		case marker >= 0xd0 && marker <= 0xd7:
+			i += 2 // restart markers have no length
 			continue
+		case marker == 0x00 || marker == 0x01 || marker == 0xd8:
+			// A stuffed zero, TEM or a second SOI before the first scan: image/jpeg
+			// skips two bytes or fails where a length would be read. Give up rather
+			// than guess, so that no walk here sees other segments than image/jpeg.
+			return
 		case marker == 0xda || marker == 0xd9: // start of scan, end of image
 			return
 		}

@@ -23,10 +23,12 @@ import (
 // here (the RGB conversion replicates it, as image/jpeg's planes are converted).
 //
 // Everything else (progressive, arithmetic-coded, lossless, 12-bit, CMYK, RGB-coded, odd
-// sampling factors) and any file it finds fault with goes to image/jpeg, which decides:
-// the decoder returns errJPEGFallback or the fault, and the caller decodes again with
-// the standard library. So the Go backend accepts exactly the files image/jpeg accepts,
-// and only pays twice for files that are rare or broken.
+// sampling factors, odd markers) and any file it finds fault with goes to image/jpeg,
+// which decides: the decoder returns errJPEGFallback or the fault, and the caller decodes
+// again with the standard library, paying twice only for files that are rare or broken.
+// It is at least as strict as image/jpeg about markers, restart numbering and table
+// indexes; it does accept a few valid files image/jpeg rejects (restart markers in a
+// non-interleaved scan, for one), which libjpeg decodes the same way.
 type jpegFast struct {
 	data []byte
 	pos  int    // the next byte of data to load into acc
@@ -44,8 +46,10 @@ type jpegFast struct {
 	comp          [3]jpegComp
 	hmax, vmax    int
 	mcusX, mcusY  int
-	restart       int // MCUs per restart interval, 0 for none
-	adobe         int // the Adobe APP14 transform flag, -1 without the segment
+	restart       int  // MCUs per restart interval, 0 for none
+	rst           int  // restart markers seen in the current scan
+	baseline      bool // SOF0: at most two Huffman tables of each class
+	adobe         int  // the Adobe APP14 transform flag, -1 without the segment
 
 	planes [3][]byte
 	ycc    image.YCbCr
@@ -103,6 +107,7 @@ var jpegZigzag = [64]uint8{
 func (d *jpegFast) decode(data []byte, w, h int, r image.Rectangle) (image.Image, error) {
 	d.data, d.pos = data, 2
 	defer func() { d.data = nil }()
+	clear(d.blk[:]) // a block that failed part-way through may have left coefficients
 	d.width, d.height, d.ncomp, d.restart, d.adobe = 0, 0, 0, 0, -1
 	d.qok, d.dcok, d.acok = [4]bool{}, [4]bool{}, [4]bool{}
 	if len(data) < 2 || data[0] != 0xff || data[1] != 0xd8 {
@@ -120,6 +125,7 @@ func (d *jpegFast) decode(data []byte, w, h int, r image.Rectangle) (image.Image
 			if d.ncomp != 0 {
 				return nil, errJPEGFallback // a second frame
 			}
+			d.baseline = marker == 0xc0
 			if err := d.frame(seg, w, h, r); err != nil {
 				return nil, err
 			}
@@ -162,8 +168,10 @@ func (d *jpegFast) segment() (byte, []byte, error) {
 		for d.pos < len(data) && data[d.pos] != 0xff {
 			d.pos++
 		}
+		fill := false
 		for d.pos+1 < len(data) && data[d.pos+1] == 0xff {
 			d.pos++
+			fill = true
 		}
 		if d.pos+1 >= len(data) {
 			return 0, nil, errors.New("no EOI marker: truncated")
@@ -171,10 +179,10 @@ func (d *jpegFast) segment() (byte, []byte, error) {
 		m := data[d.pos+1]
 		d.pos += 2
 		switch {
-		case m == 0x00, m >= 0xd0 && m <= 0xd7, m == 0x01:
-			continue // stuffed byte or restart marker out of place, TEM
-		case m == 0xd8:
-			return 0, nil, errJPEGFallback // a second SOI: leave it to image/jpeg
+		case m == 0x00 && !fill, m >= 0xd0 && m <= 0xd7:
+			continue // a stuffed byte or a restart marker out of place, as image/jpeg skips
+		case m == 0x00, m == 0x01, m == 0xd8:
+			return 0, nil, errJPEGFallback // odd markers: leave them to image/jpeg
 		case m == 0xd9:
 			return m, nil, nil
 		}
@@ -405,7 +413,11 @@ func (d *jpegFast) scan(seg []byte) error {
 		}
 		c.scanned = true
 		c.td, c.ta = int(tables>>4), int(tables&15)
-		if c.td > 3 || c.ta > 3 || !d.dcok[c.td] || !d.acok[c.ta] || !d.qok[c.tq] {
+		maxTable := 3
+		if d.baseline {
+			maxTable = 1 // as image/jpeg insists
+		}
+		if c.td > maxTable || c.ta > maxTable || !d.dcok[c.td] || !d.acok[c.ta] || !d.qok[c.tq] {
 			return errors.New("scan uses a missing Huffman or quantisation table")
 		}
 		c.pred = 0
@@ -414,7 +426,7 @@ func (d *jpegFast) scan(seg []byte) error {
 	if ss, se, a := seg[1+2*ns], seg[2+2*ns], seg[3+2*ns]; ss != 0 || se != 63 || a != 0 {
 		return errors.New("bad spectral selection for a sequential scan")
 	}
-	d.acc, d.n, d.pad = 0, 0, 0
+	d.acc, d.n, d.pad, d.rst = 0, 0, 0, 0
 	var err error
 	if ns == 1 {
 		err = d.scanOne(sc[0])
@@ -498,9 +510,10 @@ func (d *jpegFast) nextInterval(sc []*jpegComp) error {
 	for d.pos+1 < len(data) && data[d.pos] == 0xff && data[d.pos+1] == 0xff {
 		d.pos++
 	}
-	if d.pos+1 >= len(data) || data[d.pos] != 0xff || data[d.pos+1] < 0xd0 || data[d.pos+1] > 0xd7 {
-		return errors.New("missing restart marker")
+	if d.pos+1 >= len(data) || data[d.pos] != 0xff || data[d.pos+1] != 0xd0+byte(d.rst&7) {
+		return errors.New("missing or misnumbered restart marker")
 	}
+	d.rst++
 	d.pos += 2
 	d.acc, d.n, d.pad = 0, 0, 0
 	for _, c := range sc {

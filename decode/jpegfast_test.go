@@ -221,6 +221,9 @@ func TestJPEGFastDamage(t *testing.T) {
 		}
 		rng := rand.New(rand.NewPCG(3, uint64(len(data))))
 		bad := make([]byte, len(data))
+		var fresh jpegFast
+		want, _ := luma(fastPlanes(t, &fresh, data, image.Rectangle{}))
+		want = append([]byte(nil), want...)
 		for range 300 {
 			copy(bad, data)
 			for range 1 + rng.IntN(4) {
@@ -230,6 +233,70 @@ func TestJPEGFastDamage(t *testing.T) {
 			if _, err := dec.Decode(nil, bad); err != nil {
 				checkError(t, err)
 			}
+			// Nothing of a failed decode may leak into the next one.
+			if got, _ := luma(fastPlanes(t, &d, data, image.Rectangle{})); !bytes.Equal(got[:len(want)], want) {
+				t.Fatalf("%s: a decode after a damaged file differs from a fresh decoder's", name)
+			}
+		}
+	}
+}
+
+// TestJPEGFastRestartNumbers renumbers every restart marker of a fixture to RST0: the
+// fast path must reject it (as image/jpeg does) rather than decode it as if intact.
+func TestJPEGFastRestartNumbers(t *testing.T) {
+	for _, name := range []string{"restart", "gray-restart"} {
+		data := bytes.Clone(fixture(t, "sequential/"+name+".jpg"))
+		n := 0
+		for i := bytes.Index(data, []byte{0xff, 0xda}); i+1 < len(data); i++ {
+			if data[i] == 0xff && data[i+1] >= 0xd1 && data[i+1] <= 0xd7 {
+				data[i+1] = 0xd0
+				n++
+			}
+		}
+		if n == 0 {
+			t.Fatalf("%s: no restart markers", name)
+		}
+		var d jpegFast
+		cfg, _ := jpeg.DecodeConfig(bytes.NewReader(data))
+		if _, err := d.decode(data, cfg.Width, cfg.Height, image.Rect(0, 0, cfg.Width, cfg.Height)); err == nil {
+			t.Errorf("%s with %d misnumbered restart markers decoded", name, n)
+		}
+		_, stdErr := jpeg.Decode(bytes.NewReader(data))
+		_, decErr := goDecoder(t, Options{}).Decode(nil, data)
+		if (stdErr == nil) != (decErr == nil) {
+			t.Errorf("%s: image/jpeg says %v, the Decoder %v", name, stdErr, decErr)
+		}
+	}
+}
+
+// TestJPEGHeaderSmuggling hides a small frame header where the header walk could mistake
+// a stuffed zero (FF 00) for a segment with a length, while image/jpeg sees a huge frame
+// first: the size reported, and so the pixel limit, must be image/jpeg's.
+func TestJPEGHeaderSmuggling(t *testing.T) {
+	sof := func(w, h int) []byte {
+		return []byte{0xff, 0xc0, 0, 17, 8, byte(h >> 8), byte(h), byte(w >> 8), byte(w), 3,
+			1, 0x22, 0, 2, 0x11, 1, 3, 0x11, 1}
+	}
+	big, small := sof(4000, 4000), sof(77, 59)
+	app1 := []byte{0xff, 0xe1, 0, byte(2 + len(small))}
+	l := 2 + len(big) + len(app1)
+	data := []byte{0xff, 0xd8, 0xff, 0x00, byte(l >> 8), byte(l)}
+	data = append(data, big...)
+	data = append(data, app1...)
+	data = append(data, small...)
+	data = append(data, bytes.Repeat([]byte{0x55}, 50000)...)
+	data = append(data, 0xff, 0xd9)
+	if w, h, ok := jpegFrameSize(data); ok {
+		t.Errorf("header walk answered %dx%d for a file with a stuffed zero before its frame", w, h)
+	}
+	if cfg, err := ReadConfig(data); err == nil && (cfg.Width != 4000 || cfg.Height != 4000) {
+		t.Errorf("ReadConfig = %dx%d, image/jpeg sees 4000x4000", cfg.Width, cfg.Height)
+	}
+	d := goDecoder(t, Options{MaxPixels: 1 << 20})
+	if _, err := d.Decode(nil, data); !errors.Is(err, ErrTooLarge) {
+		var fe *FormatError
+		if !errors.As(err, &fe) {
+			t.Errorf("Decode: %v, want ErrTooLarge or a FormatError before allocating", err)
 		}
 	}
 }
