@@ -29,6 +29,9 @@ type Decoder struct {
 	webp  *libwebp.Lib // the WebP fast path, nil with the Go backend or without libwebp
 	png   *pngFast     // the PNG fast path, nil with the Go backend or without libdeflate
 	jpeg  jpegFast     // the pure-Go JPEG fast path; image/jpeg takes what it declines
+	// planes is what decodePixels leaves for resizeYCbCr instead of converting: the Go
+	// JPEG path's planes when a resize follows.
+	planes image.Image
 
 	rs        Resizer
 	full, mid Image // the decoded image, and the resized one when orientation follows
@@ -164,7 +167,8 @@ func (d *Decoder) header(data []byte) (header, error) {
 // Options.Resize (only shrinking, with the antialiased filter of Resizer); and apply the
 // EXIF orientation. Resizing happens before orienting, on the stored axes, so the
 // transpose touches only the small image; the result equals orienting first up to ±1 per
-// channel.
+// channel. A sequential JPEG on the Go backend that is resized is resampled as YCbCr
+// planes, each at its own resolution, and converted to RGB once, at the output size.
 //
 // The two backends decode JPEG slightly differently (libjpeg-turbo's IDCT and chroma
 // upsampling; a mean difference near 1 per channel), so bit-identical output across
@@ -196,9 +200,13 @@ func (d *Decoder) Decode(dst *Image, data []byte) (*Image, error) {
 //     pixel.
 //   - A JPEG on the turbo backend decodes at the smallest DCT scale at which r still
 //     covers twice w×h, as Decode does for its resize target; r's edges then fall on the
-//     nearest pixel of the scaled image, within half a scaled pixel. With any other
-//     format or backend the pixels equal Decode's followed by the crop, up to ±1 from
-//     resampling before orienting.
+//     nearest pixel of the scaled image, within half a scaled pixel.
+//   - A sequential JPEG on the Go backend is resampled plane by plane (luma from r,
+//     chroma from the same region of its subsampled planes) and converted to RGB at
+//     w×h, so chroma is interpolated where converting first would replicate it; the
+//     pixels differ from Decode's followed by the crop only along sharp chroma edges
+//     (by ±2 at most for 4:4:4 and greyscale). With any other format the pixels equal
+//     Decode's followed by the crop, up to ±1 from resampling before orienting.
 //
 // Errors are Decode's, plus a plain error for a bad r or size.
 func (d *Decoder) DecodeRegion(dst *Image, data []byte, r image.Rectangle, w, h int) (*Image, error) {
@@ -237,7 +245,14 @@ func (d *Decoder) decode(dst *Image, h header, data []byte, r image.Rectangle, w
 	if err != nil {
 		return nil, err
 	}
-	if wx, wy := wholeSpans(crop); crop != image.Rect(0, 0, img.Width, img.Height) ||
+	if m := d.planes; m != nil {
+		d.planes = nil
+		out := dst
+		if o != 1 {
+			out = &d.mid
+		}
+		img = d.rs.resizeYCbCr(out, m, crop, sx, sy, tw, th)
+	} else if wx, wy := wholeSpans(crop); crop != image.Rect(0, 0, img.Width, img.Height) ||
 		img.Width != tw || img.Height != th || sx != wx || sy != wy {
 		out := dst
 		if o != 1 {
@@ -291,6 +306,10 @@ func (d *Decoder) decodePixels(img *Image, h header, data []byte, rs image.Recta
 			m, err = d.jpeg.decode(data, h.width, h.height, rs)
 			return err
 		}) == nil {
+			if (rs != image.Rect(0, 0, h.width, h.height) || tw != h.width || th != h.height) && planar(m) {
+				d.planes = m // resampled plane by plane, converted at the output size
+				return rs, sx, sy, nil
+			}
 			return d.toRGBRegion(img, m, rs), sx, sy, nil
 		}
 	}

@@ -146,7 +146,9 @@ func TestEXIFParsing(t *testing.T) {
 }
 
 // TestOrientThenResize checks that resizing on the stored axes and then orienting (what
-// Decode does) gives the size and, within ±1, the pixels of orienting first.
+// Decode does) gives the size and, within ±2, the pixels of orienting first: ±1 from
+// resampling before orienting, ±1 more because these (4:4:4) JPEGs are resampled plane by
+// plane and converted to RGB after, which rounds differently near a clamped channel.
 func TestOrientThenResize(t *testing.T) {
 	d := goDecoder(t, Options{Resize: ResizePolicy{Mode: ResizeShorter, Size: 30}})
 	full := goDecoder(t, Options{})
@@ -162,6 +164,6 @@ func TestOrientThenResize(t *testing.T) {
 		}
 		w, h := d.opts.Resize.OutputSize(oriented.Width, oriented.Height)
 		want := resizeRef(&Image{}, oriented, image.Rect(0, 0, oriented.Width, oriented.Height), w, h)
-		sameImage(t, got, want, 1)
+		sameImage(t, got, want, 2)
 	}
 }

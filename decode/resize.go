@@ -41,6 +41,8 @@ type Resizer struct {
 	next  int         // plan slot to overwrite on a miss
 	tmp   []uint16    // intermediate image
 	acc   []int32     // one row of sums for the Go vertical kernels
+
+	py, pcb, pcr []uint8 // resampled planes of resizeYCbCr
 }
 
 // axisPlan holds the weights for resampling n samples to out samples along one axis.
@@ -52,6 +54,7 @@ type axisPlan struct {
 	start       []int32   // first source sample read by each output, relative to the crop
 	w           []int16   // out*taps Q14 weights; zero beyond each output's support
 	wx          []int16   // horizontal layout for the AVX2 kernel, built on demand
+	w4          []int16   // the same for the one-channel kernels (planeWeights)
 	fw          []float64 // scratch: one output's exact weights
 
 	// The cost model uses the unpadded taps and span so that the pass order, and so the
@@ -221,7 +224,7 @@ func (p *axisPlan) compute(n, out, pad int, sp span) {
 	p.w = grow(p.w, out*taps)
 	clear(p.w)
 	p.fw = grow(p.fw, taps)
-	p.wx = p.wx[:0]
+	p.wx, p.w4 = p.wx[:0], p.w4[:0]
 	for i := 0; i < out; i++ {
 		center := sp.off + (float64(i)+0.5)*scale
 		lo, hi := support1(i, sp.off, scale, support, n)

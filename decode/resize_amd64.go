@@ -51,3 +51,14 @@ func horiz8to16AVX2(dst *uint16, src *uint8, start *int32, w *int16, groups int,
 //
 //go:noescape
 func horiz16to8AVX2(dst *uint8, src *uint16, start *int32, w *int16, groups int, out int)
+
+// horiz16to8x1AVX2 resamples the first 4*quads outputs of a one-channel intermediate row;
+// w is in planeWeights' layout with groups groups of four taps.
+//
+//go:noescape
+func horiz16to8x1AVX2(dst *uint8, src *uint16, start *int32, w *int16, groups int, quads int)
+
+// horiz8to16x1AVX2 is horiz8to16x1 for the first 4*quads outputs of a row of a plane.
+//
+//go:noescape
+func horiz8to16x1AVX2(dst *uint16, src *uint8, start *int32, w *int16, groups int, quads int)

@@ -246,3 +246,119 @@ h16tap:
 h16done:
 	VZEROUPPER
 	RET
+
+// One-channel horizontal kernels for planar resampling (planar.go): four outputs per
+// iteration, each reading groups of four taps (four samples from its own start); w is in
+// planeWeights' layout, 16 weights per group of four outputs. Two VPMADDWD pairs per
+// output and group, then one VPHADDD puts the four sums in order.
+
+// func horiz16to8x1AVX2(dst *uint8, src *uint16, start *int32, w *int16, groups int, quads int)
+TEXT ·horiz16to8x1AVX2(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ start+16(FP), R8
+	MOVQ w+24(FP), R9
+	MOVQ groups+32(FP), R10
+	MOVQ quads+40(FP), CX
+	TESTQ CX, CX
+	JZ p16done
+	MOVL $0x100000, AX // round2
+	VMOVD AX, X15
+	VPBROADCASTD X15, X15
+
+p16quad:
+	MOVLQSX 0(R8), AX
+	MOVLQSX 4(R8), BX
+	MOVLQSX 8(R8), DX
+	MOVLQSX 12(R8), R11
+	LEAQ (SI)(AX*2), AX
+	LEAQ (SI)(BX*2), BX
+	LEAQ (SI)(DX*2), DX
+	LEAQ (SI)(R11*2), R11
+	XORQ R12, R12
+	MOVQ R10, R13
+	VPXOR Y0, Y0, Y0
+
+p16group:
+	VMOVQ (AX)(R12*1), X1
+	VPINSRQ $1, (BX)(R12*1), X1, X1
+	VMOVQ (DX)(R12*1), X2
+	VPINSRQ $1, (R11)(R12*1), X2, X2
+	VINSERTI128 $1, X2, Y1, Y1
+	VPMADDWD (R9), Y1, Y1
+	VPADDD Y1, Y0, Y0
+	ADDQ $8, R12
+	ADDQ $32, R9
+	DECQ R13
+	JNZ p16group
+
+	VEXTRACTI128 $1, Y0, X1
+	VPHADDD X1, X0, X0
+	VPADDD X15, X0, X0
+	VPSRAD $21, X0, X0
+	VPACKUSDW X0, X0, X0
+	VPACKUSWB X0, X0, X0
+	VMOVD X0, (DI)
+	ADDQ $4, DI
+	ADDQ $16, R8
+	DECQ CX
+	JNZ p16quad
+
+p16done:
+	VZEROUPPER
+	RET
+
+// func horiz8to16x1AVX2(dst *uint16, src *uint8, start *int32, w *int16, groups int, quads int)
+TEXT ·horiz8to16x1AVX2(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ start+16(FP), R8
+	MOVQ w+24(FP), R9
+	MOVQ groups+32(FP), R10
+	MOVQ quads+40(FP), CX
+	TESTQ CX, CX
+	JZ p8done
+	MOVL $64, AX // round1
+	VMOVD AX, X15
+	VPBROADCASTD X15, X15
+
+p8quad:
+	MOVLQSX 0(R8), AX
+	MOVLQSX 4(R8), BX
+	MOVLQSX 8(R8), DX
+	MOVLQSX 12(R8), R11
+	ADDQ SI, AX
+	ADDQ SI, BX
+	ADDQ SI, DX
+	ADDQ SI, R11
+	XORQ R12, R12
+	MOVQ R10, R13
+	VPXOR Y0, Y0, Y0
+
+p8group:
+	VMOVD (AX)(R12*1), X1
+	VPINSRD $1, (BX)(R12*1), X1, X1
+	VPINSRD $2, (DX)(R12*1), X1, X1
+	VPINSRD $3, (R11)(R12*1), X1, X1
+	VPMOVZXBW X1, Y1
+	VPMADDWD (R9), Y1, Y1
+	VPADDD Y1, Y0, Y0
+	ADDQ $4, R12
+	ADDQ $32, R9
+	DECQ R13
+	JNZ p8group
+
+	VEXTRACTI128 $1, Y0, X1
+	VPHADDD X1, X0, X0
+	VPADDD X15, X0, X0
+	VPSRAD $7, X0, X0
+	VPACKUSDW X0, X0, X0
+	VMOVQ X0, (DI)
+	ADDQ $8, DI
+	ADDQ $16, R8
+	DECQ CX
+	JNZ p8quad
+
+p8done:
+	VZEROUPPER
+	RET

@@ -10,8 +10,10 @@ import (
 
 // TestRegionDecode runs the train recipe with crop-aware decoding (the default) and with
 // FullDecode, on both JPEG backends: the same samples, labels and crops; on the Go
-// decoder the same pixels up to the ±1 of resampling before an EXIF rotation (which
-// ColorJitter may stretch); with libjpeg-turbo's DCT scaling within a mean of 2/255.
+// decoder nearly the same pixels (a region decode resamples its YCbCr planes and converts
+// at the output size, interpolating chroma that the whole-image path replicates: the two
+// differ only along sharp chroma edges); with libjpeg-turbo's DCT scaling within a mean
+// of 2/255.
 func TestRegionDecode(t *testing.T) {
 	src, err := Dir(sharedTree(t))
 	if err != nil {
@@ -57,8 +59,8 @@ func TestRegionDecode(t *testing.T) {
 			if mean > 2 {
 				t.Errorf("mean abs difference %.2f > 2", mean)
 			}
-			if backend == decode.BackendGo && (worst > 3 || float64(same) < 0.95*float64(len(got.data))) {
-				t.Errorf("Go decoder: worst difference %d, %d of %d bytes identical", worst, same, len(got.data))
+			if backend == decode.BackendGo && (mean > 0.5 || float64(same) < 0.85*float64(len(got.data))) {
+				t.Errorf("Go decoder: mean difference %.2f, %d of %d bytes identical", mean, same, len(got.data))
 			}
 			// Region decoding produced only the crops: 24×24 pixels per decoded sample.
 			st := region.Stats()

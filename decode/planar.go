@@ -1,0 +1,185 @@
+package decode
+
+import (
+	"image"
+	"math"
+)
+
+// Planar resampling: a decoder that produces YCbCr planes (the Go JPEG path) has each
+// plane resampled at its own resolution, luma from the crop and chroma from the same
+// region of its subsampled plane, and converts to RGB once, at the output size. That
+// resamples 1.5 samples per source pixel of a 4:2:0 image instead of 3, converts only the
+// output's pixels, and interpolates chroma with the resampling filter instead of
+// replicating it.
+
+// resizePlane resamples the spans sx, sy of the rectangle r of a one-channel plane (rows
+// stride bytes apart) to a w×h plane in dst, rows w bytes apart.
+func (z *Resizer) resizePlane(dst, src []uint8, stride int, r image.Rectangle, sx, sy span, w, h int) {
+	cw, ch := r.Dx(), r.Dy()
+	padX, padY := 1, 1
+	if useAVX2 {
+		padX, padY = 4, 2
+	}
+	xp := z.plan(cw, w, padX, sx, nil)
+	yp := z.plan(ch, h, padY, sy, xp)
+	// The AVX2 vertical kernels work on 16 samples of a row at once, the horizontal ones
+	// on four outputs: a horizontal tap costs about three vertical ones. As in resize, the
+	// model uses unpadded taps and no CPU feature, so the pass order, and so the pixels,
+	// are the same on every machine.
+	const hc = 3
+	costV := h*cw*yp.support + hc*h*w*xp.support
+	costH := hc*(yp.hi-yp.lo)*w*xp.support + h*w*yp.support
+	acc := z.accumulator(max(cw, w))
+	if costV <= costH {
+		tmp := z.buffer(h * cw)
+		for y := 0; y < h; y++ {
+			row := (r.Min.Y+int(yp.start[y]))*stride + r.Min.X
+			vert8to16(tmp[y*cw:(y+1)*cw], src[row:], stride, yp.w[y*yp.taps:(y+1)*yp.taps], cw, yp.simd, acc)
+		}
+		for y := 0; y < h; y++ {
+			horiz16to8x1(dst[y*w:(y+1)*w], tmp[y*cw:(y+1)*cw], xp)
+		}
+		return
+	}
+	lo, hi := int(yp.start[0]), int(yp.start[yp.out-1])+yp.taps
+	tmp := z.buffer((hi - lo) * w)
+	for y := lo; y < hi; y++ {
+		row := (r.Min.Y+y)*stride + r.Min.X
+		horiz8to16x1(tmp[(y-lo)*w:(y-lo+1)*w], src[row:row+cw], xp)
+	}
+	for y := 0; y < h; y++ {
+		s := (int(yp.start[y]) - lo) * w
+		vert16to8(dst[y*w:(y+1)*w], tmp[s:], w, yp.w[y*yp.taps:(y+1)*yp.taps], w, yp.simd, acc)
+	}
+}
+
+// planeWeights returns p's weights in the layout of the one-channel AVX2 kernels: for
+// each group of four outputs and each group of four taps, the four outputs' four weights.
+func (p *axisPlan) planeWeights() []int16 {
+	if len(p.w4) > 0 {
+		return p.w4
+	}
+	groups, quads := p.taps/4, p.out/4
+	p.w4 = grow(p.w4, quads*groups*16)
+	for q := 0; q < quads; q++ {
+		for g := 0; g < groups; g++ {
+			for j := 0; j < 4; j++ {
+				x := 4*q + j
+				copy(p.w4[((q*groups+g)*4+j)*4:][:4], p.w[x*p.taps+4*g:])
+			}
+		}
+	}
+	return p.w4
+}
+
+// horiz8to16x1 resamples one row of a plane into the intermediate.
+func horiz8to16x1(dst []uint16, src []uint8, p *axisPlan) {
+	taps := p.taps
+	dst = dst[:p.out]
+	x0 := 0
+	if p.simd && p.out >= 4 {
+		quads := p.out / 4
+		horiz8to16x1AVX2(&dst[0], &src[0], &p.start[0], &p.planeWeights()[0], taps/4, quads)
+		x0 = 4 * quads
+	}
+	for x := x0; x < len(dst); x++ {
+		s := int(p.start[x])
+		sp := src[s : s+taps]
+		w := p.w[x*taps : x*taps+taps]
+		w = w[:len(sp)]
+		var a int32
+		for k, wk := range w {
+			a += int32(wk) * int32(sp[k])
+		}
+		dst[x] = uint16((a + round1) >> shift1)
+	}
+}
+
+// horiz16to8x1 resamples one intermediate row of a plane into a row of the output.
+func horiz16to8x1(dst []uint8, src []uint16, p *axisPlan) {
+	taps := p.taps
+	dst = dst[:p.out]
+	x0 := 0
+	if p.simd && p.out >= 4 {
+		quads := p.out / 4
+		horiz16to8x1AVX2(&dst[0], &src[0], &p.start[0], &p.planeWeights()[0], taps/4, quads)
+		x0 = 4 * quads
+	}
+	for x := x0; x < len(dst); x++ {
+		s := int(p.start[x])
+		sp := src[s : s+taps]
+		w := p.w[x*taps : x*taps+taps]
+		w = w[:len(sp)]
+		var a int32
+		for k, wk := range w {
+			a += int32(wk) * int32(sp[k])
+		}
+		dst[x] = uint8((a + round2) >> shift2)
+	}
+}
+
+// resizeYCbCr resamples the spans sx, sy of the rectangle r of m (relative to m's origin)
+// to w×h RGB in dst: each plane at its own resolution, then one conversion. m's layout
+// must be one chromaShifts knows, with its origin at (0, 0) and whole planes (as the
+// JPEG decoders produce). A greyscale *image.Gray is resampled alone and replicated.
+func (z *Resizer) resizeYCbCr(dst *Image, m image.Image, r image.Rectangle, sx, sy span, w, h int) *Image {
+	n := w * h
+	z.py = grow(z.py, n)
+	dst.Reset(w, h)
+	if g, ok := m.(*image.Gray); ok {
+		z.resizePlane(z.py, g.Pix, g.Stride, r, sx, sy, w, h)
+		for y := 0; y < h; y++ {
+			d := dst.Row(y)[:3*w]
+			for x, v := range z.py[y*w : (y+1)*w] {
+				p := d[3*x : 3*x+3 : 3*x+3]
+				p[0], p[1], p[2] = v, v, v
+			}
+		}
+		return dst
+	}
+	yc := m.(*image.YCbCr)
+	hs, vs, _ := chromaShifts(yc.SubsampleRatio)
+	z.resizePlane(z.py, yc.Y, yc.YStride, r, sx, sy, w, h)
+	// The chroma plane's samples are centred on their luma blocks (JFIF), so a luma
+	// coordinate maps to chroma by dividing by the subsampling factor.
+	cw, ch := (yc.Rect.Dx()+1<<hs-1)>>hs, (yc.Rect.Dy()+1<<vs-1)>>vs
+	cx0, cx1, csx := chromaSpan(r.Min.X, sx, hs, cw)
+	cy0, cy1, csy := chromaSpan(r.Min.Y, sy, vs, ch)
+	cr := image.Rect(cx0, cy0, cx1, cy1)
+	z.pcb, z.pcr = grow(z.pcb, n), grow(z.pcr, n)
+	z.resizePlane(z.pcb, yc.Cb, yc.CStride, cr, csx, csy, w, h)
+	z.resizePlane(z.pcr, yc.Cr, yc.CStride, cr, csx, csy, w, h)
+	for y := 0; y < h; y++ {
+		d := dst.Row(y)[:3*w]
+		yr, cbr, crr := z.py[y*w:(y+1)*w], z.pcb[y*w:(y+1)*w], z.pcr[y*w:(y+1)*w]
+		cbr, crr = cbr[:len(yr)], crr[:len(yr)]
+		for x, yv := range yr {
+			p := d[3*x : 3*x+3 : 3*x+3]
+			p[0], p[1], p[2] = ycc(int32(yv), int32(cbr[x])-128, int32(crr[x])-128)
+		}
+	}
+	return dst
+}
+
+// chromaSpan maps the luma span sp starting at sample lo to a plane subsampled by 2^shift
+// with n samples: the whole samples [c0, c1) it touches, and the span within them.
+func chromaSpan(lo int, sp span, shift, n int) (c0, c1 int, cs span) {
+	f := float64(int(1) << shift)
+	a := (float64(lo) + sp.off) / f
+	b := (float64(lo) + sp.off + sp.length) / f
+	c0 = min(int(a), n-1)
+	c1 = max(min(int(math.Ceil(b)), n), c0+1)
+	return c0, c1, span{a - float64(c0), min(b, float64(c1)) - a}
+}
+
+// planar reports whether resizeYCbCr takes m.
+func planar(m image.Image) bool {
+	switch m := m.(type) {
+	case *image.Gray:
+		return m.Rect.Min == image.Point{}
+	case *image.YCbCr:
+		_, _, ok := chromaShifts(m.SubsampleRatio)
+		return ok && m.Rect.Min == image.Point{}
+	}
+	return false
+}

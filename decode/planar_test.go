@@ -1,0 +1,218 @@
+package decode
+
+import (
+	"bytes"
+	"image"
+	"image/color"
+	"image/jpeg"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// greyRGB returns a packed RGB image whose three channels all hold the plane's samples,
+// so that the packed reference (resizeRef) can judge one-channel resampling.
+func greyRGB(plane []uint8, stride, w, h int) *Image {
+	m := new(Image)
+	m.Reset(w, h)
+	for y := 0; y < h; y++ {
+		for x := 0; x < w; x++ {
+			v := plane[y*stride+x]
+			m.Pix[y*m.Stride+3*x], m.Pix[y*m.Stride+3*x+1], m.Pix[y*m.Stride+3*x+2] = v, v, v
+		}
+	}
+	return m
+}
+
+// TestResizePlaneMatchesReference checks one-channel resampling, with the AVX2 and the Go
+// kernels, against the exact (float64) filter: within ±1 per sample (the bar is
+// ±2), over random planes, crops and output sizes, shrinking and enlarging.
+func TestResizePlaneMatchesReference(t *testing.T) {
+	defer func(v bool) { useAVX2 = v }(useAVX2)
+	rng := rand.New(rand.NewPCG(11, 12))
+	var z Resizer
+	var ref Image
+	for i := 0; i < 80; i++ {
+		sw, sh := 1+rng.IntN(300), 1+rng.IntN(300)
+		stride := sw + rng.IntN(9)
+		plane := make([]uint8, stride*sh)
+		for j := range plane {
+			plane[j] = uint8(rng.IntN(256))
+		}
+		x0, y0 := rng.IntN(sw), rng.IntN(sh)
+		r := image.Rect(x0, y0, x0+1+rng.IntN(sw-x0), y0+1+rng.IntN(sh-y0))
+		w, h := 1+rng.IntN(250), 1+rng.IntN(250)
+		resizeRef(&ref, greyRGB(plane, stride, sw, sh), r, w, h)
+		for _, simd := range []bool{false, true} {
+			if simd && !hasAVX2() {
+				continue
+			}
+			useAVX2 = simd
+			got := make([]uint8, w*h)
+			sx, sy := wholeSpans(r)
+			z.resizePlane(got, plane, stride, r, sx, sy, w, h)
+			for y := 0; y < h; y++ {
+				for x := 0; x < w; x++ {
+					g, want := got[y*w+x], ref.Pix[y*ref.Stride+3*x]
+					if d := absDiff(g, want); d > 1 {
+						t.Fatalf("AVX2 %v: %dx%d crop %v -> %dx%d: (%d,%d) = %d, reference %d", simd, sw, sh, r, w, h, x, y, g, want)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestResizePlaneKernelsAgree checks that the AVX2 one-channel kernels compute exactly
+// what the Go ones do, with fractional spans as DCT scaling produces.
+func TestResizePlaneKernelsAgree(t *testing.T) {
+	if !useAVX2 {
+		t.Skip("no AVX2 kernels on this machine")
+	}
+	defer func(v bool) { useAVX2 = v }(useAVX2)
+	rng := rand.New(rand.NewPCG(13, 14))
+	var z Resizer
+	for i := 0; i < 100; i++ {
+		sw, sh := 2+rng.IntN(400), 2+rng.IntN(400)
+		plane := make([]uint8, sw*sh)
+		for j := range plane {
+			plane[j] = uint8(rng.IntN(256))
+		}
+		r := image.Rect(0, 0, sw, sh)
+		sx := span{rng.Float64() * 0.9, float64(sw-1) + rng.Float64()*0.1}
+		sy := span{rng.Float64() * 0.9, float64(sh-1) + rng.Float64()*0.1}
+		w, h := 1+rng.IntN(300), 1+rng.IntN(300)
+		a, b := make([]uint8, w*h), make([]uint8, w*h)
+		useAVX2 = true
+		z.resizePlane(a, plane, sw, r, sx, sy, w, h)
+		useAVX2 = false
+		z.resizePlane(b, plane, sw, r, sx, sy, w, h)
+		if !bytes.Equal(a, b) {
+			t.Fatalf("%dx%d spans %v %v -> %dx%d: the AVX2 and Go kernels differ", sw, sh, sx, sy, w, h)
+		}
+	}
+}
+
+// planeRef is an exact (float64) reference for resampling the continuous box
+// [x0, x1)×[y0, y1) of a plane to w×h with the antialiased triangle filter, its taps
+// clamped to the whole samples the box touches, rounded once at the end.
+func planeRef(plane []uint8, stride, pw, ph int, x0, y0, x1, y1 float64, w, h int) []uint8 {
+	axis := func(b0, b1 float64, n, out int) (lo, hi []int, wt [][]float64) {
+		scale := (b1 - b0) / float64(out)
+		support := math.Max(scale, 1)
+		first, last := int(math.Floor(b0)), min(int(math.Ceil(b1)), n)
+		for i := 0; i < out; i++ {
+			c := b0 + (float64(i)+0.5)*scale
+			a := max(int(math.Floor(c-support+0.5)), first)
+			b := min(int(math.Floor(c+support+0.5)), last)
+			if b <= a {
+				a = min(max(int(c), first), last-1)
+				b = a + 1
+			}
+			var ws []float64
+			var total float64
+			for x := a; x < b; x++ {
+				v := math.Max(0, 1-math.Abs((float64(x)-c+0.5)/support))
+				ws = append(ws, v)
+				total += v
+			}
+			for k := range ws {
+				ws[k] /= total
+			}
+			lo, hi, wt = append(lo, a), append(hi, b), append(wt, ws)
+		}
+		return lo, hi, wt
+	}
+	xl, _, xw := axis(x0, x1, pw, w)
+	yl, _, yw := axis(y0, y1, ph, h)
+	out := make([]uint8, w*h)
+	for y := 0; y < h; y++ {
+		for x := 0; x < w; x++ {
+			var v float64
+			for j, wy := range yw[y] {
+				row := plane[(yl[y]+j)*stride:]
+				for k, wx := range xw[x] {
+					v += wy * wx * float64(row[xl[x]+k])
+				}
+			}
+			out[y*w+x] = clamp8(v)
+		}
+	}
+	return out
+}
+
+// TestResizeYCbCr checks planar resampling of decoded JPEG planes against an exact
+// reference of the same operation, on every chroma layout the fixtures have and random
+// crops (shrinking and enlarging): luma from the crop, chroma from the same region of its
+// plane (luma coordinates divided by the subsampling factor, as JFIF centres chroma), then
+// color.YCbCrToRGB. Each plane within ±1 of exact allows ±3 per RGB channel.
+func TestResizeYCbCr(t *testing.T) {
+	var d jpegFast
+	var z Resizer
+	var got Image
+	rng := newRand()
+	for _, name := range sequentialFixtures(t) {
+		data := fixture(t, "sequential/"+name+".jpg")
+		m := fastPlanes(t, &d, data, image.Rectangle{})
+		if !planar(m) {
+			t.Fatalf("%s: %T not planar", name, m)
+		}
+		b := m.Bounds()
+		for range 10 {
+			x0, y0 := rng.IntN(b.Dx()-4), rng.IntN(b.Dy()-4)
+			r := image.Rect(x0, y0, x0+4+rng.IntN(b.Dx()-x0-3), y0+4+rng.IntN(b.Dy()-y0-3))
+			w, h := 8+rng.IntN(120), 8+rng.IntN(120)
+			sx, sy := wholeSpans(r)
+			z.resizeYCbCr(&got, m, r, sx, sy, w, h)
+			var ry, rcb, rcr []uint8
+			switch m := m.(type) {
+			case *image.Gray:
+				ry = planeRef(m.Pix, m.Stride, b.Dx(), b.Dy(), float64(r.Min.X), float64(r.Min.Y), float64(r.Max.X), float64(r.Max.Y), w, h)
+			case *image.YCbCr:
+				ry = planeRef(m.Y, m.YStride, b.Dx(), b.Dy(), float64(r.Min.X), float64(r.Min.Y), float64(r.Max.X), float64(r.Max.Y), w, h)
+				hs, vs, _ := chromaShifts(m.SubsampleRatio)
+				fx, fy := float64(int(1)<<hs), float64(int(1)<<vs)
+				cw, ch := (b.Dx()+1<<hs-1)>>hs, (b.Dy()+1<<vs-1)>>vs
+				box := func(p []uint8) []uint8 {
+					return planeRef(p, m.CStride, cw, ch, float64(r.Min.X)/fx, float64(r.Min.Y)/fy, float64(r.Max.X)/fx, float64(r.Max.Y)/fy, w, h)
+				}
+				rcb, rcr = box(m.Cb), box(m.Cr)
+			}
+			worst, sum := 0, 0
+			for i := range w * h {
+				var want [3]uint8
+				if rcb == nil {
+					want = [3]uint8{ry[i], ry[i], ry[i]}
+				} else {
+					want[0], want[1], want[2] = color.YCbCrToRGB(ry[i], rcb[i], rcr[i])
+				}
+				p := got.Pix[(i/w)*got.Stride+3*(i%w):]
+				for c := range 3 {
+					d := absDiff(p[c], want[c])
+					worst, sum = max(worst, d), sum+d
+				}
+			}
+			if mean := float64(sum) / float64(3*w*h); worst > 3 || mean > 0.6 {
+				t.Errorf("%s: crop %v -> %dx%d: max diff %d, mean %.2f against the exact planar reference", name, r, w, h, worst, mean)
+			}
+		}
+	}
+}
+
+// TestResizeYCbCrAllocs checks that planar resampling allocates nothing once warm.
+func TestResizeYCbCrAllocs(t *testing.T) {
+	var buf bytes.Buffer
+	if err := jpeg.Encode(&buf, photo(500, 375), &jpeg.Options{Quality: 90}); err != nil {
+		t.Fatal(err)
+	}
+	var d jpegFast
+	var z Resizer
+	var dst Image
+	m := fastPlanes(t, &d, buf.Bytes(), image.Rectangle{})
+	r := image.Rect(60, 30, 460, 330)
+	sx, sy := wholeSpans(r)
+	z.resizeYCbCr(&dst, m, r, sx, sy, 224, 224)
+	if n := testing.AllocsPerRun(20, func() { z.resizeYCbCr(&dst, m, r, sx, sy, 224, 224) }); n != 0 {
+		t.Errorf("%v allocations per resize, want 0", n)
+	}
+}
