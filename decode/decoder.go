@@ -279,6 +279,18 @@ func (d *Decoder) decode(dst *Image, h header, data []byte, r image.Rectangle, w
 // the blocks that meet rs; other decoders decode the whole image. Only rs (rounded out to
 // the chroma grid) is converted to RGB.
 func (d *Decoder) decodePixels(img *Image, h header, data []byte, rs image.Rectangle, tw, th int) (crop image.Rectangle, sx, sy span, err error) {
+	resized := rs != image.Rect(0, 0, h.width, h.height) || tw != h.width || th != h.height
+	if h.format == JPEG && d.turbo != nil && resized {
+		// When a resize follows, the planes are resampled one by one (planar.go) and
+		// converted at the output size; anything DecodeYUV declines goes on below.
+		if m, err := d.turbo.decodePlanes(data, h.width, h.height, rs.Dx(), rs.Dy(), tw, th); err == nil {
+			b := m.Bounds()
+			x0, x1, sx := scaleSpan(rs.Min.X, rs.Max.X, h.width, b.Dx())
+			y0, y1, sy := scaleSpan(rs.Min.Y, rs.Max.Y, h.height, b.Dy())
+			d.planes = m
+			return image.Rect(x0, y0, x1, y1), sx, sy, nil
+		}
+	}
 	if h.format == JPEG && d.turbo != nil {
 		// CMYK, a libjpeg warning (which image/jpeg may accept) or an error: image/jpeg
 		// decides, so both backends accept the same files.
@@ -306,7 +318,7 @@ func (d *Decoder) decodePixels(img *Image, h header, data []byte, rs image.Recta
 			m, err = d.jpeg.decode(data, h.width, h.height, rs)
 			return err
 		}) == nil {
-			if (rs != image.Rect(0, 0, h.width, h.height) || tw != h.width || th != h.height) && planar(m) {
+			if resized && planar(m) {
 				d.planes = m // resampled plane by plane, converted at the output size
 				return rs, sx, sy, nil
 			}

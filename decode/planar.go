@@ -150,15 +150,31 @@ func (z *Resizer) resizeYCbCr(dst *Image, m image.Image, r image.Rectangle, sx, 
 	z.resizePlane(z.pcb, yc.Cb, yc.CStride, cr, csx, csy, w, h)
 	z.resizePlane(z.pcr, yc.Cr, yc.CStride, cr, csx, csy, w, h)
 	for y := 0; y < h; y++ {
-		d := dst.Row(y)[:3*w]
-		yr, cbr, crr := z.py[y*w:(y+1)*w], z.pcb[y*w:(y+1)*w], z.pcr[y*w:(y+1)*w]
-		cbr, crr = cbr[:len(yr)], crr[:len(yr)]
-		for x, yv := range yr {
-			p := d[3*x : 3*x+3 : 3*x+3]
-			p[0], p[1], p[2] = ycc(int32(yv), int32(cbr[x])-128, int32(crr[x])-128)
-		}
+		ycbcrRow(dst.Row(y)[:3*w], z.py[y*w:(y+1)*w], z.pcb[y*w:(y+1)*w], z.pcr[y*w:(y+1)*w])
 	}
 	return dst
+}
+
+// ycbcrRow converts one row of full-resolution planes to packed RGB with
+// color.YCbCrToRGB's arithmetic (with AVX2, eight pixels at a time).
+func ycbcrRow(d, yr, cbr, crr []uint8) {
+	cbr, crr = cbr[:len(yr)], crr[:len(yr)]
+	d = d[:3*len(yr)]
+	x0 := 0
+	if useAVX2 && len(yr) >= 8 {
+		blocks := len(yr) / 8
+		ycbcrRowAVX2(&d[0], &yr[0], &cbr[0], &crr[0], blocks)
+		x0 = 8 * blocks
+	}
+	for x := x0; x < len(yr); x++ {
+		yv := yr[x]
+		yy := int32(yv) * 0x10101
+		cb1, cr1 := int32(cbr[x])-128, int32(crr[x])-128
+		p := d[3*x : 3*x+3 : 3*x+3]
+		p[0] = clampYCC(yy + 91881*cr1)
+		p[1] = clampYCC(yy - 22554*cb1 - 46802*cr1)
+		p[2] = clampYCC(yy + 116130*cb1)
+	}
 }
 
 // chromaSpan maps the luma span sp starting at sample lo to a plane subsampled by 2^shift

@@ -28,6 +28,7 @@ func greyRGB(plane []uint8, stride, w, h int) *Image {
 // kernels, against the exact (float64) filter: within ±1 per sample (the bar is
 // ±2), over random planes, crops and output sizes, shrinking and enlarging.
 func TestResizePlaneMatchesReference(t *testing.T) {
+	have := useAVX2
 	defer func(v bool) { useAVX2 = v }(useAVX2)
 	rng := rand.New(rand.NewPCG(11, 12))
 	var z Resizer
@@ -44,7 +45,7 @@ func TestResizePlaneMatchesReference(t *testing.T) {
 		w, h := 1+rng.IntN(250), 1+rng.IntN(250)
 		resizeRef(&ref, greyRGB(plane, stride, sw, sh), r, w, h)
 		for _, simd := range []bool{false, true} {
-			if simd && !hasAVX2() {
+			if simd && !have {
 				continue
 			}
 			useAVX2 = simd
@@ -214,5 +215,39 @@ func TestResizeYCbCrAllocs(t *testing.T) {
 	z.resizeYCbCr(&dst, m, r, sx, sy, 224, 224)
 	if n := testing.AllocsPerRun(20, func() { z.resizeYCbCr(&dst, m, r, sx, sy, 224, 224) }); n != 0 {
 		t.Errorf("%v allocations per resize, want 0", n)
+	}
+}
+
+// TestYCbCrRow checks the row conversion, with and without AVX2, against
+// color.YCbCrToRGB exactly, over every value of each channel and random rows.
+func TestYCbCrRow(t *testing.T) {
+	have := useAVX2
+	defer func(v bool) { useAVX2 = v }(useAVX2)
+	rng := rand.New(rand.NewPCG(15, 16))
+	for _, simd := range []bool{false, true} {
+		if simd && !have {
+			continue
+		}
+		useAVX2 = simd
+		for n := 1; n < 1200; n += 1 + n/3 {
+			y, cb, cr := make([]uint8, n), make([]uint8, n), make([]uint8, n)
+			for i := range n {
+				y[i], cb[i], cr[i] = uint8(rng.IntN(256)), uint8(rng.IntN(256)), uint8(rng.IntN(256))
+				if n > 256 { // somewhere every value of each channel
+					y[i], cb[i], cr[i] = uint8(i), uint8(i*7), uint8(255-i)
+				}
+			}
+			d := make([]uint8, 3*n+4)
+			ycbcrRow(d[:3*n], y, cb, cr)
+			for i := range n {
+				r, g, b := color.YCbCrToRGB(y[i], cb[i], cr[i])
+				if d[3*i] != r || d[3*i+1] != g || d[3*i+2] != b {
+					t.Fatalf("AVX2 %v, n %d, pixel %d (%d,%d,%d): %v, want %d %d %d", simd, n, i, y[i], cb[i], cr[i], d[3*i:3*i+3], r, g, b)
+				}
+			}
+			if d[3*n] != 0 || d[3*n+1] != 0 {
+				t.Fatalf("AVX2 %v, n %d: wrote past the row", simd, n)
+			}
+		}
 	}
 }

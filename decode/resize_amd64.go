@@ -62,3 +62,8 @@ func horiz16to8x1AVX2(dst *uint8, src *uint16, start *int32, w *int16, groups in
 //
 //go:noescape
 func horiz8to16x1AVX2(dst *uint16, src *uint8, start *int32, w *int16, groups int, quads int)
+
+// ycbcrRowAVX2 converts 8*blocks pixels of full-resolution planes to packed RGB.
+//
+//go:noescape
+func ycbcrRowAVX2(dst *uint8, y, cb, cr *uint8, blocks int)

@@ -362,3 +362,80 @@ p8group:
 p8done:
 	VZEROUPPER
 	RET
+
+// YCbCr to packed RGB for planar resampling's output, eight pixels per iteration, with
+// color.YCbCrToRGB's arithmetic: 16.16 fixed point, then a shift and the saturating packs
+// clamp to [0, 255] exactly as its clamp does.
+
+DATA yccshuf<>+0x00(SB)/8, $0x0602090501080400
+DATA yccshuf<>+0x08(SB)/8, $0x808080800b07030a
+DATA yccshuf<>+0x10(SB)/8, $0x0602090501080400
+DATA yccshuf<>+0x18(SB)/8, $0x808080800b07030a
+GLOBL yccshuf<>(SB), RODATA|NOPTR, $32
+
+// func ycbcrRowAVX2(dst *uint8, y, cb, cr *uint8, blocks int)
+TEXT ·ycbcrRowAVX2(SB), NOSPLIT, $0-40
+	MOVQ dst+0(FP), DI
+	MOVQ y+8(FP), SI
+	MOVQ cb+16(FP), R8
+	MOVQ cr+24(FP), R9
+	MOVQ blocks+32(FP), CX
+	TESTQ CX, CX
+	JZ yccdone
+	MOVL $128, AX
+	VMOVD AX, X8
+	VPBROADCASTD X8, Y8
+	MOVL $0x10101, AX
+	VMOVD AX, X9
+	VPBROADCASTD X9, Y9
+	MOVL $91881, AX
+	VMOVD AX, X10
+	VPBROADCASTD X10, Y10
+	MOVL $22554, AX
+	VMOVD AX, X11
+	VPBROADCASTD X11, Y11
+	MOVL $46802, AX
+	VMOVD AX, X12
+	VPBROADCASTD X12, Y12
+	MOVL $116130, AX
+	VMOVD AX, X13
+	VPBROADCASTD X13, Y13
+	VMOVDQU yccshuf<>(SB), Y14
+
+yccloop:
+	VPMOVZXBD (SI), Y0
+	VPMOVZXBD (R8), Y1
+	VPMOVZXBD (R9), Y2
+	VPMULLD Y9, Y0, Y0  // y * 0x10101
+	VPSUBD Y8, Y1, Y1   // cb - 128
+	VPSUBD Y8, Y2, Y2   // cr - 128
+	VPMULLD Y10, Y2, Y3
+	VPADDD Y0, Y3, Y3   // r
+	VPMULLD Y13, Y1, Y5
+	VPADDD Y0, Y5, Y5   // b
+	VPMULLD Y11, Y1, Y4
+	VPMULLD Y12, Y2, Y6
+	VPSUBD Y4, Y0, Y4
+	VPSUBD Y6, Y4, Y4   // g
+	VPSRAD $16, Y3, Y3
+	VPSRAD $16, Y4, Y4
+	VPSRAD $16, Y5, Y5
+	VPACKSSDW Y4, Y3, Y3 // r0-3 g0-3 | r4-7 g4-7
+	VPACKSSDW Y5, Y5, Y5 // b0-3 b0-3 | b4-7 b4-7
+	VPACKUSWB Y5, Y3, Y3 // bytes: r g b b per four pixels, per lane
+	VPSHUFB Y14, Y3, Y3  // r g b r g b ... twelve bytes per lane
+	VMOVQ X3, (DI)
+	VPEXTRD $2, X3, 8(DI)
+	VEXTRACTI128 $1, Y3, X4
+	VMOVQ X4, 12(DI)
+	VPEXTRD $2, X4, 20(DI)
+	ADDQ $8, SI
+	ADDQ $8, R8
+	ADDQ $8, R9
+	ADDQ $24, DI
+	DECQ CX
+	JNZ yccloop
+
+yccdone:
+	VZEROUPPER
+	RET

@@ -1,19 +1,26 @@
 package decode
 
 import (
+	"errors"
+	"image"
 	"slices"
 
 	"github.com/conveyor-ml/conveyor/internal/turbojpeg"
 )
 
-// turboJPEG is the libjpeg-turbo JPEG backend. It decodes straight into packed RGB and
-// can scale by 1/8 to 1 in the DCT, which makes shrinking a large photo several times
-// cheaper than decoding it at full size. libjpeg-turbo's IDCT and chroma upsampling differ
-// slightly from image/jpeg's (a mean of about one unit per channel); the differential
-// test bounds it.
+// turboJPEG is the libjpeg-turbo JPEG backend. It decodes into packed RGB, or, when a
+// resize follows, into its raw YCbCr planes for planar resampling (no upsampling or
+// colour conversion at the decoded size), and can scale by 1/8 to 1 in the DCT, which
+// makes shrinking a large photo several times cheaper than decoding it at full size.
+// libjpeg-turbo's IDCT and chroma upsampling differ slightly from image/jpeg's (a mean of
+// about one unit per channel); the differential test bounds it.
 type turboJPEG struct {
 	dec     *turbojpeg.Decompressor
 	factors [][2]int // scaling factors up to 1, smallest first
+
+	bufs [3][]byte // planes of decodePlanes, reused
+	ycc  image.YCbCr
+	gray image.Gray
 }
 
 func newTurboJPEG() (*turboJPEG, error) {
@@ -68,6 +75,47 @@ func (t *turboJPEG) decode(img *Image, data []byte, w, h, cw, ch, tw, th int) er
 		img.Pix = img.Pix[:3*gw*gh]
 	}
 	return nil
+}
+
+// decodePlanes decodes a w×h JPEG into its YCbCr (or grey) planes at the DCT scale at
+// which a cw×ch part of it still covers reduceGap times tw×th. The result shares the
+// decoder's memory until the next call.
+func (t *turboJPEG) decodePlanes(data []byte, w, h, cw, ch, tw, th int) (image.Image, error) {
+	num, denom := t.scale(cw, ch, tw, th)
+	planes, sw, sh, sub, err := t.dec.DecodeYUV(data, num, denom, t.grow)
+	if err != nil {
+		return nil, err
+	}
+	if ew, eh := turbojpeg.ScaledSize(w, h, num, denom); sw != ew || sh != eh {
+		return nil, errors.New("the library read another size than the header")
+	}
+	yw, _ := turbojpeg.PlaneSize(0, sw, sh, sub)
+	rect := image.Rect(0, 0, sw, sh)
+	if sub == turbojpeg.SAMPGray {
+		t.gray = image.Gray{Pix: planes[0], Stride: yw, Rect: rect}
+		return &t.gray, nil
+	}
+	cw2, _ := turbojpeg.PlaneSize(1, sw, sh, sub)
+	t.ycc = image.YCbCr{
+		Y: planes[0], Cb: planes[1], Cr: planes[2], YStride: yw, CStride: cw2,
+		SubsampleRatio: turboRatios[sub], Rect: rect,
+	}
+	return &t.ycc, nil
+}
+
+// turboRatios maps TurboJPEG's subsamplings to image.YCbCr's.
+var turboRatios = [...]image.YCbCrSubsampleRatio{
+	turbojpeg.SAMP444: image.YCbCrSubsampleRatio444,
+	turbojpeg.SAMP422: image.YCbCrSubsampleRatio422,
+	turbojpeg.SAMP420: image.YCbCrSubsampleRatio420,
+	turbojpeg.SAMP440: image.YCbCrSubsampleRatio440,
+	turbojpeg.SAMP411: image.YCbCrSubsampleRatio411,
+}
+
+// grow returns plane i's buffer with room for n bytes.
+func (t *turboJPEG) grow(i, n int) []byte {
+	t.bufs[i] = grow(t.bufs[i], n)
+	return t.bufs[i]
 }
 
 func (t *turboJPEG) close() error { return t.dec.Close() }

@@ -87,3 +87,21 @@ func BenchmarkDecode500x375TurboHalf(b *testing.B)      { benchTurbo(b, 1, 2) }
 func BenchmarkDecode500x375TurboQuarter(b *testing.B)   { benchTurbo(b, 1, 4) }
 func BenchmarkDecode500x375ImageJPEG(b *testing.B)      { benchStd(b, false) }
 func BenchmarkDecode500x375ImageJPEGToRGB(b *testing.B) { benchStd(b, true) }
+
+// BenchmarkDecode500x375TurboYUV decodes to planes (no upsampling, no colour
+// conversion), against BenchmarkDecode500x375Turbo's packed RGB.
+func BenchmarkDecode500x375TurboYUV(b *testing.B) {
+	data := benchJPEG(b)
+	d := newDecompressor(b)
+	var bufs [3][]byte
+	grow := func(i, n int) []byte {
+		if cap(bufs[i]) < n {
+			bufs[i] = make([]byte, n)
+		}
+		return bufs[i][:n]
+	}
+	benchDecode(b, data, func() error {
+		_, _, _, _, err := d.DecodeYUV(data, 1, 1, grow)
+		return err
+	})
+}

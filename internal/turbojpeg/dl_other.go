@@ -27,6 +27,9 @@ func tjDecompress2(uintptr, uintptr, unsafe.Pointer, uintptr, unsafe.Pointer, in
 	return -1
 }
 func tjGetScalingFactors(uintptr, unsafe.Pointer) uintptr { return 0 }
-func tjGetErrorStr(uintptr) uintptr                       { return 0 }
-func tjGetErrorStr2(uintptr, uintptr) uintptr             { return 0 }
-func tjGetErrorCode(uintptr, uintptr) int                 { return 1 }
+func tjDecompressToYUVPlanes(uintptr, uintptr, unsafe.Pointer, uintptr, unsafe.Pointer, int, unsafe.Pointer, int, int) int {
+	return -1
+}
+func tjGetErrorStr(uintptr) uintptr           { return 0 }
+func tjGetErrorStr2(uintptr, uintptr) uintptr { return 0 }
+func tjGetErrorCode(uintptr, uintptr) int     { return 1 }

@@ -52,6 +52,12 @@ func tjDecompress2(fn, h uintptr, buf unsafe.Pointer, size uintptr, dst unsafe.P
 	return int(int32(r))
 }
 
+func tjDecompressToYUVPlanes(fn, h uintptr, buf unsafe.Pointer, size uintptr, planes unsafe.Pointer, w int, strides unsafe.Pointer, ht, flags int) int {
+	r, _, _ := purego.SyscallN(fn, h, uintptr(buf), size, uintptr(planes),
+		uintptr(w), uintptr(strides), uintptr(ht), uintptr(flags))
+	return int(int32(r))
+}
+
 func tjGetScalingFactors(fn uintptr, n unsafe.Pointer) uintptr {
 	r, _, _ := purego.SyscallN(fn, uintptr(n))
 	return r

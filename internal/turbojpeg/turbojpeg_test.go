@@ -641,3 +641,52 @@ func FuzzDecodeRGB(f *testing.F) {
 		}
 	})
 }
+
+// TestDecodeYUV checks the planes against the RGB decode: converted with nearest
+// chroma, they match the RGB decode with TJFLAG_FASTUPSAMPLE within rounding at full
+// scale. At reduced scales the RGB decode computes chroma at a larger DCT scale than the
+// raw planes hold (their chroma stays at half the scaled luma), so there only the mean
+// is bounded; the decode package's DCT-scaling tests judge the result end to end.
+func TestDecodeYUV(t *testing.T) {
+	d := newDecompressor(t)
+	data := encode(t, photo(333, 251, false, 2), 90)
+	for _, f := range [][2]int{{1, 1}, {1, 2}, {1, 4}, {1, 8}} {
+		var bufs [3][]byte
+		grow := func(i, n int) []byte {
+			if cap(bufs[i]) < n {
+				bufs[i] = make([]byte, n)
+			}
+			return bufs[i][:n]
+		}
+		planes, w, h, sub, err := d.DecodeYUV(data, f[0], f[1], grow)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ww, wh := ScaledSize(333, 251, f[0], f[1]); w != ww || h != wh || sub != SAMP420 {
+			t.Fatalf("%d/%d: %dx%d subsampling %d", f[0], f[1], w, h, sub)
+		}
+		rgb := make([]byte, 3*w*h)
+		if _, _, err := d.decode(rgb, data, f[0], f[1], decodeFlags|flagFastUpsample); err != nil {
+			t.Fatal(err)
+		}
+		yw, _ := PlaneSize(0, w, h, sub)
+		cw, _ := PlaneSize(1, w, h, sub)
+		worst, sum := 0, 0
+		for y := 0; y < h; y++ {
+			for x := 0; x < w; x++ {
+				r, g, b := color.YCbCrToRGB(planes[0][y*yw+x], planes[1][y/2*cw+x/2], planes[2][y/2*cw+x/2])
+				for c, v := range []uint8{r, g, b} {
+					dv := int(v) - int(rgb[3*(y*w+x)+c])
+					worst, sum = max(worst, dv, -dv), sum+max(dv, -dv)
+				}
+			}
+		}
+		mean := float64(sum) / float64(3*w*h)
+		if f[1] == 1 && worst > 2 || mean > 6 {
+			t.Errorf("%d/%d: planes converted differ from the RGB decode by up to %d, mean %.2f", f[0], f[1], worst, mean)
+		}
+	}
+	if _, _, _, _, err := d.DecodeYUV(encode(t, photo(40, 30, true, 1), 90), 1, 1, func(i, n int) []byte { return make([]byte, n) }); err != nil {
+		t.Errorf("greyscale: %v", err)
+	}
+}
