@@ -21,9 +21,10 @@
 // upsamples chroma smoothly, the Go path replicates it).
 //
 // Resizer is the resampling kernel (PIL's antialiased bilinear filter in fixed point,
-// with AVX2 assembly on amd64); package augment uses it for crops. The Go JPEG path's
-// planes are resampled one by one with the same filter (luma from the crop, chroma from
-// the same region of its subsampled planes) and converted to RGB at the output size.
+// with AVX2 assembly on amd64); package augment uses it for crops. When a resize follows
+// a JPEG decode, on either backend, the JPEG's planes are resampled one by one with the
+// same filter (luma from the crop, chroma from the same region of its subsampled planes)
+// and converted to RGB once, at the output size.
 //
 // A Decoder holds reusable scratch memory and is not safe for concurrent use; give each
 // worker its own. The functions Sniff and ReadConfig are safe for concurrent use.
