@@ -167,8 +167,9 @@ func (d *Decoder) header(data []byte) (header, error) {
 // Options.Resize (only shrinking, with the antialiased filter of Resizer); and apply the
 // EXIF orientation. Resizing happens before orienting, on the stored axes, so the
 // transpose touches only the small image; the result equals orienting first up to ±1 per
-// channel. A sequential JPEG on the Go backend that is resized is resampled as YCbCr
-// planes, each at its own resolution, and converted to RGB once, at the output size.
+// channel. A JPEG that is resized (a YCbCr or greyscale one from libjpeg-turbo, a
+// sequential one on the Go backend) is resampled as planes, each at its own resolution,
+// and converted to RGB once, at the output size.
 //
 // The two backends decode JPEG slightly differently (libjpeg-turbo's IDCT and chroma
 // upsampling; a mean difference near 1 per channel), so bit-identical output across
@@ -201,12 +202,12 @@ func (d *Decoder) Decode(dst *Image, data []byte) (*Image, error) {
 //   - A JPEG on the turbo backend decodes at the smallest DCT scale at which r still
 //     covers twice w×h, as Decode does for its resize target; r's edges then fall on the
 //     nearest pixel of the scaled image, within half a scaled pixel.
-//   - A sequential JPEG on the Go backend is resampled plane by plane (luma from r,
-//     chroma from the same region of its subsampled planes) and converted to RGB at
-//     w×h, so chroma is interpolated where converting first would replicate it; the
-//     pixels differ from Decode's followed by the crop only along sharp chroma edges
-//     (by ±2 at most for 4:4:4 and greyscale). With any other format the pixels equal
-//     Decode's followed by the crop, up to ±1 from resampling before orienting.
+//   - A JPEG is resampled plane by plane (luma from r, chroma from the same region of
+//     its subsampled planes) and converted to RGB at w×h, so chroma is interpolated
+//     where converting first would replicate it; on the Go backend the pixels differ
+//     from Decode's followed by the crop only along sharp chroma edges (by ±2 at most
+//     for 4:4:4 and greyscale). With any other format the pixels equal Decode's followed
+//     by the crop, up to ±1 from resampling before orienting.
 //
 // Errors are Decode's, plus a plain error for a bad r or size.
 func (d *Decoder) DecodeRegion(dst *Image, data []byte, r image.Rectangle, w, h int) (*Image, error) {
