@@ -74,37 +74,30 @@ func (p *axisPlan) planeWeights() []int16 {
 
 // horiz8to16x1 resamples one row of a plane into the intermediate.
 func horiz8to16x1(dst []uint16, src []uint8, p *axisPlan) {
-	taps := p.taps
-	dst = dst[:p.out]
 	x0 := 0
 	if p.simd && p.out >= 4 {
 		quads := p.out / 4
-		horiz8to16x1AVX2(&dst[0], &src[0], &p.start[0], &p.planeWeights()[0], taps/4, quads)
+		horiz8to16x1AVX2(&dst[0], &src[0], &p.start[0], &p.planeWeights()[0], p.taps/4, quads)
 		x0 = 4 * quads
 	}
-	for x := x0; x < len(dst); x++ {
-		s := int(p.start[x])
-		sp := src[s : s+taps]
-		w := p.w[x*taps : x*taps+taps]
-		w = w[:len(sp)]
-		var a int32
-		for k, wk := range w {
-			a += int32(wk) * int32(sp[k])
-		}
-		dst[x] = uint16((a + round1) >> shift1)
-	}
+	horizX1(dst[:p.out], src, p, x0, round1, shift1)
 }
 
 // horiz16to8x1 resamples one intermediate row of a plane into a row of the output.
 func horiz16to8x1(dst []uint8, src []uint16, p *axisPlan) {
-	taps := p.taps
-	dst = dst[:p.out]
 	x0 := 0
 	if p.simd && p.out >= 4 {
 		quads := p.out / 4
-		horiz16to8x1AVX2(&dst[0], &src[0], &p.start[0], &p.planeWeights()[0], taps/4, quads)
+		horiz16to8x1AVX2(&dst[0], &src[0], &p.start[0], &p.planeWeights()[0], p.taps/4, quads)
 		x0 = 4 * quads
 	}
+	horizX1(dst[:p.out], src, p, x0, round2, shift2)
+}
+
+// horizX1 is the Go kernel of both: outputs x0 onwards of one row, each the weighted sum
+// of its taps, rounded and shifted to the destination's fixed point.
+func horizX1[D, S uint8 | uint16](dst []D, src []S, p *axisPlan, x0 int, round int32, shift uint) {
+	taps := p.taps
 	for x := x0; x < len(dst); x++ {
 		s := int(p.start[x])
 		sp := src[s : s+taps]
@@ -114,7 +107,7 @@ func horiz16to8x1(dst []uint8, src []uint16, p *axisPlan) {
 		for k, wk := range w {
 			a += int32(wk) * int32(sp[k])
 		}
-		dst[x] = uint8((a + round2) >> shift2)
+		dst[x] = D((a + round) >> shift)
 	}
 }
 
