@@ -29,8 +29,8 @@ type Decoder struct {
 	webp  *libwebp.Lib // the WebP fast path, nil with the Go backend or without libwebp
 	png   *pngFast     // the PNG fast path, nil with the Go backend or without libdeflate
 	jpeg  jpegFast     // the pure-Go JPEG fast path; image/jpeg takes what it declines
-	// planes is what decodePixels leaves for resizeYCbCr instead of converting: the Go
-	// JPEG path's planes when a resize follows.
+	// planes is what decodePixels leaves for resizeYCbCr instead of converting: a
+	// JPEG's planes (from libjpeg-turbo or the Go path) when a resize follows.
 	planes image.Image
 
 	rs        Resizer
@@ -194,7 +194,7 @@ func (d *Decoder) Decode(dst *Image, data []byte) (*Image, error) {
 //
 //   - r is in the coordinates of the oriented image, whose size Config reports; it must
 //     lie inside it and not be empty. The Decoder's resize policy is not used.
-//   - Only r's pixels are converted to RGB and resampled. The rest of the image is
+//   - Only r's pixels are resampled, and converted to RGB. The rest of the image is
 //     entropy-decoded (so a file is accepted or rejected whatever the crop), and with the
 //     Go backend's sequential JPEG decoder only the 8×8 blocks of the MCUs that meet r
 //     are inverse-transformed; libjpeg-turbo 2.1 and the other decoders produce every
@@ -277,7 +277,8 @@ func (d *Decoder) decode(dst *Image, h header, data []byte, r image.Rectangle, w
 // A JPEG with the turbo backend is decoded whole at the DCT scale at which rs still covers
 // reduceGap times tw×th; rs's edges then fall between pixels of the scaled image, and the
 // spans carry the fractions. The Go path's sequential JPEG decoder inverse-transforms only
-// the blocks that meet rs; other decoders decode the whole image. Only rs (rounded out to
+// the blocks that meet rs; other decoders decode the whole image. When a resize follows, a
+// JPEG's planes are left in d.planes for resizeYCbCr; otherwise only rs (rounded out to
 // the chroma grid) is converted to RGB.
 func (d *Decoder) decodePixels(img *Image, h header, data []byte, rs image.Rectangle, tw, th int) (crop image.Rectangle, sx, sy span, err error) {
 	resized := rs != image.Rect(0, 0, h.width, h.height) || tw != h.width || th != h.height
