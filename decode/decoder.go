@@ -29,9 +29,6 @@ type Decoder struct {
 	webp  *libwebp.Lib // the WebP fast path, nil with the Go backend or without libwebp
 	png   *pngFast     // the PNG fast path, nil with the Go backend or without libdeflate
 	jpeg  jpegFast     // the pure-Go JPEG fast path; image/jpeg takes what it declines
-	// planes is what decodePixels leaves for resizeYCbCr instead of converting: a
-	// JPEG's planes (from libjpeg-turbo or the Go path) when a resize follows.
-	planes image.Image
 
 	rs        Resizer
 	full, mid Image // the decoded image, and the resized one when orientation follows
@@ -237,22 +234,21 @@ func (d *Decoder) decode(dst *Image, h header, data []byte, r image.Rectangle, w
 	if dst == nil {
 		dst = new(Image)
 	}
-	whole := rs == image.Rect(0, 0, h.width, h.height)
+	resized := rs != image.Rect(0, 0, h.width, h.height) || tw != h.width || th != h.height
 	img := dst // decode straight into dst when nothing follows
-	if !whole || tw != h.width || th != h.height || o != 1 {
+	if resized || o != 1 {
 		img = &d.full
 	}
-	crop, sx, sy, err := d.decodePixels(img, h, data, rs, tw, th)
+	crop, sx, sy, planes, err := d.decodePixels(img, h, data, rs, tw, th, resized)
 	if err != nil {
 		return nil, err
 	}
-	if m := d.planes; m != nil {
-		d.planes = nil
+	if planes != nil {
 		out := dst
 		if o != 1 {
 			out = &d.mid
 		}
-		img = d.rs.resizeYCbCr(out, m, crop, sx, sy, tw, th)
+		img = d.rs.resizeYCbCr(out, planes, crop, sx, sy, tw, th)
 	} else if wx, wy := wholeSpans(crop); crop != image.Rect(0, 0, img.Width, img.Height) ||
 		img.Width != tw || img.Height != th || sx != wx || sy != wy {
 		out := dst
@@ -277,41 +273,35 @@ func (d *Decoder) decode(dst *Image, h header, data []byte, r image.Rectangle, w
 // A JPEG with the turbo backend is decoded whole at the DCT scale at which rs still covers
 // reduceGap times tw×th; rs's edges then fall between pixels of the scaled image, and the
 // spans carry the fractions. The Go path's sequential JPEG decoder inverse-transforms only
-// the blocks that meet rs; other decoders decode the whole image. When a resize follows, a
-// JPEG's planes are left in d.planes for resizeYCbCr; otherwise only rs (rounded out to
-// the chroma grid) is converted to RGB.
-func (d *Decoder) decodePixels(img *Image, h header, data []byte, rs image.Rectangle, tw, th int) (crop image.Rectangle, sx, sy span, err error) {
-	resized := rs != image.Rect(0, 0, h.width, h.height) || tw != h.width || th != h.height
-	if h.format == JPEG && d.turbo != nil && resized {
-		// When a resize follows, the planes are resampled one by one (planar.go) and
-		// converted at the output size; anything DecodeYUV declines goes on below.
-		if m, err := d.turbo.decodePlanes(data, h.width, h.height, rs.Dx(), rs.Dy(), tw, th); err == nil {
-			b := m.Bounds()
-			x0, x1, sx := scaleSpan(rs.Min.X, rs.Max.X, h.width, b.Dx())
-			y0, y1, sy := scaleSpan(rs.Min.Y, rs.Max.Y, h.height, b.Dy())
-			d.planes = m
-			return image.Rect(x0, y0, x1, y1), sx, sy, nil
-		}
-	}
+// the blocks that meet rs; other decoders decode the whole image. When a resize follows
+// (resized), a JPEG's planes come back in planes, for resizeYCbCr, and img is untouched;
+// otherwise only rs (rounded out to the chroma grid) is converted to RGB in img.
+func (d *Decoder) decodePixels(img *Image, h header, data []byte, rs image.Rectangle, tw, th int, resized bool) (crop image.Rectangle, sx, sy span, planes image.Image, err error) {
 	if h.format == JPEG && d.turbo != nil {
+		// Planes when a resize follows; anything DecodeYUV declines is decoded to RGB.
 		// CMYK, a libjpeg warning (which image/jpeg may accept) or an error: image/jpeg
 		// decides, so both backends accept the same files.
+		if resized {
+			if m, err := d.turbo.decodePlanes(data, h.width, h.height, rs.Dx(), rs.Dy(), tw, th); err == nil {
+				crop, sx, sy = scaleRect(rs, h, m.Bounds())
+				return crop, sx, sy, m, nil
+			}
+		}
 		if d.turbo.decode(img, data, h.width, h.height, rs.Dx(), rs.Dy(), tw, th) == nil {
-			x0, x1, sx := scaleSpan(rs.Min.X, rs.Max.X, h.width, img.Width)
-			y0, y1, sy := scaleSpan(rs.Min.Y, rs.Max.Y, h.height, img.Height)
-			return image.Rect(x0, y0, x1, y1), sx, sy, nil
+			crop, sx, sy = scaleRect(rs, h, image.Rect(0, 0, img.Width, img.Height))
+			return crop, sx, sy, nil, nil
 		}
 	}
 	crop = rs
 	sx, sy = wholeSpans(rs)
 	if h.format == PNG && d.png != nil && d.png.decode(img, data, h.width, h.height) {
-		return crop, sx, sy, nil
+		return crop, sx, sy, nil, nil
 	}
 	if h.format == WebP && d.webp != nil {
 		// Anything libwebp declines (animation, damage) goes to x/image/webp, which decides.
 		img.Reset(h.width, h.height)
 		if d.webp.DecodeRGB(img.Pix, img.Stride, h.width, h.height, data) == nil {
-			return crop, sx, sy, nil
+			return crop, sx, sy, nil, nil
 		}
 	}
 	if h.format == JPEG {
@@ -321,10 +311,9 @@ func (d *Decoder) decodePixels(img *Image, h header, data []byte, rs image.Recta
 			return err
 		}) == nil {
 			if resized && planar(m) {
-				d.planes = m // resampled plane by plane, converted at the output size
-				return rs, sx, sy, nil
+				return rs, sx, sy, m, nil
 			}
-			return d.toRGBRegion(img, m, rs), sx, sy, nil
+			return d.toRGBRegion(img, m, rs), sx, sy, nil, nil
 		}
 	}
 	err = guard(h.format, func() error {
@@ -356,7 +345,15 @@ func (d *Decoder) decodePixels(img *Image, h header, data []byte, rs image.Recta
 		crop = d.toRGBRegion(img, m, rs)
 		return nil
 	})
-	return crop, sx, sy, err
+	return crop, sx, sy, nil, err
+}
+
+// scaleRect maps the rectangle rs of an h.width×h.height image to the same image decoded
+// at a DCT scale into b: the whole pixels of b it touches, and the spans within them.
+func scaleRect(rs image.Rectangle, h header, b image.Rectangle) (crop image.Rectangle, sx, sy span) {
+	x0, x1, sx := scaleSpan(rs.Min.X, rs.Max.X, h.width, b.Dx())
+	y0, y1, sy := scaleSpan(rs.Min.Y, rs.Max.Y, h.height, b.Dy())
+	return image.Rect(x0, y0, x1, y1), sx, sy
 }
 
 // toRGBRegion converts the part rs (relative to m's origin) of a decoded image to RGB in

@@ -4,54 +4,61 @@ package decode
 // They read untrusted data: every index is checked, every loop advances, and anything
 // unexpected makes them give up with a neutral answer.
 
-// jpegOrientation returns the EXIF orientation (1 to 8) of a JPEG, or 1 if it has no
-// valid one. It looks for an APP1 "Exif" segment before the first scan, and reads tag
-// 0x0112 of its first IFD in either byte order.
-func jpegOrientation(data []byte) int {
-	o := 1
+// jpegMarkers is what one walk over a JPEG's segments before its first scan finds: the
+// loader reads every sample's header twice, so the header fields come from one walk.
+type jpegMarkers struct {
+	sof         byte   // the first frame header's marker (see isSOF), 0 if none
+	frame       []byte // that frame header's body
+	orientation int    // the first valid EXIF orientation (1 to 8), 1 if none
+}
+
+// isSOF reports whether marker starts a frame header (0xc0 to 0xcf, not 0xc4, 0xc8 or
+// 0xcc).
+func isSOF(marker byte) bool {
+	return marker >= 0xc0 && marker <= 0xcf && marker != 0xc4 && marker != 0xc8 && marker != 0xcc
+}
+
+// scanJPEG walks data's segments once, until it has the first frame header and a valid
+// EXIF orientation or reaches the first scan. The orientation is tag 0x0112 of the first
+// IFD of an APP1 "Exif" segment, in either byte order.
+func scanJPEG(data []byte) jpegMarkers {
+	m := jpegMarkers{orientation: 1}
+	exif := false
 	jpegSegments(data, func(marker byte, seg []byte) bool {
-		if marker == 0xe1 && len(seg) >= 6 && string(seg[:6]) == "Exif\x00\x00" {
+		switch {
+		case isSOF(marker):
+			if m.sof == 0 {
+				m.sof, m.frame = marker, seg
+			}
+		case marker == 0xe1 && !exif && len(seg) >= 6 && string(seg[:6]) == "Exif\x00\x00":
 			if v := exifOrientation(seg[6:]); v != 0 {
-				o = v
-				return false
+				m.orientation, exif = v, true
 			}
 		}
-		return true
+		return m.sof == 0 || !exif
 	})
-	return o
+	return m
 }
 
-// jpegFrameMarker returns the marker of a JPEG's frame header (0xc0 to 0xcf, not 0xc4,
-// 0xc8 or 0xcc), or 0 if there is none before the first scan.
-func jpegFrameMarker(data []byte) byte {
-	var sof byte
-	jpegSegments(data, func(marker byte, _ []byte) bool {
-		if marker >= 0xc0 && marker <= 0xcf && marker != 0xc4 && marker != 0xc8 && marker != 0xcc {
-			sof = marker
-			return false
-		}
-		return true
-	})
-	return sof
+// frameSize returns the size in the frame header when the frame is one image/jpeg reads
+// the same way (Huffman-coded baseline, extended or progressive, 8-bit, with 1, 3 or 4
+// components, a complete component list and a non-zero size); ok is false otherwise.
+func (m jpegMarkers) frameSize() (w, h int, ok bool) {
+	seg := m.frame
+	if (m.sof != 0xc0 && m.sof != 0xc1 && m.sof != 0xc2) || len(seg) < 6 || seg[0] != 8 {
+		return 0, 0, false
+	}
+	n := int(seg[5])
+	w, h = int(seg[3])<<8|int(seg[4]), int(seg[1])<<8|int(seg[2])
+	return w, h, (n == 1 || n == 3 || n == 4) && len(seg) == 6+3*n && w > 0 && h > 0
 }
 
-// jpegFrameSize returns the size in a JPEG's frame header when the frame is one image/jpeg
-// reads the same way (Huffman-coded baseline, extended or progressive, 8-bit, with 1, 3
-// or 4 components, a complete component list and a non-zero size); ok is false otherwise.
-func jpegFrameSize(data []byte) (w, h int, ok bool) {
-	jpegSegments(data, func(marker byte, seg []byte) bool {
-		if marker < 0xc0 || marker > 0xcf || marker == 0xc4 || marker == 0xc8 || marker == 0xcc {
-			return true
-		}
-		if (marker == 0xc0 || marker == 0xc1 || marker == 0xc2) && len(seg) >= 6 && seg[0] == 8 {
-			n := int(seg[5])
-			w, h = int(seg[3])<<8|int(seg[4]), int(seg[1])<<8|int(seg[2])
-			ok = (n == 1 || n == 3 || n == 4) && len(seg) == 6+3*n && w > 0 && h > 0
-		}
-		return false
-	})
-	return w, h, ok
-}
+// jpegOrientation returns the EXIF orientation (1 to 8) of a JPEG, or 1 if it has no
+// valid one.
+func jpegOrientation(data []byte) int { return scanJPEG(data).orientation }
+
+// jpegFrameSize is scanJPEG(data).frameSize().
+func jpegFrameSize(data []byte) (w, h int, ok bool) { return scanJPEG(data).frameSize() }
 
 // jpegSegments calls f with the marker and body of each marker segment of a JPEG before
 // its first scan, until f returns false. It stops at anything that is not a marker where

@@ -37,7 +37,7 @@ func fileBound(h header, data []byte) (need, have int64, unit string) {
 			return rows, 1032 * n, "bytes of rows"
 		}
 	case JPEG:
-		switch jpegFrameMarker(data) {
+		switch h.sof {
 		case 0xc0, 0xc1, 0xc2: // Huffman: baseline, extended, progressive
 			return pixels, 512 * n, "pixels"
 		}

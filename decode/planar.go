@@ -16,12 +16,7 @@ import (
 // stride bytes apart) to a w×h plane in dst, rows w bytes apart.
 func (z *Resizer) resizePlane(dst, src []uint8, stride int, r image.Rectangle, sx, sy span, w, h int) {
 	cw, ch := r.Dx(), r.Dy()
-	padX, padY := 1, 1
-	if useAVX2 {
-		padX, padY = 4, 2
-	}
-	xp := z.plan(cw, w, padX, sx, nil)
-	yp := z.plan(ch, h, padY, sy, xp)
+	xp, yp := z.axisPlans(cw, ch, w, h, sx, sy)
 	// The AVX2 vertical kernels work on 16 samples of a row at once, the horizontal ones
 	// on four outputs: a horizontal tap costs about three vertical ones. As in resize, the
 	// model uses unpadded taps and no CPU feature, so the pass order, and so the pixels,

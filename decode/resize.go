@@ -93,12 +93,7 @@ func wholeSpans(r image.Rectangle) (sx, sy span) {
 // resize is Resize for the spans sx, sy inside r; filter taps never leave r.
 func (z *Resizer) resize(dst, src *Image, r image.Rectangle, sx, sy span, w, h int) *Image {
 	cw, ch := r.Dx(), r.Dy()
-	padX, padY := 1, 1
-	if useAVX2 {
-		padX, padY = 4, 2
-	}
-	xp := z.plan(cw, w, padX, sx, nil)
-	yp := z.plan(ch, h, padY, sy, xp)
+	xp, yp := z.axisPlans(cw, ch, w, h, sx, sy)
 	dst.Reset(w, h)
 	// Pick the cheaper pass order. Vertical first filters every column of the crop for
 	// each output row; horizontal first filters the rows the vertical pass reads (about
@@ -168,6 +163,17 @@ func (z *Resizer) buffer(n int) []uint16 {
 func (z *Resizer) accumulator(n int) []int32 {
 	z.acc = grow(z.acc, n)
 	return z.acc
+}
+
+// axisPlans returns the horizontal and vertical plans for resampling the spans sx, sy of a
+// cw×ch rectangle to w×h, with taps padded as the AVX2 kernels need them when they run.
+func (z *Resizer) axisPlans(cw, ch, w, h int, sx, sy span) (xp, yp *axisPlan) {
+	padX, padY := 1, 1
+	if useAVX2 {
+		padX, padY = 4, 2
+	}
+	xp = z.plan(cw, w, padX, sx, nil)
+	return xp, z.plan(ch, h, padY, sy, xp)
 }
 
 // plan returns the cached weights for the span sp of n samples -> out, with taps padded

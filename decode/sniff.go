@@ -82,8 +82,9 @@ func (h header) config() Config {
 // header is what readHeader learns about an encoded image.
 type header struct {
 	format        string
-	width, height int // as stored, before orientation
-	orientation   int // EXIF orientation, 1 to 8
+	width, height int  // as stored, before orientation
+	orientation   int  // EXIF orientation, 1 to 8
+	sof           byte // a JPEG's frame header marker (see isSOF), 0 if none
 }
 
 // readHeader sniffs data and decodes its header. Errors are ErrUnsupported (unknown or
@@ -97,6 +98,11 @@ func readHeader(data []byte) (header, error) {
 		return header{}, fmt.Errorf("%w: unrecognised signature %q", ErrUnsupported, data[:min(len(data), 8)])
 	}
 	h := header{format: f, orientation: 1}
+	var jm jpegMarkers
+	if f == JPEG {
+		jm = scanJPEG(data)
+		h.orientation, h.sof = jm.orientation, jm.sof
+	}
 	var cfg image.Config
 	err := guard(f, func() (err error) {
 		r := bytes.NewReader(data)
@@ -104,7 +110,7 @@ func readHeader(data []byte) (header, error) {
 		case JPEG:
 			// The common frames are read here without allocating (this runs twice per
 			// sample in the loader); image/jpeg reads, and judges, the rest.
-			if w, h, ok := jpegFrameSize(data); ok {
+			if w, h, ok := jm.frameSize(); ok {
 				cfg.Width, cfg.Height = w, h
 				return nil
 			}
@@ -129,10 +135,7 @@ func readHeader(data []byte) (header, error) {
 	if h.width <= 0 || h.height <= 0 {
 		return header{}, &FormatError{Format: f, Err: fmt.Errorf("image size %dx%d", h.width, h.height)}
 	}
-	switch f {
-	case JPEG:
-		h.orientation = jpegOrientation(data)
-	case WebP:
+	if f == WebP {
 		// An extended (VP8X) file's header gives the canvas size, but the decoder
 		// allocates what the VP8 or VP8L frame says; a canvas that differs from the
 		// frame would let a small canvas smuggle in a huge frame.
