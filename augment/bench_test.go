@@ -1,57 +1,25 @@
 package augment
 
 import (
+	"github.com/conveyor-ml/conveyor/pack"
 	"testing"
 
 	"github.com/conveyor-ml/conveyor/decode"
+	"github.com/conveyor-ml/conveyor/internal/imagetest"
 )
-
-// benchSamples runs sample b.N times and reports images/s; bytes is what one sample
-// writes (for MB/s).
-func benchSamples(b *testing.B, bytes int, sample func(i int)) {
-	b.Helper()
-	b.SetBytes(int64(bytes))
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		sample(i)
-	}
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "images/s")
-}
-
-func benchPack(b *testing.B, layout Layout, d DType, normalize bool) {
-	pk, err := NewPacker(&PackOptions{Width: 224, Height: 224, Layout: layout, DType: d, Normalize: normalize})
-	if err != nil {
-		b.Fatal(err)
-	}
-	img := noise(1, 224, 224)
-	dst := alignedBytes(pk.SampleBytes(), 0)
-	benchSamples(b, pk.SampleBytes(), func(int) {
-		if err := pk.Pack(dst, img); err != nil {
-			b.Fatal(err)
-		}
-	})
-}
-
-func BenchmarkPackFloat32NCHWNormalize(b *testing.B) { benchPack(b, NCHW, Float32, true) }
-func BenchmarkPackFloat32NHWCNormalize(b *testing.B) { benchPack(b, NHWC, Float32, true) }
-func BenchmarkPackFloat16NCHWNormalize(b *testing.B) { benchPack(b, NCHW, Float16, true) }
-func BenchmarkPackBFloat16NCHW(b *testing.B)         { benchPack(b, NCHW, BFloat16, false) }
-func BenchmarkPackUint8NCHW(b *testing.B)            { benchPack(b, NCHW, Uint8, false) }
-func BenchmarkPackUint8NHWC(b *testing.B)            { benchPack(b, NHWC, Uint8, false) }
 
 // benchOps runs p (then a float32 NCHW normalising Pack) on a fresh copy of a w×h photo
 // per sample; the copy is part of the cost, as a decoder's output would be.
 func benchOps(b *testing.B, p Pipeline, w, h, outW, outH int) {
 	src := photo(b, 1, w, h)
 	work := clone(src)
-	pk, err := NewPacker(&PackOptions{Width: outW, Height: outH, Normalize: true})
+	pk, err := pack.NewPacker(&pack.Options{Width: outW, Height: outH, Normalize: true})
 	if err != nil {
 		b.Fatal(err)
 	}
-	dst := alignedBytes(pk.SampleBytes(), 0)
+	dst := make([]byte, pk.SampleBytes())
 	c := NewContext()
-	benchSamples(b, pk.SampleBytes(), func(i int) {
+	imagetest.BenchSamples(b, pk.SampleBytes(), func(i int) {
 		c.Seed(1, 0, int64(i))
 		copy(work.Pix, src.Pix)
 		out, err := p.Apply(c, work)
@@ -79,7 +47,7 @@ func BenchmarkEval500x375(b *testing.B) {
 
 func benchAdjust(b *testing.B, fn func(*decode.Image)) {
 	img := photo(b, 2, 224, 224)
-	benchSamples(b, 3*224*224, func(int) { fn(img) })
+	imagetest.BenchSamples(b, 3*224*224, func(int) { fn(img) })
 }
 
 func BenchmarkBrightness224(b *testing.B) {

@@ -1,14 +1,12 @@
 // Package augment holds the per-sample operations that run after decoding (crops, flips,
-// colour jitter, ...) with torchvision's semantics, and the Packer that writes the final
-// sample straight into its slot of a batch buffer.
+// colour jitter, ...) with torchvision's semantics. Package pack writes their output into
+// a batch.
 //
 // The ops follow torchvision.transforms (v1) applied to PIL images: RandomResizedCrop
 // draws its rectangle exactly as get_params does and resamples with PIL's antialiased
 // bilinear filter (decode.Resizer) in one pass; Resize and CenterCrop use torchvision's
 // size and offset rounding; ColorJitter and RandomGrayscale reproduce Pillow's integer
-// and float arithmetic (ImageEnhance blends, 8-bit HSV, fixed-point luma). The Packer
-// gives the values ToTensor and Normalize give, bit for bit in float32, rounded to nearest
-// even for float16 and bfloat16.
+// and float arithmetic (ImageEnhance blends, 8-bit HSV, fixed-point luma).
 //
 // Every op draws its randomness from the Context's generator, which the loader seeds from
 // (seed, epoch, sample index) only, so results never depend on worker count or timing.
@@ -16,5 +14,5 @@
 // images, so after warm-up a sample costs no allocations. Users add their own operations
 // by implementing Op.
 //
-// Ops and Packers are safe for concurrent use once built; a Context is not.
+// Ops are safe for concurrent use once built; a Context is not.
 package augment

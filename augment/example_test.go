@@ -3,6 +3,7 @@ package augment_test
 import (
 	"encoding/binary"
 	"fmt"
+	"github.com/conveyor-ml/conveyor/pack"
 	"math"
 
 	"github.com/conveyor-ml/conveyor/augment"
@@ -17,7 +18,7 @@ func Example() {
 		augment.NewRandomResizedCrop(224, 224),
 		augment.NewRandomHorizontalFlip(0.5),
 	}
-	packer, err := augment.NewPacker(&augment.PackOptions{Width: 224, Height: 224, Normalize: true})
+	packer, err := pack.NewPacker(&pack.Options{Width: 224, Height: 224, Normalize: true})
 	if err != nil {
 		panic(err)
 	}

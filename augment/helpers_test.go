@@ -57,32 +57,6 @@ func photo(tb testing.TB, index, width, height int) *decode.Image {
 	return m
 }
 
-// noise returns a width×height image of uniformly random pixels, covering every colour
-// region (saturated, dark, grey) that smooth photos rarely reach.
-func noise(seed uint64, width, height int) *decode.Image {
-	r := rand.New(rand.NewPCG(seed, 1))
-	m := &decode.Image{}
-	m.Reset(width, height)
-	for i := range m.Pix {
-		m.Pix[i] = uint8(r.UintN(256))
-	}
-	return m
-}
-
-// withStride returns a copy of m whose rows are pad bytes longer than needed, the padding
-// filled with a marker so that reading or writing it shows.
-func withStride(m *decode.Image, pad int) *decode.Image {
-	s := 3*m.Width + pad
-	out := &decode.Image{Pix: make([]uint8, s*m.Height), Width: m.Width, Height: m.Height, Stride: s}
-	for i := range out.Pix {
-		out.Pix[i] = 0xA5
-	}
-	for y := range m.Height {
-		copy(out.Pix[y*s:], m.Row(y))
-	}
-	return out
-}
-
 func clone(m *decode.Image) *decode.Image {
 	out := &decode.Image{}
 	out.Reset(m.Width, m.Height)

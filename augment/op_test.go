@@ -1,6 +1,7 @@
 package augment
 
 import (
+	"github.com/conveyor-ml/conveyor/pack"
 	"image"
 	"strings"
 	"sync"
@@ -22,13 +23,13 @@ func trainPipeline() Pipeline {
 
 // run applies p to a copy of src with a Context seeded by (seed, epoch, index) and packs
 // the result.
-func run(t testing.TB, c *Context, p Pipeline, pk *Packer, src *decode.Image, seed, epoch uint64, index int64) []byte {
+func run(t testing.TB, c *Context, p Pipeline, pk *pack.Packer, src *decode.Image, seed, epoch uint64, index int64) []byte {
 	c.Seed(seed, epoch, index)
 	out, err := p.Apply(c, clone(src))
 	if err != nil {
 		t.Fatal(err)
 	}
-	dst := alignedBytes(pk.SampleBytes(), 0)
+	dst := make([]byte, pk.SampleBytes())
 	if err := pk.Pack(dst, out); err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +40,7 @@ func TestDeterminism(t *testing.T) {
 	src := photo(t, 5, 200, 150)
 	p := trainPipeline()
 	p[0] = NewRandomResizedCrop(64, 48)
-	pk, err := NewPacker(&PackOptions{Width: 64, Height: 48, DType: BFloat16, Normalize: true})
+	pk, err := pack.NewPacker(&pack.Options{Width: 64, Height: 48, DType: pack.BFloat16, Normalize: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +69,7 @@ func TestConcurrentUse(t *testing.T) {
 	src := photo(t, 6, 160, 120)
 	p := trainPipeline()
 	p[0] = NewRandomResizedCrop(32, 32)
-	pk, err := NewPacker(&PackOptions{Width: 32, Height: 32, Normalize: true})
+	pk, err := pack.NewPacker(&pack.Options{Width: 32, Height: 32, Normalize: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,11 +101,11 @@ func TestConcurrentUse(t *testing.T) {
 func TestZeroAllocs(t *testing.T) {
 	src := photo(t, 7, 300, 200)
 	work := clone(src)
-	pk, err := NewPacker(&PackOptions{Width: 112, Height: 112, Normalize: true})
+	pk, err := pack.NewPacker(&pack.Options{Width: 112, Height: 112, Normalize: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	dst := alignedBytes(pk.SampleBytes(), 0)
+	dst := make([]byte, pk.SampleBytes())
 	train := trainPipeline()
 	train[0] = NewRandomResizedCrop(112, 112)
 
@@ -159,7 +160,7 @@ func TestZeroAllocs(t *testing.T) {
 }
 
 func TestStrings(t *testing.T) {
-	pk, err := NewPacker(&PackOptions{Width: 224, Height: 224, Normalize: true, DType: Float16, Layout: NHWC})
+	pk, err := pack.NewPacker(&pack.Options{Width: 224, Height: 224, Normalize: true, DType: pack.Float16, Layout: pack.NHWC})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/conveyor-ml/conveyor/augment"
 	"github.com/conveyor-ml/conveyor/internal/fakecuda"
+	"github.com/conveyor-ml/conveyor/pack"
 	"github.com/conveyor-ml/conveyor/pinned"
 )
 
@@ -367,7 +367,7 @@ func TestContractCancellation(t *testing.T) {
 // its limit before allocating anything.
 func TestContractBudget(t *testing.T) {
 	eachBackend(t, func(t *testing.T, d *Device, f *fakecuda.Lib) {
-		conv, err := NewConverter(augment.PackOptions{Width: 32, Height: 24, Normalize: true})
+		conv, err := NewConverter(pack.Options{Width: 32, Height: 24, Normalize: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -412,7 +412,7 @@ func TestContractBudget(t *testing.T) {
 			t.Errorf("driver allocation changed while running: %d -> %d", before, f.Allocated())
 		}
 		closeRing(t, r)
-		if _, err := NewConverter(augment.PackOptions{Width: 4, Height: 4, DType: augment.Uint8}); err == nil {
+		if _, err := NewConverter(pack.Options{Width: 4, Height: 4, DType: pack.Uint8}); err == nil {
 			t.Error("a uint8 converter was accepted")
 		}
 		if _, err := d.NewRing(RingOptions{Slots: 1, Bytes: in + 1, Convert: conv}); err == nil {
@@ -421,19 +421,19 @@ func TestContractBudget(t *testing.T) {
 	})
 }
 
-// Converting on the device gives exactly what augment.Packer gives on the host.
+// Converting on the device gives exactly what pack.Packer gives on the host.
 func TestContractConversion(t *testing.T) {
 	eachBackend(t, func(t *testing.T, d *Device, _ *fakecuda.Lib) {
 		rng := rand.New(rand.NewPCG(1, 2))
-		for _, dt := range []augment.DType{augment.Float32, augment.Float16, augment.BFloat16} {
-			for _, layout := range []augment.Layout{augment.NCHW, augment.NHWC} {
+		for _, dt := range []pack.DType{pack.Float32, pack.Float16, pack.BFloat16} {
+			for _, layout := range []pack.Layout{pack.NCHW, pack.NHWC} {
 				for _, c := range []struct {
 					norm bool
 					w, h int
 				}{{false, 7, 5}, {true, 7, 5}, {true, 16, 16}} {
 					norm := c.norm
-					o := augment.PackOptions{Width: c.w, Height: c.h, Layout: layout, DType: dt, Normalize: norm}
-					if norm && dt == augment.Float16 {
+					o := pack.Options{Width: c.w, Height: c.h, Layout: layout, DType: dt, Normalize: norm}
+					if norm && dt == pack.Float16 {
 						o.Mean, o.Std = [3]float32{0.5, 0.25, 0.125}, [3]float32{0.01, 0.3, 3} // large values, subnormal steps
 					}
 					conv, err := NewConverter(o)
@@ -486,6 +486,6 @@ func firstDiff(a, b []byte) int {
 	return -1
 }
 
-func packOptions() augment.PackOptions {
-	return augment.PackOptions{Width: 8, Height: 6, Normalize: true}
+func packOptions() pack.Options {
+	return pack.Options{Width: 8, Height: 6, Normalize: true}
 }

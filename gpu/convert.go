@@ -3,35 +3,35 @@ package gpu
 import (
 	"fmt"
 
-	"github.com/conveyor-ml/conveyor/augment"
 	"github.com/conveyor-ml/conveyor/decode"
+	"github.com/conveyor-ml/conveyor/pack"
 )
 
 // Converter turns a batch of uint8 NHWC samples (the raw pixels, a quarter of the bytes
-// of float32) into the packed form augment.PackOptions describes: float32, float16 or
+// of float32) into the packed form pack.Options describes: float32, float16 or
 // bfloat16, NCHW or NHWC, optionally normalised. A ring with a Converter copies the uint8
 // batch to the device and converts it there with a kernel loaded from PTX text; the
-// result is bit for bit what augment.Packer writes on the host from the same pixels
+// result is bit for bit what pack.Packer writes on the host from the same pixels
 // (Host, below). A Converter is immutable and safe for concurrent use.
 type Converter struct {
-	packer *augment.Packer
-	o      augment.PackOptions
+	packer *pack.Packer
+	o      pack.Options
 }
 
 // NewConverter checks o, which must have a float DType.
-func NewConverter(o augment.PackOptions) (*Converter, error) {
-	p, err := augment.NewPacker(&o)
+func NewConverter(o pack.Options) (*Converter, error) {
+	p, err := pack.NewPacker(&o)
 	if err != nil {
 		return nil, fmt.Errorf("gpu: converter: %w", err)
 	}
-	if o.DType == augment.Uint8 {
+	if o.DType == pack.Uint8 {
 		return nil, fmt.Errorf("gpu: converter: output dtype uint8 needs no conversion")
 	}
 	return &Converter{packer: p, o: p.Options()}, nil
 }
 
 // Options returns the effective output options (Mean and Std filled in).
-func (c *Converter) Options() augment.PackOptions { return c.o }
+func (c *Converter) Options() pack.Options { return c.o }
 
 // InBytes returns the size of n uint8 NHWC input samples.
 func (c *Converter) InBytes(n int) int { return n * c.o.Width * c.o.Height * 3 }
@@ -39,7 +39,7 @@ func (c *Converter) InBytes(n int) int { return n * c.o.Width * c.o.Height * 3 }
 // OutBytes returns the size of n converted samples.
 func (c *Converter) OutBytes(n int) int { return n * c.packer.SampleBytes() }
 
-// Host converts the uint8 NHWC samples in into out on the CPU, exactly as augment.Packer
+// Host converts the uint8 NHWC samples in into out on the CPU, exactly as pack.Packer
 // does: this is the reference the device kernel must equal. in must hold a whole number
 // of samples and out must be OutBytes of that number.
 func (c *Converter) Host(out, in []byte) error {

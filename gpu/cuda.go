@@ -8,9 +8,9 @@ import (
 	"sync"
 	"unsafe"
 
-	"github.com/conveyor-ml/conveyor/augment"
 	"github.com/conveyor-ml/conveyor/gpu/kernels"
 	"github.com/conveyor-ml/conveyor/internal/dl"
+	"github.com/conveyor-ml/conveyor/pack"
 )
 
 // libcudaEnv names a different driver library to load, for unusual installs (and for the
@@ -134,7 +134,7 @@ type cudaDriver struct {
 
 	modMu sync.Mutex
 	mod   uintptr
-	fns   map[augment.DType]uintptr
+	fns   map[pack.DType]uintptr
 }
 
 // openCUDA opens GPU ordinal in its primary context, or, when ctx is not 0, in that
@@ -295,10 +295,10 @@ func (c *cudaDriver) copyDtoH(dst []byte, src DevicePtr) error {
 }
 
 // kernelNames maps an output dtype to its entry point in kernels.PTX.
-var kernelNames = map[augment.DType]string{
-	augment.Float32:  kernels.F32,
-	augment.Float16:  kernels.F16,
-	augment.BFloat16: kernels.BF16,
+var kernelNames = map[pack.DType]string{
+	pack.Float32:  kernels.F32,
+	pack.Float16:  kernels.F16,
+	pack.BFloat16: kernels.BF16,
 }
 
 func (c *cudaDriver) loadConverter() error {
@@ -313,7 +313,7 @@ func (c *cudaDriver) loadConverter() error {
 		err.(*Error).Detail = "loading the conversion kernels from PTX"
 		return err
 	}
-	fns := map[augment.DType]uintptr{}
+	fns := map[pack.DType]uintptr{}
 	for dt, name := range kernelNames {
 		cname := append([]byte(name), 0)
 		var f uintptr
@@ -348,7 +348,7 @@ func (c *cudaDriver) convert(k *launch, s uintptr) error {
 		return fmt.Errorf("gpu: %s: no conversion kernel for %v", c.name, o.DType)
 	}
 	a := &kernelArgs{in: uint64(k.src), out: uint64(k.dst), pixels: uint64(k.pixels), plane: uint64(k.plane), mean: o.Mean, std: o.Std}
-	if o.Layout == augment.NCHW {
+	if o.Layout == pack.NCHW {
 		a.nchw = 1
 	}
 	if o.Normalize {

@@ -18,7 +18,7 @@
 // make another stream wait (WaitOn) without the copy ever blocking the producer. With a
 // Converter the ring copies uint8 NHWC pixels (a quarter of float32's bytes) and a kernel
 // converts them on the device into float32, float16 or bfloat16, NCHW or NHWC, optionally
-// normalised, bit for bit what augment.Packer writes on the host. The kernels are PTX
+// normalised, bit for bit what pack.Packer writes on the host. The kernels are PTX
 // text (package kernels) that the driver compiles for the GPU at hand.
 //
 // Every driver failure is an *Error with the driver function, the CUresult and its name;

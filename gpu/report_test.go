@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/conveyor-ml/conveyor/augment"
+	"github.com/conveyor-ml/conveyor/pack"
 )
 
 // TestGPUReport measures, on the GPU named by $CONVEYOR_TEST_DEVICE, the bandwidth of a
@@ -26,7 +26,7 @@ func TestGPUReport(t *testing.T) {
 	defer d.Close()
 	drv := d.drv.(*cudaDriver)
 	const batch = 64
-	conv, err := NewConverter(augment.PackOptions{Width: 224, Height: 224, Normalize: true})
+	conv, err := NewConverter(pack.Options{Width: 224, Height: 224, Normalize: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,11 +14,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/conveyor-ml/conveyor/augment"
 	"github.com/conveyor-ml/conveyor/cache"
 	"github.com/conveyor-ml/conveyor/internal/leakcheck"
 	"github.com/conveyor-ml/conveyor/internal/synth"
 	"github.com/conveyor-ml/conveyor/metrics"
+	"github.com/conveyor-ml/conveyor/pack"
 	"github.com/conveyor-ml/conveyor/pinned"
 	"github.com/conveyor-ml/conveyor/pipeline"
 )
@@ -313,7 +313,7 @@ func TestPublishLoader(t *testing.T) {
 	}
 	cfg := &pipeline.Config{
 		BatchSize: 8, Workers: 2, Seed: 1,
-		Pack: augment.PackOptions{DType: augment.Float32, Normalize: true},
+		Pack: pack.Options{DType: pack.Float32, Normalize: true},
 		Logf: func(string, ...any) {},
 	}
 	ld := newLoader(t, dir, cfg)
@@ -380,7 +380,7 @@ func TestPublishLoaderBadSample(t *testing.T) {
 	}
 	cfg := &pipeline.Config{
 		BatchSize: 4, Workers: 2, Seed: 1, MaxBadFraction: 0.5,
-		Pack: augment.PackOptions{DType: augment.Uint8},
+		Pack: pack.Options{DType: pack.Uint8},
 		Logf: func(string, ...any) {},
 	}
 	ld := newLoader(t, dir, cfg)

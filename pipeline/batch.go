@@ -7,8 +7,8 @@ import (
 	"sync/atomic"
 	"unsafe"
 
-	"github.com/conveyor-ml/conveyor/augment"
 	"github.com/conveyor-ml/conveyor/gpu"
+	"github.com/conveyor-ml/conveyor/pack"
 	"github.com/conveyor-ml/conveyor/pinned"
 )
 
@@ -33,8 +33,8 @@ type Batch struct {
 	// Layout, DType and Shape describe the batch as delivered (in device memory with
 	// DeviceConvert). Shape is [Len, 3, Height, Width] for NCHW or [Len, Height, Width, 3]
 	// for NHWC.
-	Layout augment.Layout
-	DType  augment.DType
+	Layout pack.Layout
+	DType  pack.DType
 	Shape  [4]int
 
 	Labels  []int32 // Len labels
@@ -183,7 +183,7 @@ func (b *Batch) deviceErr(err error) error {
 // Float32 views Data as float32 values. It panics unless DType is Float32.
 func (b *Batch) Float32() []float32 {
 	b.hostView()
-	if b.DType != augment.Float32 {
+	if b.DType != pack.Float32 {
 		panic("pipeline: Float32 view of a " + b.DType.String() + " batch")
 	}
 	return unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(b.Data))), len(b.Data)/4)
@@ -193,7 +193,7 @@ func (b *Batch) Float32() []float32 {
 // Float16 or BFloat16.
 func (b *Batch) Uint16() []uint16 {
 	b.hostView()
-	if b.DType != augment.Float16 && b.DType != augment.BFloat16 {
+	if b.DType != pack.Float16 && b.DType != pack.BFloat16 {
 		panic("pipeline: Uint16 view of a " + b.DType.String() + " batch")
 	}
 	return unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(b.Data))), len(b.Data)/2)

@@ -11,6 +11,7 @@ import (
 	"github.com/conveyor-ml/conveyor/cache"
 	"github.com/conveyor-ml/conveyor/decode"
 	"github.com/conveyor-ml/conveyor/gpu"
+	"github.com/conveyor-ml/conveyor/pack"
 )
 
 // Policy says what the loader does with a sample that cannot be read or decoded.
@@ -70,7 +71,7 @@ type Config struct {
 	// given in Pack.
 	Augment augment.Pipeline
 	// Pack says how samples are written into batches. Width and Height are required.
-	Pack augment.PackOptions
+	Pack pack.Options
 	// Device is where batches are delivered: "cpu" (the host backend: batches stay in the
 	// pinned host buffers), "cuda" or "cuda:N" (GPU N: each finished batch is copied
 	// asynchronously into a ring of Prefetch device buffers, allocated by New, while the
@@ -199,7 +200,7 @@ func (c *Config) Validate() error {
 	if c.StopAfter < AllStages || c.StopAfter > AugmentStage {
 		errs = append(errs, fmt.Errorf("StopAfter %v", c.StopAfter))
 	}
-	if c.DeviceConvert && c.Pack.DType == augment.Uint8 {
+	if c.DeviceConvert && c.Pack.DType == pack.Uint8 {
 		errs = append(errs, errors.New("DeviceConvert needs a float Pack.DType; uint8 batches need no conversion"))
 	}
 	if c.MemoryBudget < 0 {

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/conveyor-ml/conveyor/augment"
 	"github.com/conveyor-ml/conveyor/internal/fakecuda"
+	"github.com/conveyor-ml/conveyor/pack"
 )
 
 // deviceEpoch runs epoch e and returns every batch as read back from the device, with
@@ -55,9 +55,9 @@ func TestDeviceBatchesMatchHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
-		dtype  augment.DType
-		layout augment.Layout
-	}{{augment.Float32, augment.NCHW}, {augment.Float16, augment.NHWC}, {augment.BFloat16, augment.NCHW}} {
+		dtype  pack.DType
+		layout pack.Layout
+	}{{pack.Float32, pack.NCHW}, {pack.Float16, pack.NHWC}, {pack.BFloat16, pack.NCHW}} {
 		host := testConfig(2)
 		host.Pack.DType, host.Pack.Layout = c.dtype, c.layout
 		want := collect(t, newLoader(t, src, host), context.Background(), 1, 0).data
@@ -252,7 +252,7 @@ func TestDeviceOptions(t *testing.T) {
 	if _, err := New(src, cfg); err == nil {
 		t.Error("device tpu accepted")
 	}
-	cfg.Device, cfg.DeviceConvert, cfg.Pack.DType, cfg.Pack.Normalize = "cpu", true, augment.Uint8, false
+	cfg.Device, cfg.DeviceConvert, cfg.Pack.DType, cfg.Pack.Normalize = "cpu", true, pack.Uint8, false
 	if _, err := New(src, cfg); err == nil || !strings.Contains(err.Error(), "DeviceConvert needs a float") {
 		t.Errorf("DeviceConvert to uint8: %v", err)
 	}

@@ -15,9 +15,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/conveyor-ml/conveyor/augment"
 	"github.com/conveyor-ml/conveyor/cache"
 	"github.com/conveyor-ml/conveyor/decode"
+	"github.com/conveyor-ml/conveyor/pack"
 )
 
 var updateDigests = flag.Bool("update-digests", false, "record the batch digests of TestBatchDigests in testdata/digests.golden")
@@ -73,11 +73,11 @@ func TestBatchDigests(t *testing.T) {
 		t.Fatal(err)
 	}
 	eval.Sequential = true
-	eval.Pack = augment.PackOptions{Width: 24, Height: 24, DType: augment.Uint8, Layout: augment.NHWC}
+	eval.Pack = pack.Options{Width: 24, Height: 24, DType: pack.Uint8, Layout: pack.NHWC}
 	run("eval-uint8-nhwc", src, eval, 0)
 
 	conv := testConfig(2)
-	conv.Pack.DType = augment.Float16
+	conv.Pack.DType = pack.Float16
 	conv.DeviceConvert = true
 	run("device-convert-float16", src, conv, 0)
 

@@ -6,8 +6,8 @@ import (
 	"log"
 	"os"
 
-	"github.com/conveyor-ml/conveyor/augment"
 	"github.com/conveyor-ml/conveyor/internal/synth"
+	"github.com/conveyor-ml/conveyor/pack"
 	"github.com/conveyor-ml/conveyor/pipeline"
 )
 
@@ -28,7 +28,7 @@ func Example() {
 	}
 	cfg := &pipeline.Config{
 		BatchSize: 8, Seed: 1,
-		Pack: augment.PackOptions{DType: augment.Float32, Normalize: true},
+		Pack: pack.Options{DType: pack.Float32, Normalize: true},
 	}
 	if err := pipeline.ApplyRecipe(cfg, "train", 32); err != nil {
 		log.Fatal(err)

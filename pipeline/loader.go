@@ -15,6 +15,7 @@ import (
 	"github.com/conveyor-ml/conveyor/decode"
 	"github.com/conveyor-ml/conveyor/gpu"
 	"github.com/conveyor-ml/conveyor/internal/seed"
+	"github.com/conveyor-ml/conveyor/pack"
 	"github.com/conveyor-ml/conveyor/pinned"
 )
 
@@ -36,7 +37,7 @@ const maxAttempts = 64
 type Loader struct {
 	cfg         Config
 	src         Source
-	packer      *augment.Packer
+	packer      *pack.Packer
 	pool        *pinned.Pool
 	held        heldTotal
 	read, dec   *budget // dec is shared by samples larger than a worker's retained share
@@ -92,9 +93,9 @@ func New(src Source, cfg *Config) (*Loader, error) {
 		if devConv, err = gpu.NewConverter(c.Pack); err != nil {
 			return nil, fmt.Errorf("pipeline: %w", err)
 		}
-		hostPack = augment.PackOptions{Width: c.Pack.Width, Height: c.Pack.Height, Layout: augment.NHWC, DType: augment.Uint8}
+		hostPack = pack.Options{Width: c.Pack.Width, Height: c.Pack.Height, Layout: pack.NHWC, DType: pack.Uint8}
 	}
-	packer, err := augment.NewPacker(&hostPack)
+	packer, err := pack.NewPacker(&hostPack)
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: %w", err)
 	}
@@ -631,7 +632,7 @@ func (r *run) dispatch(cursor int) {
 
 func (l *Loader) shape(n int) [4]int {
 	w, h := l.cfg.Pack.Width, l.cfg.Pack.Height
-	if l.cfg.Pack.Layout == augment.NHWC {
+	if l.cfg.Pack.Layout == pack.NHWC {
 		return [4]int{n, h, w, 3}
 	}
 	return [4]int{n, 3, h, w}

@@ -19,6 +19,7 @@ import (
 	"github.com/conveyor-ml/conveyor/decode"
 	"github.com/conveyor-ml/conveyor/internal/leakcheck"
 	"github.com/conveyor-ml/conveyor/internal/synth"
+	"github.com/conveyor-ml/conveyor/pack"
 )
 
 // Every goroutine a loader starts must have exited once the tests end.
@@ -58,7 +59,7 @@ func newTree(t testing.TB, classes, perClass int) string {
 func testConfig(workers int) *Config {
 	cfg := &Config{
 		BatchSize: 8, Workers: workers, Seed: 42,
-		Pack: augment.PackOptions{DType: augment.Float32, Normalize: true},
+		Pack: pack.Options{DType: pack.Float32, Normalize: true},
 		Logf: func(string, ...any) {},
 	}
 	if err := ApplyRecipe(cfg, "train", 24); err != nil {

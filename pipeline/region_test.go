@@ -4,8 +4,8 @@ import (
 	"context"
 	"testing"
 
-	"github.com/conveyor-ml/conveyor/augment"
 	"github.com/conveyor-ml/conveyor/decode"
+	"github.com/conveyor-ml/conveyor/pack"
 )
 
 // TestRegionDecode runs the train recipe with crop-aware decoding (the default) and with
@@ -31,7 +31,7 @@ func TestRegionDecode(t *testing.T) {
 			}
 			cfg := func(full bool) *Config {
 				c := testConfig(2)
-				c.Pack.DType, c.Pack.Normalize = augment.Uint8, false
+				c.Pack.DType, c.Pack.Normalize = pack.Uint8, false
 				c.FullDecode = full
 				return c
 			}

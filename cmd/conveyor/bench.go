@@ -16,9 +16,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/conveyor-ml/conveyor/augment"
 	"github.com/conveyor-ml/conveyor/cache"
 	"github.com/conveyor-ml/conveyor/internal/synth"
+	"github.com/conveyor-ml/conveyor/pack"
 	"github.com/conveyor-ml/conveyor/pipeline"
 )
 
@@ -108,11 +108,11 @@ flags:
 		dir = pos[0]
 	}
 
-	dt, err := augment.ParseDType(*dtype)
+	dt, err := pack.ParseDType(*dtype)
 	if err != nil {
 		return err
 	}
-	lay, err := augment.ParseLayout(*layout)
+	lay, err := pack.ParseLayout(*layout)
 	if err != nil {
 		return err
 	}
@@ -181,7 +181,7 @@ flags:
 
 	base := pipeline.Config{
 		IOWorkers: *ioWorkers, Seed: *seed, Sequential: *recipe == "eval", MemoryBudget: int64(budget),
-		Pack:      augment.PackOptions{Width: *size, Height: *size, DType: dt, Layout: lay, Normalize: *normalize && dt != augment.Uint8},
+		Pack:      pack.Options{Width: *size, Height: *size, DType: dt, Layout: lay, Normalize: *normalize && dt != pack.Uint8},
 		CacheFill: *cacheFill, FullDecode: *fullDecode, Device: *device, DeviceConvert: *deviceConvert,
 		Logf: logf,
 	}

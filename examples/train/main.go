@@ -17,8 +17,8 @@ import (
 	"math"
 	"os"
 
-	"github.com/conveyor-ml/conveyor/augment"
 	"github.com/conveyor-ml/conveyor/internal/synth"
+	"github.com/conveyor-ml/conveyor/pack"
 	"github.com/conveyor-ml/conveyor/pipeline"
 )
 
@@ -52,7 +52,7 @@ func run(dir string, epochs, size int, lr float32) error {
 	classes := len(src.(pipeline.Classer).Classes())
 	cfg := &pipeline.Config{
 		BatchSize: 32, Seed: 1,
-		Pack: augment.PackOptions{DType: augment.Float32, Layout: augment.NCHW, Normalize: true},
+		Pack: pack.Options{DType: pack.Float32, Layout: pack.NCHW, Normalize: true},
 	}
 	if err := pipeline.ApplyRecipe(cfg, "train", size); err != nil {
 		return err

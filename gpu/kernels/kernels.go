@@ -5,7 +5,7 @@
 // body.ll is the per-pixel work, target-independent; nvptx.ll wraps it into one CUDA
 // entry point per output dtype; gen.sh links, optimises and lowers them with LLVM's
 // NVPTX back end into convert.ptx. The tests compile body.ll for the host as well and
-// check it against augment.Packer bit for bit, and check that convert.ptx is what gen.sh
+// check it against pack.Packer bit for bit, and check that convert.ptx is what gen.sh
 // makes from the sources.
 package kernels
 

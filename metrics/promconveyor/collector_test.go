@@ -11,11 +11,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/conveyor-ml/conveyor/augment"
 	"github.com/conveyor-ml/conveyor/cache"
 	"github.com/conveyor-ml/conveyor/internal/leakcheck"
 	"github.com/conveyor-ml/conveyor/internal/synth"
 	"github.com/conveyor-ml/conveyor/metrics/promconveyor"
+	"github.com/conveyor-ml/conveyor/pack"
 	"github.com/conveyor-ml/conveyor/pinned"
 	"github.com/conveyor-ml/conveyor/pipeline"
 )
@@ -358,7 +358,7 @@ func TestLoader(t *testing.T) {
 	}
 	cfg := &pipeline.Config{
 		BatchSize: 8, Workers: 2, Seed: 1,
-		Pack: augment.PackOptions{DType: augment.Uint8},
+		Pack: pack.Options{DType: pack.Uint8},
 		Logf: func(string, ...any) {},
 	}
 	if err := pipeline.ApplyRecipe(cfg, "train", 16); err != nil {

@@ -1,4 +1,4 @@
-package augment
+package pack
 
 import (
 	"encoding/binary"
@@ -39,13 +39,13 @@ func ParseLayout(s string) (Layout, error) {
 	case "NHWC":
 		return NHWC, nil
 	}
-	return 0, fmt.Errorf("augment: unknown layout %q (want NCHW or NHWC)", s)
+	return 0, fmt.Errorf("pack: unknown layout %q (want NCHW or NHWC)", s)
 }
 
 // MarshalText implements encoding.TextMarshaler, for configuration files.
 func (l Layout) MarshalText() ([]byte, error) {
 	if l != NCHW && l != NHWC {
-		return nil, fmt.Errorf("augment: invalid %v", l)
+		return nil, fmt.Errorf("pack: invalid %v", l)
 	}
 	return []byte(l.String()), nil
 }
@@ -109,13 +109,13 @@ func ParseDType(s string) (DType, error) {
 	case "bfloat16", "bf16":
 		return BFloat16, nil
 	}
-	return 0, fmt.Errorf("augment: unknown dtype %q (want uint8, float32, float16 or bfloat16)", s)
+	return 0, fmt.Errorf("pack: unknown dtype %q (want uint8, float32, float16 or bfloat16)", s)
 }
 
 // MarshalText implements encoding.TextMarshaler, for configuration files.
 func (d DType) MarshalText() ([]byte, error) {
 	if d.Size() == 0 {
-		return nil, fmt.Errorf("augment: invalid %v", d)
+		return nil, fmt.Errorf("pack: invalid %v", d)
 	}
 	return []byte(d.String()), nil
 }
@@ -135,8 +135,8 @@ var (
 	ImageNetStd  = [3]float32{0.229, 0.224, 0.225}
 )
 
-// PackOptions says how a Packer writes samples.
-type PackOptions struct {
+// Options says how a Packer writes samples.
+type Options struct {
 	Width, Height int    // the sample's size; required
 	Layout        Layout // the order of values; default NCHW
 	DType         DType  // the element type; default Float32
@@ -153,15 +153,15 @@ type PackOptions struct {
 // precomputes, per channel, the encoded value of each of the 256 pixel values, so packing
 // is one table lookup per value. A Packer is safe for concurrent use.
 type Packer struct {
-	o     PackOptions
+	o     Options
 	lut8  [3][256]uint8
 	lut16 [3][256]uint16
 	lut32 [3][256]uint32
 }
 
 // NewPacker returns a Packer for o's effective options.
-func NewPacker(o *PackOptions) (*Packer, error) {
-	var opts PackOptions
+func NewPacker(o *Options) (*Packer, error) {
+	var opts Options
 	if o != nil {
 		opts = *o
 	}
@@ -170,20 +170,20 @@ func NewPacker(o *PackOptions) (*Packer, error) {
 	}
 	switch {
 	case opts.Width <= 0 || opts.Height <= 0:
-		return nil, fmt.Errorf("augment: pack size %dx%d: Width and Height must be positive", opts.Width, opts.Height)
+		return nil, fmt.Errorf("pack: pack size %dx%d: Width and Height must be positive", opts.Width, opts.Height)
 	case opts.Layout != NCHW && opts.Layout != NHWC:
-		return nil, fmt.Errorf("augment: invalid pack layout %v", opts.Layout)
+		return nil, fmt.Errorf("pack: invalid pack layout %v", opts.Layout)
 	case opts.DType.Size() == 0:
-		return nil, fmt.Errorf("augment: invalid pack dtype %v", opts.DType)
+		return nil, fmt.Errorf("pack: invalid pack dtype %v", opts.DType)
 	case opts.DType == Uint8 && opts.Normalize:
-		return nil, fmt.Errorf("augment: cannot normalize into uint8 samples")
+		return nil, fmt.Errorf("pack: cannot normalize into uint8 samples")
 	case int64(opts.Width)*int64(opts.Height)*3*int64(opts.DType.Size()) > math.MaxInt32:
-		return nil, fmt.Errorf("augment: pack size %dx%d is too large", opts.Width, opts.Height)
+		return nil, fmt.Errorf("pack: pack size %dx%d is too large", opts.Width, opts.Height)
 	}
 	if opts.Normalize {
 		for _, s := range opts.Std {
 			if s == 0 || s != s {
-				return nil, fmt.Errorf("augment: normalize std %v must be non-zero", opts.Std)
+				return nil, fmt.Errorf("pack: normalize std %v must be non-zero", opts.Std)
 			}
 		}
 	}
@@ -215,7 +215,7 @@ func (p *Packer) value(c int, x uint8) float32 {
 }
 
 // Options returns the Packer's effective options.
-func (p *Packer) Options() PackOptions { return p.o }
+func (p *Packer) Options() Options { return p.o }
 
 // SampleBytes returns the size of one packed sample.
 func (p *Packer) SampleBytes() int {
@@ -239,13 +239,13 @@ var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 // mostly the cost of writing its 600 KB.
 func (p *Packer) Pack(dst []byte, img *decode.Image) error {
 	if img.Width != p.o.Width || img.Height != p.o.Height {
-		return fmt.Errorf("augment: pack: image is %dx%d, packer wants %dx%d", img.Width, img.Height, p.o.Width, p.o.Height)
+		return fmt.Errorf("pack: pack: image is %dx%d, packer wants %dx%d", img.Width, img.Height, p.o.Width, p.o.Height)
 	}
 	if len(dst) != p.SampleBytes() {
-		return fmt.Errorf("augment: pack: destination has %d bytes, a %dx%d %v sample needs %d", len(dst), p.o.Width, p.o.Height, p.o.DType, p.SampleBytes())
+		return fmt.Errorf("pack: pack: destination has %d bytes, a %dx%d %v sample needs %d", len(dst), p.o.Width, p.o.Height, p.o.DType, p.SampleBytes())
 	}
 	if len(img.Pix) < (img.Height-1)*img.Stride+3*img.Width || img.Stride < 3*img.Width {
-		return fmt.Errorf("augment: pack: malformed %dx%d image (stride %d, %d bytes)", img.Width, img.Height, img.Stride, len(img.Pix))
+		return fmt.Errorf("pack: pack: malformed %dx%d image (stride %d, %d bytes)", img.Width, img.Height, img.Stride, len(img.Pix))
 	}
 	n := len(dst) / p.o.DType.Size()
 	ptr := unsafe.Pointer(unsafe.SliceData(dst))

@@ -1,4 +1,4 @@
-package augment
+package pack
 
 import (
 	"encoding/binary"
@@ -12,6 +12,7 @@ import (
 	"unsafe"
 
 	"github.com/conveyor-ml/conveyor/decode"
+	"github.com/conveyor-ml/conveyor/internal/imagetest"
 )
 
 // roundTable rounds float32 values to a 16-bit format by search: values[k] is the value of
@@ -165,7 +166,7 @@ func element(b []byte, d DType, i int) float64 {
 var float16Table = sync.OnceValue(newFloat16Table)
 
 func TestPackLayouts(t *testing.T) {
-	src := withStride(noise(2, 5, 3), 7)
+	src := imagetest.WithStride(imagetest.Noise(2, 5, 3), 7)
 	for _, d := range []DType{Uint8, Float32, Float16, BFloat16} {
 		for _, norm := range []bool{false, true} {
 			if d == Uint8 && norm {
@@ -174,7 +175,7 @@ func TestPackLayouts(t *testing.T) {
 			t.Run(fmt.Sprintf("%v/normalize=%t", d, norm), func(t *testing.T) {
 				var out [2][]byte
 				for li, layout := range []Layout{NCHW, NHWC} {
-					p, err := NewPacker(&PackOptions{Width: 5, Height: 3, Layout: layout, DType: d, Normalize: norm})
+					p, err := NewPacker(&Options{Width: 5, Height: 3, Layout: layout, DType: d, Normalize: norm})
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -228,18 +229,18 @@ func TestPackLayouts(t *testing.T) {
 // torch.tensor([x], dtype=torch.uint8).float().div(255).sub(mean).div(std).
 func TestPackNormalizeValues(t *testing.T) {
 	tests := []struct {
-		opts PackOptions
+		opts Options
 		x    [3]uint8
 		want [3]float32
 	}{
 		// ToTensor only: x/255.
-		{PackOptions{}, [3]uint8{0, 128, 255}, [3]float32{0, 0.5019608, 1}},
+		{Options{}, [3]uint8{0, 128, 255}, [3]float32{0, 0.5019608, 1}},
 		// ImageNet statistics.
-		{PackOptions{Normalize: true}, [3]uint8{0, 0, 0}, [3]float32{-2.117904, -2.0357144, -1.8044444}},
-		{PackOptions{Normalize: true}, [3]uint8{255, 255, 255}, [3]float32{2.2489083, 2.4285715, 2.64}},
-		{PackOptions{Normalize: true}, [3]uint8{124, 116, 104}, [3]float32{0.0055655450, -0.0049019608, 0.0081917211}},
+		{Options{Normalize: true}, [3]uint8{0, 0, 0}, [3]float32{-2.117904, -2.0357144, -1.8044444}},
+		{Options{Normalize: true}, [3]uint8{255, 255, 255}, [3]float32{2.2489083, 2.4285715, 2.64}},
+		{Options{Normalize: true}, [3]uint8{124, 116, 104}, [3]float32{0.0055655450, -0.0049019608, 0.0081917211}},
 		// Custom statistics: mean 0.5, std 0.5 maps to [-1, 1].
-		{PackOptions{Normalize: true, Mean: [3]float32{0.5, 0.5, 0.5}, Std: [3]float32{0.5, 0.5, 0.5}}, [3]uint8{0, 51, 255}, [3]float32{-1, -0.6, 1}},
+		{Options{Normalize: true, Mean: [3]float32{0.5, 0.5, 0.5}, Std: [3]float32{0.5, 0.5, 0.5}}, [3]uint8{0, 51, 255}, [3]float32{-1, -0.6, 1}},
 	}
 	for _, tt := range tests {
 		o := tt.opts
@@ -275,7 +276,7 @@ func TestPackNormalizeValues(t *testing.T) {
 }
 
 func TestPackErrors(t *testing.T) {
-	p, err := NewPacker(&PackOptions{Width: 224, Height: 224})
+	p, err := NewPacker(&Options{Width: 224, Height: 224})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,8 +287,8 @@ func TestPackErrors(t *testing.T) {
 		img  *decode.Image
 		want []string
 	}{
-		{"image size", dst, noise(1, 100, 50), []string{"100x50", "224x224"}},
-		{"destination size", dst[:100], noise(1, 224, 224), []string{"100", fmt.Sprint(p.SampleBytes())}},
+		{"image size", dst, imagetest.Noise(1, 100, 50), []string{"100x50", "224x224"}},
+		{"destination size", dst[:100], imagetest.Noise(1, 224, 224), []string{"100", fmt.Sprint(p.SampleBytes())}},
 		{"malformed image", dst, &decode.Image{Pix: make([]uint8, 10), Width: 224, Height: 224, Stride: 672}, []string{"malformed"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -296,13 +297,13 @@ func TestPackErrors(t *testing.T) {
 				t.Fatal("no error")
 			}
 			for _, w := range tt.want {
-				if !strings.Contains(err.Error(), w) || !strings.HasPrefix(err.Error(), "augment: ") {
+				if !strings.Contains(err.Error(), w) || !strings.HasPrefix(err.Error(), "pack: ") {
 					t.Errorf("error %q does not mention %q", err, w)
 				}
 			}
 		})
 	}
-	for _, o := range []*PackOptions{
+	for _, o := range []*Options{
 		nil,
 		{Width: 4},
 		{Width: 4, Height: 4, DType: Uint8, Normalize: true},
@@ -345,8 +346,8 @@ func TestParse(t *testing.T) {
 	if _, err := ParseLayout("CHW"); err == nil {
 		t.Error("ParseLayout(CHW): no error")
 	}
-	var zero PackOptions
+	var zero Options
 	if zero.DType != Float32 || zero.Layout != NCHW {
-		t.Error("zero PackOptions is not float32 NCHW")
+		t.Error("zero Options is not float32 NCHW")
 	}
 }

@@ -1,0 +1,11 @@
+// Package pack writes a decoded, augmented sample straight into its slot of a batch
+// buffer, in the layout (NCHW or NHWC) and element type (uint8, float32, float16,
+// bfloat16) a training step consumes, optionally normalised per channel.
+//
+// The values are those torchvision's ToTensor and Normalize give, bit for bit in float32,
+// rounded to nearest even for float16 and bfloat16. The loader, the GPU backends (which
+// convert uint8 batches on the device into the same values) and users' own code share
+// these types, which is why they live apart from the augmentation ops.
+//
+// A Packer is safe for concurrent use once built.
+package pack
