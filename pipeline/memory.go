@@ -2,8 +2,10 @@ package pipeline
 
 import (
 	"context"
+	"os"
 	"sync/atomic"
 
+	"github.com/conveyor-ml/conveyor/decode"
 	"golang.org/x/sync/semaphore"
 )
 
@@ -53,4 +55,18 @@ func (b *budget) release(n int64) {
 	b.used.Add(-n)
 	b.total.add(-n)
 	b.sem.Release(n)
+}
+
+// pageRound rounds n up to a whole number of pages, as the pinned pool does.
+func pageRound(n int64) int64 {
+	page := int64(os.Getpagesize())
+	return (n + page - 1) / page * page
+}
+
+// decodeBytes estimates the memory a sample of w×h pixels may hold at once: the decoder's
+// own planes (up to 4 bytes a pixel for CMYK), the RGB image, an orientation or resize
+// copy, and the augmentation's two buffers, allowing them four times the packed size for
+// intermediate steps such as eval's Resize before its CenterCrop.
+func (l *Loader) decodeBytes(cfg decode.Config) int64 {
+	return 10*int64(cfg.Width)*int64(cfg.Height) + 24*int64(l.cfg.Pack.Width)*int64(l.cfg.Pack.Height)
 }

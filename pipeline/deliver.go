@@ -1,0 +1,96 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"iter"
+	"time"
+)
+
+// Epoch streams epoch e's batches in order. Breaking out of the loop stops the work; the
+// iterator returns only after every goroutine it started has exited. An error is yielded
+// at most once, as the last value. Batches stay valid until Release.
+func (l *Loader) Epoch(ctx context.Context, e int) iter.Seq2[*Batch, error] {
+	return l.EpochFrom(ctx, e, 0)
+}
+
+// EpochFrom resumes epoch e at cursor, the number of this epoch's samples already consumed
+// (a multiple of BatchSize, as Batch.Cursor reports): the batches it yields are exactly
+// those an uninterrupted Epoch would have yielded from there on.
+func (l *Loader) EpochFrom(ctx context.Context, e, cursor int) iter.Seq2[*Batch, error] {
+	return func(yield func(*Batch, error) bool) {
+		r, err := l.start(ctx, e, cursor)
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		defer l.finish(r)
+		bad := 0 // failed samples in the batches delivered so far
+		for {
+			t0 := time.Now()
+			b, err := r.deliver()
+			l.stats.wait.Add(int64(time.Since(t0)))
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			if b == nil {
+				return
+			}
+			// Errors travel with their batch and are reported in order, so what the
+			// caller sees does not depend on how far ahead the workers were.
+			bad += int(b.bad.Load())
+			if err := b.failure(); err == nil && l.cfg.MaxBadFraction >= 0 && float64(bad) > l.cfg.MaxBadFraction*float64(len(r.order)) {
+				b.setErr(-1, fmt.Errorf("pipeline: %d bad samples in epoch %d of %d samples exceed MaxBadFraction %g; last: %w",
+					bad, r.epoch, len(r.order), l.cfg.MaxBadFraction, b.lastBad()))
+			}
+			if b.slot != nil {
+				// A copy that already failed (a lost device) ends the epoch here, naming
+				// the batch, rather than at the consumer's Wait.
+				if _, err := b.slot.Ready(); err != nil {
+					b.setErr(-1, b.deviceErr(err))
+				}
+			}
+			if err := b.failure(); err != nil {
+				r.putBack(b)
+				yield(nil, err)
+				return
+			}
+			l.outstanding.Add(1)
+			l.stats.batches.Add(1)
+			if !yield(b, nil) {
+				return
+			}
+		}
+	}
+}
+
+// deliver returns the next batch from the transfer stage, nil at the end of the epoch, or
+// why the epoch stopped early.
+func (r *run) deliver() (*Batch, error) {
+	var b *Batch
+	var ok bool
+	select {
+	case b, ok = <-r.out:
+	default:
+		if r.ctx.Err() != nil {
+			return nil, r.stopped()
+		}
+		if r.l.outstanding.Load() >= int64(min(r.l.nbuf, r.l.slots)) {
+			return nil, ErrHeld
+		}
+		select {
+		case b, ok = <-r.out:
+		case <-r.ctx.Done():
+			return nil, r.stopped()
+		}
+	}
+	if !ok {
+		return nil, r.xferErr // written before out was closed
+	}
+	if r.ctx.Err() != nil {
+		r.putBack(b)
+		return nil, r.stopped()
+	}
+	return b, nil
+}

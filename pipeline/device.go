@@ -1,0 +1,73 @@
+package pipeline
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/conveyor-ml/conveyor/gpu"
+	"github.com/conveyor-ml/conveyor/pinned"
+)
+
+// openDevice opens the device, maps the pinned batch buffers (registered with the
+// driver on a GPU) and allocates the device ring. On failure it undoes what it did.
+func (l *Loader) openDevice(conv *gpu.Converter, batchBytes, pinnedBytes int64) (err error) {
+	c := &l.cfg
+	l.dev = c.GPU
+	if l.dev == nil {
+		if l.dev, err = gpu.Open(c.Device, c.Logf); err != nil {
+			return fmt.Errorf("pipeline: %w", err)
+		}
+		l.ownDev = true
+	}
+	defer func() {
+		if err != nil {
+			l.closeDevice()
+		}
+	}()
+	o := &pinned.Options{BufferSize: int(batchBytes), Budget: pinnedBytes}
+	onGPU := l.dev.Kind() != gpu.Host
+	if onGPU {
+		// The driver page-locks the slabs when it registers them.
+		lock := false
+		o.Lock, o.Register, o.Unregister = &lock, l.dev.Register, l.dev.Unregister
+	}
+	if l.pool, err = pinned.New(o); err != nil {
+		return fmt.Errorf("pipeline: %w", err)
+	}
+	if n := l.pool.Stats().Buffers; n != l.nbuf {
+		return fmt.Errorf("pipeline: pinned pool holds %d batch buffers, want %d", n, l.nbuf)
+	}
+	if st := l.pool.Stats(); !onGPU && !st.Locked {
+		c.Logf("pipeline: batch buffers are not page-locked (%s); host-to-device copies may be slower", st.LockError)
+	}
+	// A GPU ring holds Prefetch batches: the one the consumer has and those copied ahead.
+	// The host's zero-copy ring costs nothing, so it has one slot per pinned buffer.
+	l.slots = c.Prefetch
+	if !onGPU && conv == nil {
+		l.slots = l.nbuf
+	}
+	if l.ring, err = l.dev.NewRing(gpu.RingOptions{Slots: l.slots, Bytes: int(batchBytes), Convert: conv}); err != nil {
+		return fmt.Errorf("pipeline: %w", err)
+	}
+	if onGPU {
+		st := l.ring.Stats()
+		c.Logf("pipeline: delivering batches to %v: %d device buffers of %d bytes, %d bytes in all", l.dev, st.Slots, st.SlotBytes, st.DeviceBytes)
+	}
+	return nil
+}
+
+// closeDevice frees the ring, the pinned buffers and the device, as far as they exist.
+// Buffers and slots the caller still holds are freed when released.
+func (l *Loader) closeDevice() error {
+	var errs []error
+	if l.ring != nil {
+		errs = append(errs, l.ring.Close())
+	}
+	if l.pool != nil {
+		l.pool.Close() // buffers still out are unmapped when released
+	}
+	if l.ownDev && l.dev != nil {
+		errs = append(errs, l.dev.Close())
+	}
+	return errors.Join(errs...)
+}

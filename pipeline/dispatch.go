@@ -1,0 +1,72 @@
+package pipeline
+
+import (
+	"time"
+)
+
+type task struct {
+	b       *Batch
+	slot    int
+	pos     int   // position in the epoch order
+	idx     int   // source index to load
+	attempt int32 // 0 for the original sample, then replacements
+	noCache bool  // its cached record was damaged: decode the source
+}
+
+// dispatch walks the epoch order batch by batch: it takes a buffer (waiting while all are
+// in use: this is what bounds memory), queues the batch for in-order delivery, then hands
+// its slots to the readers.
+func (r *run) dispatch(cursor int) {
+	defer r.wg.Done()
+	defer close(r.ready)
+	l := r.l
+	bs := l.cfg.BatchSize
+	var inflight []*Batch
+	for start := cursor; start < len(r.order); start += bs {
+		buf, ok := l.pool.TryGet()
+		if !ok {
+			// Every buffer is full or in the consumer's hands: the consumer is the slower
+			// side, and the workers will idle for about as long as this wait.
+			t0 := time.Now()
+			var err error
+			if buf, err = l.pool.Get(r.ctx); err != nil {
+				r.cancel(err)
+				return
+			}
+			l.fill.idle.Add(int64(time.Since(t0)) * int64(l.cfg.Workers))
+		}
+		n := min(bs, len(r.order)-start)
+		b := &Batch{
+			Epoch: r.epoch, Number: start / bs, Cursor: start + n, Len: n,
+			Data: buf.Bytes()[:n*l.sampleBytes], Layout: l.cfg.Pack.Layout, DType: l.cfg.Pack.DType,
+			Labels: make([]int32, n), Indices: make([]int64, n),
+			buf: buf, ld: l, done: make(chan struct{}), hostU8: l.cfg.DeviceConvert,
+		}
+		b.Shape = l.shape(n)
+		b.remaining.Store(int32(n))
+		r.ready <- b // never blocks: capacity is the number of buffers
+		for s := range n {
+			t := task{b: b, slot: s, pos: start + s, idx: int(r.order[start+s])}
+			select {
+			case r.tasks <- t:
+			case <-r.ctx.Done():
+				return
+			}
+		}
+		// A buffer is reused only after its batch was delivered, so at most nbuf batches
+		// can be incomplete: keep just those.
+		if len(inflight) == l.nbuf {
+			inflight = inflight[1:]
+		}
+		inflight = append(inflight, b)
+	}
+	close(r.tasks)
+	for _, b := range inflight {
+		select {
+		case <-b.done:
+		case <-r.ctx.Done():
+			return
+		}
+	}
+	close(r.quit)
+}

@@ -1,0 +1,68 @@
+package pipeline
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/conveyor-ml/conveyor/internal/seed"
+)
+
+// ErrClosed is returned by a Loader that has been closed.
+var ErrClosed = errors.New("pipeline: loader closed")
+
+// ErrBusy is returned when an epoch is started while another is still being iterated.
+var ErrBusy = errors.New("pipeline: another epoch is running")
+
+// ErrHeld is returned when the caller holds every batch buffer without releasing any, so
+// no further batch could ever be assembled.
+var ErrHeld = errors.New("pipeline: every batch buffer is held by the caller; Release batches when done with them")
+
+// maxAttempts bounds how many replacements a slot tries under Skip before the epoch fails.
+const maxAttempts = 64
+
+var errEpochDone = errors.New("pipeline: epoch done")
+
+// fail records a bad sample and applies the policy. It reports whether a replacement
+// was queued; otherwise the slot is finished with an error on its batch.
+func (r *run) fail(t task, err error) bool {
+	l := r.l
+	bad := &SampleError{Path: l.src.Path(t.idx), Index: t.idx, Epoch: r.epoch, Err: err}
+	l.stats.addBad(bad)
+	l.cfg.Logf("%v", bad)
+	t.b.noteBad(t.slot, bad)
+	if l.cfg.OnError == Fail {
+		t.b.setErr(t.slot, bad)
+		return false
+	}
+	if t.attempt+1 >= maxAttempts {
+		t.b.setErr(t.slot, fmt.Errorf("pipeline: no good replacement for position %d of epoch %d after %d attempts; last: %w",
+			t.pos, r.epoch, maxAttempts, bad))
+		return false
+	}
+	// The replacement depends only on (seed, epoch, position, attempt), so it is the same
+	// whatever the worker count, and a resumed epoch makes the same choice.
+	t.attempt++
+	t.idx = int(seed.Mix(seed.Mix(l.cfg.Seed, uint64(r.epoch)), uint64(t.pos)<<8|uint64(t.attempt)) % uint64(l.src.Len()))
+	r.retry <- t // never blocks: one entry per slot in flight at most
+	return true
+}
+
+// SampleError is a sample that could not be loaded, with the file that caused it.
+type SampleError struct {
+	Path  string
+	Index int
+	Epoch int
+	Err   error
+}
+
+func (e *SampleError) Error() string {
+	return fmt.Sprintf("pipeline: bad sample %q (index %d, epoch %d): %v", e.Path, e.Index, e.Epoch, e.Err)
+}
+
+func (e *SampleError) Unwrap() error { return e.Err }
+
+// fatalError wraps errors that are not the sample's fault (configuration, packing) and
+// end the epoch whatever the policy.
+type fatalError struct{ err error }
+
+func (e *fatalError) Error() string { return e.err.Error() }

@@ -1,0 +1,148 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+)
+
+// run is one epoch in flight.
+type run struct {
+	l      *Loader
+	epoch  int
+	order  []int32
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	wg     sync.WaitGroup
+
+	tasks   chan task
+	retry   chan task // replacements; never blocks: capacity covers every slot in flight
+	decodeQ chan readItem
+	ready   chan *Batch   // batches in order, as they are dispatched
+	out     chan *Batch   // complete batches, their copies started, for the consumer
+	xferErr error         // why transfer stopped early; written before out is closed
+	quit    chan struct{} // closed when every dispatched slot is written
+
+	mu     sync.Mutex
+	parked []*Batch // taken from ready but never delivered
+}
+
+// cause is why r stopped early, or nil when it was not stopped.
+func (r *run) cause() error {
+	err := context.Cause(r.ctx)
+	if errors.Is(err, errEpochDone) {
+		return nil
+	}
+	return err
+}
+
+// stopped is the error to yield once r's context is done.
+func (r *run) stopped() error {
+	if err := r.cause(); err != nil {
+		return err
+	}
+	return ErrClosed
+}
+
+func (l *Loader) start(ctx context.Context, e, cursor int) (*run, error) {
+	if e < 0 {
+		return nil, fmt.Errorf("pipeline: negative epoch %d", e)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil, ErrClosed
+	}
+	if l.run != nil {
+		return nil, ErrBusy
+	}
+	l.order = l.sampler.order(e, l.order)
+	n := len(l.order)
+	if l.cfg.DropLast {
+		n -= n % l.cfg.BatchSize
+	}
+	if cursor < 0 || cursor > n || (cursor%l.cfg.BatchSize != 0 && cursor != n) {
+		return nil, fmt.Errorf("pipeline: cursor %d is not a batch boundary of an epoch of %d samples (batch %d)", cursor, n, l.cfg.BatchSize)
+	}
+	r := &run{
+		l:       l,
+		epoch:   e,
+		order:   l.order[:n],
+		tasks:   make(chan task, 2*l.cfg.Workers+l.cfg.IOWorkers),
+		retry:   make(chan task, l.nbuf*l.cfg.BatchSize),
+		decodeQ: make(chan readItem, 2*l.cfg.Workers),
+		ready:   make(chan *Batch, l.nbuf),
+		out:     make(chan *Batch, l.nbuf),
+		quit:    make(chan struct{}),
+	}
+	if c := l.cfg.Cache; c != nil {
+		// Pick up what other loaders sharing the directory stored since.
+		if err := c.Refresh(); err != nil {
+			l.cfg.Logf("pipeline: %v", err)
+		}
+	}
+	r.ctx, r.cancel = context.WithCancelCause(ctx)
+	l.run = r
+	l.stats.epochs.Add(1)
+	r.wg.Add(2 + l.cfg.IOWorkers + l.cfg.Workers)
+	go r.dispatch(cursor)
+	go r.transfer()
+	for range l.cfg.IOWorkers {
+		go r.reader()
+	}
+	for _, w := range l.workers {
+		go r.work(w)
+	}
+	return r, nil
+}
+
+// finish stops r, joins its goroutines and returns what it still holds.
+func (l *Loader) finish(r *run) {
+	r.cancel(errEpochDone)
+	r.wg.Wait()
+	r.reclaim()
+	l.mu.Lock()
+	l.run = nil
+	l.mu.Unlock()
+}
+
+// reclaim returns the buffers of batches never handed out and the read budget of files
+// never decoded. It runs once r's goroutines have exited; the iterator and Close may both
+// call it.
+func (r *run) reclaim() {
+	for b := range r.out {
+		r.putBack(b)
+	}
+	for b := range r.ready {
+		r.putBack(b)
+	}
+	for {
+		select {
+		case it := <-r.decodeQ:
+			r.l.read.release(it.size)
+			continue
+		default:
+		}
+		break
+	}
+	r.mu.Lock()
+	parked := r.parked
+	r.parked = nil
+	r.mu.Unlock()
+	for _, b := range parked {
+		r.putBack(b)
+	}
+}
+
+func (r *run) park(b *Batch) {
+	r.mu.Lock()
+	r.parked = append(r.parked, b)
+	r.mu.Unlock()
+}
+
+// putBack returns the buffer of a batch the consumer never saw.
+func (r *run) putBack(b *Batch) {
+	b.ld = nil
+	b.Release()
+}
