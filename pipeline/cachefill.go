@@ -1,12 +1,39 @@
 package pipeline
 
 import (
+	"io/fs"
 	"sync/atomic"
 	"time"
 
 	"github.com/conveyor-ml/conveyor/cache"
 	"github.com/conveyor-ml/conveyor/decode"
 )
+
+// lookup serves sample it from Config.Cache when it holds an intact record for the file
+// fi describes, and reports whether it did; otherwise it marks the sample to be stored
+// once decoded. it.err is set when the read budget could not be had.
+func (r *run) lookup(it *readItem, fi fs.FileInfo, t0 time.Time) bool {
+	l, c := r.l, r.l.cfg.Cache
+	key := sampleKey(l.spec, l.src, it.idx, fi)
+	if ref, ok := c.Lookup(key); ok {
+		if it.err = r.reserve(it, int64(ref.Bytes)); it.err != nil {
+			return false
+		}
+		payload, err := c.Read(ref, make([]byte, ref.Bytes))
+		if err == nil {
+			it.data, it.hit, it.cache, it.ref = payload, true, c, ref
+			l.stats.read.add(t0, int64(ref.Bytes))
+			l.stats.cacheHits.Add(1)
+			return true
+		}
+		// Damaged (the cache counted it and forgot the record): decode the source.
+		l.cfg.Logf("pipeline: %v; decoding the source instead", err)
+		l.read.release(it.size)
+		it.size = 0
+	}
+	it.store, it.key = true, key
+	return false
+}
 
 // store puts a freshly decoded sample in the cache when the fill share allows, and
 // returns the time it finished.
@@ -15,7 +42,7 @@ func (w *worker) store(l *Loader, it readItem, img *decode.Image, t0 time.Time) 
 		l.stats.cacheDeferred.Add(1)
 		return t0
 	}
-	err := w.coder.Put(it.key, l.src.Label(it.idx), img)
+	err := w.coder(l.cfg.Cache).Put(it.key, l.src.Label(it.idx), img)
 	t1 := time.Now()
 	l.fill.fill.Add(int64(t1.Sub(t0)))
 	switch {

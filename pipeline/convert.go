@@ -78,7 +78,14 @@ func Convert(ctx context.Context, src Source, c *cache.Cache, opts *ConvertOptio
 	if o.Workers < 1 || o.MaxFileBytes < 1 {
 		return nil, fmt.Errorf("pipeline: convert: Workers %d and MaxFileBytes %d must be ≥ 1", o.Workers, o.MaxFileBytes)
 	}
-	if src == nil || src.Len() == 0 {
+	if err := checkKind(src); err != nil {
+		return nil, fmt.Errorf("pipeline: convert: %w", err)
+	}
+	files, ok := src.(FileSource)
+	if !ok {
+		return nil, fmt.Errorf("pipeline: convert: %v holds stored pixels, not image files", src)
+	}
+	if src.Len() == 0 {
 		return nil, errors.New("pipeline: convert: empty source")
 	}
 	dec, err := decode.NewDecoder(&o.Decode)
@@ -87,11 +94,9 @@ func Convert(ctx context.Context, src Source, c *cache.Cache, opts *ConvertOptio
 	}
 	spec := specOf(o.Decode, dec.Backend())
 	dec.Close()
-	cv := &converter{src: src, c: c, o: &o, spec: spec, start: time.Now(), bad: map[int]SampleError{}}
+	cv := &converter{src: files, c: c, o: &o, spec: spec, start: time.Now(), bad: map[int]SampleError{}}
 	info := &cache.Info{FormatVersion: cache.FormatVersion, Spec: cv.spec, Codec: c.Options().Codec, Source: o.Source, Samples: src.Len()}
-	if cl, ok := src.(Classer); ok {
-		info.Classes = cl.Classes()
-	}
+	info.Classes = src.Classes()
 	if old, err := cache.ReadInfo(c.Dir()); err == nil && (old.Spec != info.Spec || old.Codec != info.Codec) {
 		o.Logf("pipeline: convert: %s held a dataset of spec %q, codec %s; converting again as %q, codec %s",
 			c.Dir(), old.Spec, old.Codec, info.Spec, info.Codec)
@@ -142,7 +147,7 @@ func Convert(ctx context.Context, src Source, c *cache.Cache, opts *ConvertOptio
 }
 
 type converter struct {
-	src   Source
+	src   FileSource
 	c     *cache.Cache
 	o     *ConvertOptions
 	spec  string

@@ -1,18 +1,16 @@
 package pipeline
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
-	"time"
 
 	"github.com/conveyor-ml/conveyor/cache"
 )
 
-// Converted is a dataset that Convert (conveyor convert) stored in a cache directory. Its
-// samples are pixels already resized first, so a Loader over it reads and unpacks records
-// instead of decoding files, and its Config.Decode is not used.
+// Converted is a dataset that Convert (conveyor convert) stored in a cache directory: a
+// PixelSource. Its samples are pixels already resized first, so a Loader over it reads and
+// unpacks records instead of decoding files, and its Config.Decode is not used.
 type Converted struct {
 	cache *cache.Cache
 	info  *cache.Info
@@ -58,16 +56,8 @@ func (s *Converted) Label(i int) int { return int(s.refs[i].Label) }
 // Path is sample i's source path, relative to the directory it was converted from.
 func (s *Converted) Path(i int) string { return s.refs[i].Path }
 
-// Open returns sample i's stored record payload (encoded with the dataset's codec), for
-// inspection; a Loader reads records directly.
-func (s *Converted) Open(i int) (fs.File, error) {
-	r := s.refs[i]
-	payload, err := s.cache.Read(r, nil)
-	if err != nil {
-		return nil, err
-	}
-	return &memFile{Reader: bytes.NewReader(payload), name: r.Path, size: int64(len(payload))}, nil
-}
+// Stored returns the record holding sample i's pixels.
+func (s *Converted) Stored(i int) (*cache.Cache, cache.Ref, bool) { return s.cache, s.refs[i], true }
 
 // Classes returns the class names, index = label.
 func (s *Converted) Classes() []string { return s.info.Classes }
@@ -83,18 +73,3 @@ func (s *Converted) Cache() *cache.Cache { return s.cache }
 
 // Close closes the dataset's files. Close the Loaders using it first.
 func (s *Converted) Close() error { return s.cache.Close() }
-
-type memFile struct {
-	*bytes.Reader
-	name string
-	size int64
-}
-
-func (f *memFile) Stat() (fs.FileInfo, error) { return f, nil }
-func (f *memFile) Close() error               { return nil }
-func (f *memFile) Name() string               { return f.name }
-func (f *memFile) Size() int64                { return f.size }
-func (f *memFile) Mode() fs.FileMode          { return 0o444 }
-func (f *memFile) ModTime() time.Time         { return time.Time{} }
-func (f *memFile) IsDir() bool                { return false }
-func (f *memFile) Sys() any                   { return nil }

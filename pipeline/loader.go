@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/conveyor-ml/conveyor/augment"
+	"github.com/conveyor-ml/conveyor/cache"
 	"github.com/conveyor-ml/conveyor/decode"
 	"github.com/conveyor-ml/conveyor/gpu"
 	"github.com/conveyor-ml/conveyor/pack"
@@ -36,9 +37,11 @@ type Loader struct {
 	ring   *gpu.Ring   // device buffers, one per batch delivered and not yet released
 	slots  int         // the ring's slots: how many batches the consumer may hold
 
-	spec string     // the decode spec, with the backend in use: part of every cache key
-	conv *Converted // the source, when it is a converted dataset
-	fill fillMeter
+	files  FileSource   // src's files, when it has any
+	pixels PixelSource  // src's stored pixels, when it has any
+	stored *cache.Cache // the cache holding src's first sample, when it is stored pixels
+	spec   string       // the decode spec, with the backend in use: part of every cache key
+	fill   fillMeter
 
 	mu      sync.Mutex
 	run     *run // the epoch being iterated, or nil
@@ -52,12 +55,11 @@ type Loader struct {
 // New validates cfg and builds a Loader over src: it maps and locks the pinned batch
 // buffers up front, so an impossible memory budget fails here, before training starts.
 func New(src Source, cfg *Config) (*Loader, error) {
-	if src == nil || src.Len() == 0 {
-		return nil, errors.New("pipeline: empty source")
+	if err := checkKind(src); err != nil {
+		return nil, err
 	}
-	conv, _ := src.(*Converted)
-	if conv != nil && cfg != nil && cfg.Cache != nil {
-		return nil, errors.New("pipeline: a converted dataset is a cache already; leave Config.Cache unset")
+	if src.Len() == 0 {
+		return nil, errors.New("pipeline: empty source")
 	}
 	var c Config
 	if cfg != nil {
@@ -80,7 +82,11 @@ func New(src Source, cfg *Config) (*Loader, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: %w", err)
 	}
-	l := &Loader{cfg: c, src: src, conv: conv, packer: packer, sampleBytes: packer.SampleBytes(), nbuf: c.Prefetch + 1}
+	l := &Loader{cfg: c, src: src, packer: packer, sampleBytes: packer.SampleBytes(), nbuf: c.Prefetch + 1}
+	l.files, _ = src.(FileSource)
+	if l.pixels, _ = src.(PixelSource); l.pixels != nil {
+		l.stored, _, _ = l.pixels.Stored(0)
+	}
 	if !c.FullDecode && c.Decode.Resize.Mode == decode.ResizeNone && len(c.Augment) > 0 {
 		l.region, _ = c.Augment[0].(augment.RegionOp)
 	}
@@ -154,10 +160,7 @@ func (l *Loader) Close() error {
 		r.reclaim()
 	}
 	for _, w := range l.workers {
-		w.dec.Close()
-		if w.coder != nil {
-			w.coder.Close()
-		}
+		w.close()
 	}
 	err := l.closeDevice()
 	if n := l.outstanding.Load(); n > 0 {

@@ -12,7 +12,7 @@ import (
 )
 
 // openSample opens sample i of src and stats it, refusing directories.
-func openSample(src Source, i int) (fs.File, fs.FileInfo, error) {
+func openSample(src FileSource, i int) (fs.File, fs.FileInfo, error) {
 	f, err := src.Open(i)
 	if err != nil {
 		return nil, nil, err
@@ -60,10 +60,12 @@ type readItem struct {
 	size int64 // bytes charged to the read budget
 	err  error
 
-	hit   bool      // data is the payload of ref
-	ref   cache.Ref // the cached record, when hit
-	store bool      // a miss to store under key once decoded
-	key   cache.Key
+	hit    bool         // data is the payload of ref, in cache
+	pixels bool         // ref is the source's own stored pixels, not Config.Cache's copy
+	cache  *cache.Cache // the cache ref is in
+	ref    cache.Ref    // the record, when hit
+	store  bool         // a miss to store under key once decoded
+	key    cache.Key
 }
 
 // reader loads encoded bytes for the workers, replacements first.
@@ -105,42 +107,33 @@ func (r *run) load(t task) readItem {
 	l := r.l
 	it := readItem{task: t}
 	t0 := time.Now()
-	if l.conv != nil {
-		ref := l.conv.refs[t.idx]
-		if it.err = r.reserve(&it, int64(ref.Bytes)); it.err != nil {
+	if l.pixels != nil {
+		if c, ref, ok := l.pixels.Stored(t.idx); ok {
+			if it.err = r.reserve(&it, int64(ref.Bytes)); it.err != nil {
+				return it
+			}
+			it.data, it.err = c.Read(ref, nil) // mapped: no copy
+			it.hit, it.pixels, it.cache, it.ref = true, true, c, ref
+			l.stats.read.add(t0, int64(ref.Bytes))
 			return it
 		}
-		it.data, it.err = l.conv.cache.Read(ref, nil) // mapped: no copy
-		it.hit, it.ref = true, ref
-		l.stats.read.add(t0, int64(ref.Bytes))
+	}
+	if l.files == nil {
+		it.err = fmt.Errorf("pipeline: %T stores no pixels for this sample and has no files", l.src)
 		return it
 	}
-	f, fi, err := openSample(l.src, t.idx)
+	f, fi, err := openSample(l.files, t.idx)
 	if err != nil {
 		it.err = err
 		return it
 	}
 	defer f.Close()
 	size := fi.Size()
-	if c := l.cfg.Cache; c != nil && !t.noCache {
-		key := sampleKey(l.spec, l.src, t.idx, fi)
-		if ref, ok := c.Lookup(key); ok {
-			if it.err = r.reserve(&it, int64(ref.Bytes)); it.err != nil {
-				return it
-			}
-			payload, err := c.Read(ref, make([]byte, ref.Bytes))
-			if err == nil {
-				it.data, it.hit, it.ref = payload, true, ref
-				l.stats.read.add(t0, int64(ref.Bytes))
-				l.stats.cacheHits.Add(1)
-				return it
-			}
-			// Damaged (the cache counted it and forgot the record): decode the source.
-			l.cfg.Logf("pipeline: %v; decoding the source instead", err)
-			l.read.release(it.size)
-			it.size = 0
-		}
-		it.store, it.key = true, key
+	if l.cfg.Cache != nil && !t.noCache && r.lookup(&it, fi, t0) {
+		return it
+	}
+	if it.err != nil {
+		return it
 	}
 	if it.err = r.reserve(&it, size+1); it.err != nil {
 		return it

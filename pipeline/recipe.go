@@ -47,8 +47,8 @@ func ApplyRecipe(cfg *Config, name string, size int) error {
 // DecodeBackend names the JPEG decoder in use ("turbo" or "go"), or "cache:CODEC" for a
 // converted dataset, whose samples are stored pixels.
 func (l *Loader) DecodeBackend() string {
-	if l.conv != nil {
-		return "cache:" + string(l.conv.info.Codec)
+	if l.stored != nil {
+		return "cache:" + string(l.stored.Options().Codec)
 	}
 	return l.workers[0].dec.Backend()
 }
@@ -56,7 +56,7 @@ func (l *Loader) DecodeBackend() string {
 // WebPBackend names the WebP decoder in use ("libwebp" or "go"), or "" for a converted
 // dataset.
 func (l *Loader) WebPBackend() string {
-	if l.conv != nil {
+	if l.stored != nil {
 		return ""
 	}
 	return l.workers[0].dec.WebPBackend()

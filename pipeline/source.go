@@ -1,35 +1,61 @@
 package pipeline
 
 import (
-	"bufio"
-	"encoding/csv"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path"
 	"slices"
-	"strconv"
 	"strings"
+
+	"github.com/conveyor-ml/conveyor/cache"
 )
 
-// Source is an indexed dataset of encoded images with integer labels.
-// Implementations must be safe for concurrent use.
+// Source is an indexed dataset: Len samples, each with a class label and a name. What a
+// sample's bytes are is a capability the loader asks for through interfaces, never
+// concrete types:
+//
+//   - FileSource: encoded image files (ImageFolder, Dir, Manifest, over any io/fs.FS),
+//     which the loader reads, decodes and resizes first;
+//   - PixelSource: pixels stored already decoded and resized (OpenConverted), which the
+//     loader reads and unpacks.
+//
+// A Source must implement at least one of them. Subset, Concat and Split compose sources
+// of either kind, and their results implement both, asking the source a sample comes
+// from. Implementations must be safe for concurrent use.
 type Source interface {
 	// Len is the number of samples.
 	Len() int
-	// Label is sample i's class label.
+	// Label is sample i's class label, an index into Classes.
 	Label(i int) int
-	// Path names sample i in messages (relative to the source's root).
+	// Path names sample i in messages and cache keys (relative to the source's root).
 	Path(i int) string
+	// Classes are the class names, index = label.
+	Classes() []string
+}
+
+// FileSource is a Source of encoded image files.
+type FileSource interface {
+	Source
 	// Open opens sample i's encoded bytes. The loader calls Stat on the result to learn
 	// the size before it reserves memory, then reads it whole.
 	Open(i int) (fs.File, error)
 }
 
-// Classer is implemented by sources that know their class names, index = label.
+// PixelSource is a Source of stored pixels: records that conveyor convert (or a loader's
+// cache) wrote, already decoded and resized first.
+type PixelSource interface {
+	Source
+	// Stored returns the record holding sample i's pixels and the cache it is in; ok is
+	// false when sample i is not stored pixels (in a Concat of both kinds), and the loader
+	// opens it as a file instead.
+	Stored(i int) (c *cache.Cache, ref cache.Ref, ok bool)
+}
+
+// Classer is implemented by every Source.
+//
+// Deprecated: call Source.Classes.
 type Classer interface {
 	Classes() []string
 }
@@ -113,20 +139,38 @@ func (s *fsSource) String() string { return s.desc }
 //
 // fsys may be os.DirFS, an embed.FS, a *zip.Reader or any other fs.FS; root is "." for
 // the whole file system.
-func ImageFolder(fsys fs.FS, root string) (Source, error) {
-	ents, err := fs.ReadDir(fsys, root)
-	if err != nil {
+func ImageFolder(fsys fs.FS, root string) (FileSource, error) {
+	return imageFolder(fsys, root, root)
+}
+
+// Dir opens the ImageFolder tree at dir on the local file system. Errors name dir as
+// given.
+func Dir(dir string) (FileSource, error) {
+	if _, err := os.Stat(dir); err != nil {
 		return nil, fmt.Errorf("pipeline: image folder: %w", err)
 	}
-	s := &fsSource{fsys: fsys, root: root, desc: "imagefolder:" + root}
+	return imageFolder(os.DirFS(dir), ".", dir)
+}
+
+// imageFolder is ImageFolder, naming the tree name in errors.
+func imageFolder(fsys fs.FS, root, name string) (FileSource, error) {
+	ents, err := fs.ReadDir(fsys, root)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: image folder %s: %w", name, err)
+	}
+	s := &fsSource{fsys: fsys, root: root, desc: "imagefolder:" + name}
+	images := 0 // image files directly in root, for the message below
 	for _, e := range ents {
-		if isDir(fsys, root, e) && !strings.HasPrefix(e.Name(), ".") {
+		switch {
+		case isDir(fsys, root, e) && !strings.HasPrefix(e.Name(), "."):
 			s.classes = append(s.classes, e.Name())
+		case IsImageName(e.Name()):
+			images++
 		}
 	}
 	slices.Sort(s.classes)
 	if len(s.classes) == 0 {
-		return nil, fmt.Errorf("pipeline: image folder %q: no class directories", root)
+		return nil, fmt.Errorf("pipeline: image folder %s: no class folders (%d image files directly in it); expected one folder per class, %s/CLASS/IMAGE", name, images, strings.TrimSuffix(name, "/"))
 	}
 	for label, c := range s.classes {
 		err := fs.WalkDir(fsys, path.Join(root, c), func(p string, d fs.DirEntry, err error) error {
@@ -149,11 +193,11 @@ func ImageFolder(fsys fs.FS, root string) (Source, error) {
 			return s.add(rel, label)
 		})
 		if err != nil {
-			return nil, fmt.Errorf("pipeline: image folder: %w", err)
+			return nil, fmt.Errorf("pipeline: image folder %s: %w", name, err)
 		}
 	}
 	if s.Len() == 0 {
-		return nil, fmt.Errorf("pipeline: image folder %q: no image files (extensions %v)", root, imageExts)
+		return nil, fmt.Errorf("pipeline: image folder %s: no image files in its %d class folders (extensions %v)", name, len(s.classes), imageExts)
 	}
 	s.trim()
 	return s, nil
@@ -169,100 +213,4 @@ func isDir(fsys fs.FS, root string, e fs.DirEntry) bool {
 	}
 	fi, err := fs.Stat(fsys, path.Join(root, e.Name()))
 	return err == nil && fi.IsDir()
-}
-
-// Dir opens the ImageFolder tree at dir on the local file system.
-func Dir(dir string) (Source, error) {
-	return ImageFolder(os.DirFS(dir), ".")
-}
-
-// Manifest reads a list of samples from the file name inside fsys: CSV lines of
-// "path,label" (an optional first header line is skipped) or, when name ends in .jsonl or
-// .ndjson, JSON objects {"path": ..., "label": ...} one per line. Paths are relative to
-// the manifest's directory and use forward slashes. Labels are non-negative integers.
-func Manifest(fsys fs.FS, name string) (Source, error) {
-	f, err := fsys.Open(name)
-	if err != nil {
-		return nil, fmt.Errorf("pipeline: manifest: %w", err)
-	}
-	defer f.Close()
-	s := &fsSource{fsys: fsys, root: path.Dir(name), desc: "manifest:" + name}
-	ext := strings.ToLower(path.Ext(name))
-	if ext == ".jsonl" || ext == ".ndjson" {
-		err = s.readJSONL(f, name)
-	} else {
-		err = s.readCSV(f, name)
-	}
-	if err != nil {
-		return nil, err
-	}
-	if s.Len() == 0 {
-		return nil, fmt.Errorf("pipeline: manifest %s: no samples", name)
-	}
-	s.trim()
-	return s, nil
-}
-
-func (s *fsSource) readCSV(r io.Reader, name string) error {
-	cr := csv.NewReader(bufio.NewReaderSize(r, 1<<16))
-	cr.FieldsPerRecord = 2
-	cr.ReuseRecord = true
-	for line := 1; ; line++ {
-		rec, err := cr.Read()
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("pipeline: manifest %s: %w", name, err)
-		}
-		label, err := strconv.Atoi(strings.TrimSpace(rec[1]))
-		if err != nil {
-			if line == 1 {
-				continue // a header such as "path,label"
-			}
-			return fmt.Errorf("pipeline: manifest %s line %d: label %q is not an integer", name, line, rec[1])
-		}
-		if err := s.addManifest(strings.TrimSpace(rec[0]), label, name, line); err != nil {
-			return err
-		}
-	}
-}
-
-func (s *fsSource) readJSONL(r io.Reader, name string) error {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 1<<16), 1<<20)
-	var rec struct {
-		Path  *string `json:"path"`
-		Label *int    `json:"label"`
-	}
-	for line := 1; sc.Scan(); line++ {
-		b := sc.Bytes()
-		if len(strings.TrimSpace(string(b))) == 0 {
-			continue
-		}
-		rec.Path, rec.Label = nil, nil
-		if err := json.Unmarshal(b, &rec); err != nil {
-			return fmt.Errorf("pipeline: manifest %s line %d: %w", name, line, err)
-		}
-		if rec.Path == nil || rec.Label == nil {
-			return fmt.Errorf("pipeline: manifest %s line %d: want {\"path\": ..., \"label\": ...}", name, line)
-		}
-		if err := s.addManifest(*rec.Path, *rec.Label, name, line); err != nil {
-			return err
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return fmt.Errorf("pipeline: manifest %s: %w", name, err)
-	}
-	return nil
-}
-
-func (s *fsSource) addManifest(p string, label int, name string, line int) error {
-	if p == "" || path.IsAbs(p) || !fs.ValidPath(path.Clean(p)) {
-		return fmt.Errorf("pipeline: manifest %s line %d: path %q must be relative, inside the manifest's directory", name, line, p)
-	}
-	if label < 0 {
-		return fmt.Errorf("pipeline: manifest %s line %d: negative label %d", name, line, label)
-	}
-	return s.add(path.Clean(p), label)
 }

@@ -130,8 +130,8 @@ func (l *Loader) Stats() Stats {
 	case l.cfg.Cache != nil:
 		cs := l.cfg.Cache.Stats()
 		s.Cache = &cs
-	case l.conv != nil:
-		cs := l.conv.cache.Stats()
+	case l.stored != nil:
+		cs := l.stored.Stats()
 		s.Cache = &cs
 	}
 	l.stats.mu.Lock()

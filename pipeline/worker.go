@@ -39,7 +39,7 @@ func (r *run) process(w *worker, it readItem) {
 			it.b.setErr(it.slot, fatal.err)
 		case r.ctx.Err() != nil:
 			return // stopping: the slot will never be delivered
-		case it.hit && l.conv == nil && errors.Is(err, cache.ErrCorrupt):
+		case it.hit && !it.pixels && errors.Is(err, cache.ErrCorrupt):
 			// The record did not decode (the cache counted it and forgot it): load the
 			// same sample from its source, with the same random stream.
 			l.cfg.Logf("pipeline: %v; decoding the source instead", err)
@@ -61,28 +61,40 @@ func (r *run) process(w *worker, it readItem) {
 
 // worker is one CPU worker's reusable state.
 type worker struct {
-	dec   *decode.Decoder
-	coder *cache.Coder // nil without a cache
-	actx  *augment.Context
-	img   decode.Image
+	dec    *decode.Decoder
+	coders map[*cache.Cache]*cache.Coder // one per cache the worker stored into or read from
+	actx   *augment.Context
+	img    decode.Image
 }
 
-func (w *worker) reset(l *Loader) {
+// coder returns the worker's coder for c.
+func (w *worker) coder(c *cache.Cache) *cache.Coder {
+	cd, ok := w.coders[c]
+	if !ok {
+		if w.coders == nil {
+			w.coders = map[*cache.Cache]*cache.Coder{}
+		}
+		cd = c.NewCoder()
+		w.coders[c] = cd
+	}
+	return cd
+}
+
+// close releases the worker's decoder and coders.
+func (w *worker) close() {
 	if w.dec != nil {
 		w.dec.Close()
 	}
-	if w.coder != nil {
-		w.coder.Close()
-		w.coder = nil
+	for _, cd := range w.coders {
+		cd.Close()
 	}
+	w.coders = nil
+}
+
+func (w *worker) reset(l *Loader) {
+	w.close()
 	// Options were validated in New, so NewDecoder cannot fail here.
 	w.dec, _ = decode.NewDecoder(&l.cfg.Decode)
-	switch {
-	case l.conv != nil:
-		w.coder = l.conv.cache.NewCoder()
-	case l.cfg.Cache != nil:
-		w.coder = l.cfg.Cache.NewCoder()
-	}
 	w.actx = augment.NewContext()
 	w.img = decode.Image{}
 }
@@ -119,7 +131,7 @@ func (w *worker) sample(r *run, it readItem) error {
 	var err error
 	switch {
 	case it.hit:
-		img, err = w.coder.Decode(&w.img, it.ref, it.data)
+		img, err = w.coder(it.cache).Decode(&w.img, it.ref, it.data)
 	case l.region != nil && !it.store:
 		// Crop-aware decode: draw the crop from the header's size, decode only it.
 		rect, ow, oh, rerr := l.region.Region(w.actx, cfg.Width, cfg.Height)

@@ -1,0 +1,191 @@
+package pipeline
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sort"
+
+	"github.com/conveyor-ml/conveyor/cache"
+	mix "github.com/conveyor-ml/conveyor/internal/seed"
+)
+
+// view is a source made of other sources' samples: Subset, Concat and Split are views.
+// It implements FileSource and PixelSource both, asking the source a sample comes from,
+// so it composes sources of either kind and a mix of them.
+type view struct {
+	parts   []Source
+	ends    []int   // ends[p] is the end of part p in the view, without idx
+	idx     []int32 // the view's samples as indices into the concatenation of parts; nil: all of them
+	classes []string
+	desc    string
+}
+
+func (v *view) Len() int {
+	if v.idx != nil {
+		return len(v.idx)
+	}
+	return v.ends[len(v.ends)-1]
+}
+
+// at maps sample i of the view to its part and its index there.
+func (v *view) at(i int) (Source, int) {
+	if v.idx != nil {
+		i = int(v.idx[i])
+	}
+	p := sort.SearchInts(v.ends, i+1)
+	if p > 0 {
+		i -= v.ends[p-1]
+	}
+	return v.parts[p], i
+}
+
+func (v *view) Label(i int) int   { s, j := v.at(i); return s.Label(j) }
+func (v *view) Path(i int) string { s, j := v.at(i); return s.Path(j) }
+func (v *view) Classes() []string { return v.classes }
+func (v *view) String() string    { return v.desc }
+
+// Open opens sample i when its source is a FileSource.
+func (v *view) Open(i int) (fs.File, error) {
+	s, j := v.at(i)
+	f, ok := s.(FileSource)
+	if !ok {
+		return nil, fmt.Errorf("pipeline: %T holds no files", s)
+	}
+	return f.Open(j)
+}
+
+// Stored returns sample i's record when its source is a PixelSource that stores it.
+func (v *view) Stored(i int) (*cache.Cache, cache.Ref, bool) {
+	s, j := v.at(i)
+	if p, ok := s.(PixelSource); ok {
+		return p.Stored(j)
+	}
+	return nil, cache.Ref{}, false
+}
+
+// Subset is the samples of src at indices, in that order (an index may repeat), with
+// src's labels and classes. It has the kind of src: files, stored pixels, or both.
+func Subset(src Source, indices []int) (Source, error) {
+	if err := checkKind(src); err != nil {
+		return nil, err
+	}
+	idx := make([]int32, len(indices))
+	for k, i := range indices {
+		if i < 0 || i >= src.Len() {
+			return nil, fmt.Errorf("pipeline: subset: index %d (position %d) outside the source's %d samples", i, k, src.Len())
+		}
+		idx[k] = int32(i)
+	}
+	if len(idx) == 0 {
+		return nil, errors.New("pipeline: subset: no indices")
+	}
+	return &view{parts: []Source{src}, ends: []int{src.Len()}, idx: idx, classes: src.Classes(), desc: fmt.Sprintf("subset(%v, %d samples)", src, len(idx))}, nil
+}
+
+// Concat is the samples of every source, one source after another. The sources must have
+// the same classes (a label means the same class in each); they may be of different kinds
+// (image files and a converted dataset).
+func Concat(srcs ...Source) (Source, error) {
+	if len(srcs) == 0 {
+		return nil, errors.New("pipeline: concat: no sources")
+	}
+	v := &view{classes: srcs[0].Classes(), desc: "concat("}
+	n := 0
+	for k, s := range srcs {
+		if err := checkKind(s); err != nil {
+			return nil, err
+		}
+		if c := s.Classes(); !slices.Equal(c, v.classes) {
+			return nil, fmt.Errorf("pipeline: concat: source %d (%v) has classes %s, source 0 (%v) has %s; labels would mean different classes",
+				k, s, abbrev(c), srcs[0], abbrev(v.classes))
+		}
+		n += s.Len()
+		if n > math.MaxInt32 {
+			return nil, fmt.Errorf("pipeline: concat: more than %d samples", math.MaxInt32)
+		}
+		v.parts = append(v.parts, s)
+		v.ends = append(v.ends, n)
+		if k > 0 {
+			v.desc += ", "
+		}
+		v.desc += fmt.Sprint(s)
+	}
+	v.desc += ")"
+	return v, nil
+}
+
+// Split divides src into a training and a validation set: valFraction of every class's
+// samples, drawn at random from seed, are validation samples, the rest are training
+// samples (a stratified split, as scikit-learn's train_test_split with stratify). Both
+// keep src's index order, so a Sequential validation loader visits them in that order.
+// The same seed gives the same split on every machine. Every class with at least two
+// samples keeps at least one on each side.
+func Split(src Source, valFraction float64, seed uint64) (train, val Source, err error) {
+	if !(valFraction > 0 && valFraction < 1) {
+		return nil, nil, fmt.Errorf("pipeline: split: valFraction %g not in (0, 1)", valFraction)
+	}
+	if err := checkKind(src); err != nil {
+		return nil, nil, err
+	}
+	byClass := map[int][]int{}
+	for i := range src.Len() {
+		l := src.Label(i)
+		byClass[l] = append(byClass[l], i)
+	}
+	inVal := make([]bool, src.Len())
+	for _, l := range slices.Sorted(maps.Keys(byClass)) {
+		idx := byClass[l]
+		k := int(math.Round(valFraction * float64(len(idx))))
+		if len(idx) >= 2 {
+			k = min(max(k, 1), len(idx)-1)
+		}
+		r := rand.New(rand.NewPCG(mix.Mix(seed, uint64(l)), 0x5b117))
+		for _, j := range r.Perm(len(idx))[:k] {
+			inVal[idx[j]] = true
+		}
+	}
+	var ti, vi []int
+	for i, v := range inVal {
+		if v {
+			vi = append(vi, i)
+		} else {
+			ti = append(ti, i)
+		}
+	}
+	if len(ti) == 0 || len(vi) == 0 {
+		return nil, nil, fmt.Errorf("pipeline: split: %d samples with valFraction %g leave %d for training and %d for validation", src.Len(), valFraction, len(ti), len(vi))
+	}
+	if train, err = Subset(src, ti); err != nil {
+		return nil, nil, err
+	}
+	if val, err = Subset(src, vi); err != nil {
+		return nil, nil, err
+	}
+	return train, val, nil
+}
+
+// checkKind reports a source that is neither a FileSource nor a PixelSource.
+func checkKind(src Source) error {
+	if src == nil {
+		return errors.New("pipeline: nil source")
+	}
+	_, files := src.(FileSource)
+	_, pixels := src.(PixelSource)
+	if !files && !pixels {
+		return fmt.Errorf("pipeline: source %T has neither files (FileSource: Open) nor stored pixels (PixelSource: Stored); a type wrapping a source must embed one of those interfaces, not Source", src)
+	}
+	return nil
+}
+
+// abbrev prints a class list, shortened when long.
+func abbrev(c []string) string {
+	if len(c) <= 6 {
+		return fmt.Sprintf("%q", c)
+	}
+	return fmt.Sprintf("%q … (%d classes)", c[:6], len(c))
+}
