@@ -30,18 +30,27 @@ func NewColorJitter(brightness, contrast, saturation, hue float64) *ColorJitter 
 	return &ColorJitter{Brightness: brightness, Contrast: contrast, Saturation: saturation, Hue: hue}
 }
 
-// Validate reports whether o's parameters are in range.
+// Validate reports a Brightness, Contrast or Saturation that is negative, infinite or NaN,
+// or a Hue outside [0, 0.5], as torchvision's ColorJitter does; it makes ColorJitter a
+// Validator.
 func (o *ColorJitter) Validate() error {
-	for _, v := range [...]float64{o.Brightness, o.Contrast, o.Saturation, o.Hue} {
-		if !(v >= 0) || math.IsInf(v, 0) {
-			return fmt.Errorf("augment: %v: strengths must be finite and non-negative", o)
+	for _, f := range [...]struct {
+		name string
+		v    float64
+	}{{"Brightness", o.Brightness}, {"Contrast", o.Contrast}, {"Saturation", o.Saturation}} {
+		if !(f.v >= 0) || !isFinite(f.v) {
+			return paramErrorf("ColorJitter", "%s %g must be finite and ≥ 0", f.name, f.v)
 		}
 	}
-	if o.Hue > 0.5 {
-		return fmt.Errorf("augment: %v: hue must be at most 0.5", o)
+	if !(o.Hue >= 0 && o.Hue <= 0.5) {
+		return paramErrorf("ColorJitter", "Hue %g not in [0, 0.5]", o.Hue)
 	}
 	return nil
 }
+
+// OutputSize returns width, height: ColorJitter keeps the size. It makes ColorJitter a
+// Sizer.
+func (o *ColorJitter) OutputSize(width, height int) (w, h int) { return width, height }
 
 // Apply jitters src in place.
 func (o *ColorJitter) Apply(c *Context, src *decode.Image) (*decode.Image, error) {
@@ -101,6 +110,13 @@ func (o *RandomGrayscale) Apply(c *Context, src *decode.Image) (*decode.Image, e
 	}
 	return src, nil
 }
+
+// Validate reports a P outside [0, 1]; it makes RandomGrayscale a Validator.
+func (o *RandomGrayscale) Validate() error { return checkProbability("RandomGrayscale", o.P) }
+
+// OutputSize returns width, height: RandomGrayscale keeps the size. It makes
+// RandomGrayscale a Sizer.
+func (o *RandomGrayscale) OutputSize(width, height int) (w, h int) { return width, height }
 
 func (o *RandomGrayscale) String() string { return fmt.Sprintf("RandomGrayscale(p=%g)", o.P) }
 

@@ -46,19 +46,28 @@ func (o *RandomResizedCrop) params() (scale, ratio [2]float64) {
 	return scale, ratio
 }
 
-// Validate reports whether o's parameters make sense.
+// Validate reports a Width or Height that is not positive, a Scale that is not finite,
+// non-negative and ascending, or a Ratio that is not finite, positive and ascending (zero
+// Scale and Ratio mean the defaults); it makes RandomResizedCrop a Validator.
 func (o *RandomResizedCrop) Validate() error {
+	if err := checkPositive("RandomResizedCrop", "Width", o.Width); err != nil {
+		return err
+	}
+	if err := checkPositive("RandomResizedCrop", "Height", o.Height); err != nil {
+		return err
+	}
 	scale, ratio := o.params()
-	switch {
-	case o.Width <= 0 || o.Height <= 0:
-		return fmt.Errorf("augment: %v: output size must be positive", o)
-	case !(scale[0] >= 0 && scale[0] <= scale[1]) || math.IsInf(scale[1], 0):
-		return fmt.Errorf("augment: %v: scale must be finite, non-negative and ascending", o)
-	case !(ratio[0] > 0 && ratio[0] <= ratio[1]) || math.IsInf(ratio[1], 0):
-		return fmt.Errorf("augment: %v: ratio must be finite, positive and ascending", o)
+	if !(scale[0] >= 0 && scale[0] <= scale[1]) || !isFinite(scale[1]) {
+		return paramErrorf("RandomResizedCrop", "Scale (%g, %g) must be finite, non-negative and ascending", scale[0], scale[1])
+	}
+	if !(ratio[0] > 0 && ratio[0] <= ratio[1]) || !isFinite(ratio[1]) {
+		return paramErrorf("RandomResizedCrop", "Ratio (%g, %g) must be finite, positive and ascending", ratio[0], ratio[1])
 	}
 	return nil
 }
+
+// OutputSize returns Width, Height whatever the input; it makes RandomResizedCrop a Sizer.
+func (o *RandomResizedCrop) OutputSize(width, height int) (w, h int) { return o.Width, o.Height }
 
 // Params returns the crop rectangle Apply would use on a width×height image, drawing from r
 // exactly as torchvision's RandomResizedCrop.get_params does: up to ten tries of a uniform
@@ -140,10 +149,33 @@ func NewResize(size int) *Resize { return &Resize{Size: size} }
 // NewResizeTo returns a Resize to exactly width×height.
 func NewResizeTo(width, height int) *Resize { return &Resize{Width: width, Height: height} }
 
-// OutputSize returns the size Resize makes of a width×height image.
+// Validate reports a negative Size, or, when Size is 0, a Width or Height that is not
+// positive; it makes Resize a Validator.
+func (o *Resize) Validate() error {
+	if o.Size < 0 {
+		return paramErrorf("Resize", "Size %d must be ≥ 0", o.Size)
+	}
+	if o.Size > 0 {
+		return nil // Width and Height are not used
+	}
+	if o.Width <= 0 {
+		return paramErrorf("Resize", "Width %d must be positive when Size is 0", o.Width)
+	}
+	if o.Height <= 0 {
+		return paramErrorf("Resize", "Height %d must be positive when Size is 0", o.Height)
+	}
+	return nil
+}
+
+// OutputSize returns the size Resize makes of a width×height image: Width×Height when Size
+// is 0, else the size with the shorter side Size long, or 0, 0 when the input's size is
+// unknown (0). It makes Resize a Sizer.
 func (o *Resize) OutputSize(width, height int) (w, h int) {
 	if o.Size <= 0 {
 		return o.Width, o.Height
+	}
+	if width <= 0 || height <= 0 {
+		return 0, 0
 	}
 	// torchvision's _compute_resized_output_size: int(size * long / short), a true
 	// division truncated.
@@ -157,8 +189,8 @@ func (o *Resize) OutputSize(width, height int) (w, h int) {
 
 // Apply resizes src into a Context buffer, or returns src when it already has the size.
 func (o *Resize) Apply(c *Context, src *decode.Image) (*decode.Image, error) {
-	if o.Size < 0 || (o.Size == 0 && (o.Width <= 0 || o.Height <= 0)) {
-		return nil, fmt.Errorf("augment: %v: output size must be positive", o)
+	if err := o.Validate(); err != nil {
+		return nil, err
 	}
 	if src.Width <= 0 || src.Height <= 0 {
 		return nil, fmt.Errorf("augment: %v: empty %dx%d image", o, src.Width, src.Height)
@@ -209,11 +241,23 @@ func centerOffset(n, m int) int {
 	return int(math.RoundToEven(float64(n-m)/2)) - pad
 }
 
+// Validate reports a Width or Height that is not positive; it makes CenterCrop a
+// Validator.
+func (o *CenterCrop) Validate() error {
+	if err := checkPositive("CenterCrop", "Width", o.Width); err != nil {
+		return err
+	}
+	return checkPositive("CenterCrop", "Height", o.Height)
+}
+
+// OutputSize returns Width, Height whatever the input; it makes CenterCrop a Sizer.
+func (o *CenterCrop) OutputSize(width, height int) (w, h int) { return o.Width, o.Height }
+
 // Apply copies the crop of src into a Context buffer, or returns src when it already has
 // the size.
 func (o *CenterCrop) Apply(c *Context, src *decode.Image) (*decode.Image, error) {
-	if o.Width <= 0 || o.Height <= 0 {
-		return nil, fmt.Errorf("augment: %v: output size must be positive", o)
+	if err := o.Validate(); err != nil {
+		return nil, err
 	}
 	if src.Width == o.Width && src.Height == o.Height {
 		return src, nil

@@ -12,7 +12,14 @@
 // (seed, epoch, sample index) only, so results never depend on worker count or timing.
 // Ops either change their input in place or write into one of the Context's two scratch
 // images, so after warm-up a sample costs no allocations. Users add their own operations
-// by implementing Op.
+// by implementing Op: Apply and String.
+//
+// Ops may implement two optional interfaces that let Pipeline.Validate reject a bad
+// pipeline before the first sample: Validator (Validate() error) checks the parameters,
+// and Sizer (OutputSize(width, height int) (w, h int)) tells the output size without an
+// image, so that a pipeline that cannot produce the packed size is found at once. Every op
+// of this package implements both. Where the final size depends on the image, the loader
+// still checks it for every sample.
 //
 // Ops are safe for concurrent use once built; a Context is not.
 package augment

@@ -65,3 +65,21 @@ func ExampleRandomResizedCrop_Params() {
 	// Output:
 	// (966,0)-(1033,50)
 }
+
+// Validate finds a bad parameter or a pipeline that cannot produce the packed size
+// before any image is read.
+func ExamplePipeline_Validate() {
+	eval := augment.Pipeline{augment.NewResize(256), augment.NewCenterCrop(224, 224)}
+	fmt.Println(eval.Validate(224, 224))
+	fmt.Println(eval.Validate(256, 256))
+	train := augment.Pipeline{
+		augment.NewRandomResizedCrop(224, 224),
+		augment.NewRandomHorizontalFlip(0.5),
+		augment.NewColorJitter(0.4, 0.4, 0.4, 0.9),
+	}
+	fmt.Println(train.Validate(224, 224))
+	// Output:
+	// <nil>
+	// augment: the ops end at 224x224 (CenterCrop(224x224)) but the batch packs 256x256
+	// augment: op 2 ColorJitter(brightness=0.4, contrast=0.4, saturation=0.4, hue=0.9): Hue 0.9 not in [0, 0.5]
+}

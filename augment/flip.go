@@ -26,6 +26,13 @@ func (o *RandomHorizontalFlip) Apply(c *Context, src *decode.Image) (*decode.Ima
 	return src, nil
 }
 
+// Validate reports a P outside [0, 1]; it makes RandomHorizontalFlip a Validator.
+func (o *RandomHorizontalFlip) Validate() error { return checkProbability("RandomHorizontalFlip", o.P) }
+
+// OutputSize returns width, height: a flip keeps the size. It makes RandomHorizontalFlip a
+// Sizer.
+func (o *RandomHorizontalFlip) OutputSize(width, height int) (w, h int) { return width, height }
+
 func (o *RandomHorizontalFlip) String() string {
 	return fmt.Sprintf("RandomHorizontalFlip(p=%g)", o.P)
 }
@@ -48,6 +55,13 @@ func (o *RandomVerticalFlip) Apply(c *Context, src *decode.Image) (*decode.Image
 	}
 	return src, nil
 }
+
+// Validate reports a P outside [0, 1]; it makes RandomVerticalFlip a Validator.
+func (o *RandomVerticalFlip) Validate() error { return checkProbability("RandomVerticalFlip", o.P) }
+
+// OutputSize returns width, height: a flip keeps the size. It makes RandomVerticalFlip a
+// Sizer.
+func (o *RandomVerticalFlip) OutputSize(width, height int) (w, h int) { return width, height }
 
 func (o *RandomVerticalFlip) String() string {
 	return fmt.Sprintf("RandomVerticalFlip(p=%g)", o.P)

@@ -12,7 +12,15 @@ import (
 // several Contexts and must draw all randomness from c.Rand.
 //
 // Apply returns the transformed image: src itself (modified in place) or an image obtained
-// from c.Next(src). It must not keep src or its result after returning.
+// from c.Next(src). It must not keep src or its result after returning. String describes
+// the op and its parameters, for logs and error messages (Pipeline.String and
+// Pipeline.Validate use it).
+//
+// An op may also implement Validator, to have its parameters checked before the first
+// sample, and Sizer, to tell its output size without an image, so that Pipeline.Validate
+// can check the pipeline's final size; RegionOp lets a loader decode only the part of the
+// image the op crops. An op that implements none of them works as well, checked only as
+// it runs.
 type Op interface {
 	Apply(c *Context, src *decode.Image) (*decode.Image, error)
 	String() string

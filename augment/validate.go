@@ -1,0 +1,129 @@
+package augment
+
+import (
+	"errors"
+	"fmt"
+	"math"
+)
+
+// Validator is an optional interface of an Op: Validate reports parameters that Apply
+// would reject for every image, or that torchvision rejects when the transform is built,
+// so that a loader can refuse a bad pipeline before its first sample instead of failing
+// (or skipping) every sample. An op whose Validate returns nil does not fail in Apply on
+// parameter grounds; it may still fail on a particular image (an empty one, say).
+//
+// Every op of this package implements it; the error names the op and the field, as in
+// "augment: ColorJitter: Hue 0.9 not in [0, 0.5]".
+type Validator interface {
+	Validate() error
+}
+
+// Sizer is an optional interface of an Op: OutputSize returns the size of the image Apply
+// returns for a width×height input, without an image. A size of 0 (along either side)
+// means unknown: the input's size is unknown before the first image, and an op whose
+// output depends on an unknown input returns 0, 0. Ops with a fixed output size
+// (RandomResizedCrop, CenterCrop, Resize to Width×Height) return it whatever the input;
+// Resize of the shorter side needs the input's size; flips and colour ops return their
+// input's size.
+//
+// Pipeline.Validate uses it to check the chain's final size. The result need only be
+// right for parameters that pass Validate.
+type Sizer interface {
+	OutputSize(width, height int) (w, h int)
+}
+
+// Validate checks p before any sample: it calls Validate on every op that implements
+// Validator, and, where the ops' output size can be told without an image (every op from
+// the one that fixes it onwards implements Sizer), checks that it is width×height, the
+// size the batch packs. Errors name the op by its index in p and its String, as in
+// "augment: op 2 ColorJitter(...): Hue 0.9 not in [0, 0.5]"; several are joined.
+//
+// Validate cannot know what an op that implements neither interface does and accepts it.
+// When the final size depends on the image, as after Resize of the shorter side or an op
+// without OutputSize, or when p is empty, Validate passes, and the loader still checks
+// every sample's size when it packs it. A width or height ≤ 0 skips the size check.
+func (p Pipeline) Validate(width, height int) error {
+	var errs []error
+	for i, op := range p {
+		if op == nil {
+			errs = append(errs, fmt.Errorf("augment: op %d is nil", i))
+			continue
+		}
+		v, ok := op.(Validator)
+		if !ok {
+			continue
+		}
+		if err := v.Validate(); err != nil {
+			msg := err.Error()
+			var pe *paramError
+			if errors.As(err, &pe) {
+				msg = pe.msg // the op is named below
+			}
+			errs = append(errs, &opError{fmt.Sprintf("augment: op %d %v: %s", i, op, msg), err})
+		}
+	}
+	if len(errs) > 0 || width <= 0 || height <= 0 {
+		return errors.Join(errs...)
+	}
+	w, h := 0, 0 // unknown before the first image
+	var last Op  // the op that last set or changed the size
+	for _, op := range p {
+		s, ok := op.(Sizer)
+		if !ok {
+			w, h = 0, 0
+			continue
+		}
+		nw, nh := s.OutputSize(w, h)
+		if nw <= 0 || nh <= 0 {
+			nw, nh = 0, 0
+		}
+		if nw != w || nh != h {
+			last = op
+		}
+		w, h = nw, nh
+	}
+	if w > 0 && (w != width || h != height) {
+		return fmt.Errorf("augment: the ops end at %dx%d (%v) but the batch packs %dx%d", w, h, last, width, height)
+	}
+	return nil
+}
+
+// paramError is an invalid parameter of an op: Error gives "augment: Op: msg", and
+// Pipeline.Validate, which names the op itself, msg alone.
+type paramError struct {
+	op, msg string
+}
+
+func (e *paramError) Error() string { return "augment: " + e.op + ": " + e.msg }
+
+func paramErrorf(op, format string, args ...any) error {
+	return &paramError{op, fmt.Sprintf(format, args...)}
+}
+
+// opError is an op's Validate error as Pipeline.Validate reports it.
+type opError struct {
+	msg string
+	err error
+}
+
+func (e *opError) Error() string { return e.msg }
+func (e *opError) Unwrap() error { return e.err }
+
+// checkPositive reports a size that is not positive.
+func checkPositive(op, field string, v int) error {
+	if v <= 0 {
+		return paramErrorf(op, "%s %d must be positive", field, v)
+	}
+	return nil
+}
+
+// checkProbability reports a probability outside [0, 1] (or NaN).
+func checkProbability(op string, p float64) error {
+	if !(p >= 0 && p <= 1) {
+		return paramErrorf(op, "P %g not in [0, 1]", p)
+	}
+	return nil
+}
+
+// isFinite reports whether v is neither infinite nor NaN.
+func isFinite(v float64) bool { return !math.IsInf(v, 0) && !math.IsNaN(v) }
