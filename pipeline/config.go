@@ -209,6 +209,12 @@ func (c *Config) Validate() error {
 	if err := c.Decode.Validate(); err != nil {
 		errs = append(errs, err)
 	}
+	// Every op's parameters, and the size the ops end at when it does not depend on the
+	// image, are checked here rather than per sample: a mistake is the configuration's,
+	// not a file's.
+	if err := c.Augment.Validate(c.Pack.Width, c.Pack.Height); err != nil {
+		errs = append(errs, err)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("pipeline: config: %w", err)
 	}

@@ -215,7 +215,9 @@ func TestDeviceOutOfMemoryAtNew(t *testing.T) {
 	cfg.Device = "cuda:0"
 	f.SetTotal(20 << 20)
 	cfg.BatchSize = 64
-	cfg.Pack.Width, cfg.Pack.Height = 128, 128 // 12 MiB batches
+	if err := ApplyRecipe(cfg, "train", 128); err != nil { // 12 MiB batches
+		t.Fatal(err)
+	}
 	_, err = New(src, cfg)
 	if err == nil || !strings.Contains(err.Error(), "CUDA_ERROR_OUT_OF_MEMORY") || !strings.Contains(err.Error(), "ring slot 2 of 2, 12.0 MiB each, 24.0 MiB for the ring") {
 		t.Fatalf("a 24 MiB ring on a 20 MiB device: %v", err)

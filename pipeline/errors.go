@@ -66,3 +66,21 @@ func (e *SampleError) Unwrap() error { return e.Err }
 type fatalError struct{ err error }
 
 func (e *fatalError) Error() string { return e.err.Error() }
+
+// opFailure is an augment op's or the packer's error on sample t: ops are validated by
+// New, so a failure after that is a bug in the op, not a bad file, and ends the epoch
+// whatever the policy. It names the sample the op failed on.
+func (r *run) opFailure(t task, err error) error {
+	return &fatalError{&SampleError{Path: r.l.src.Path(t.idx), Index: t.idx, Epoch: r.epoch,
+		Err: fmt.Errorf("augment %v: %w", r.l.cfg.Augment, err)}}
+}
+
+// PanicError is a panic recovered in a loader goroutine: in a decoder (a bad sample), in
+// an augment op, the packer or a Source (an error that ends the epoch). It carries the
+// stack of the goroutine that panicked.
+type PanicError struct {
+	Value any
+	Stack []byte
+}
+
+func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v\n%s", e.Value, e.Stack) }

@@ -22,8 +22,8 @@ type Loader struct {
 	packer      *pack.Packer
 	pool        *pinned.Pool
 	held        heldTotal
-	read, dec   *budget // dec is shared by samples larger than a worker's retained share
-	retain      int64   // decode memory each worker keeps between samples, charged once in New
+	read        *budget
+	dec         *decodeMemory
 	sampleBytes int
 	nbuf        int // pinned batch buffers
 
@@ -107,15 +107,8 @@ func New(src Source, cfg *Config) (*Loader, error) {
 		return nil, fmt.Errorf("pipeline: MemoryBudget %d bytes leaves %d after %d batch buffers of %d bytes; need at least %d more",
 			l.cfg.MemoryBudget, working, l.nbuf, batchBytes, minWorkingBudget-working)
 	}
-	// A fifth of the working memory rations reads. Of the rest, each worker keeps up to
-	// half its share between samples (its decoder's and augmenter's scratch, charged here
-	// once), and the other half is a pool that larger samples draw on one at a time.
-	// A worker holds nothing from that pool while it waits for it, so it cannot deadlock.
-	decTotal := working - working/5
-	l.retain = decTotal / int64(2*c.Workers)
 	l.read = newBudget(working/5, &l.held)
-	l.dec = newBudget(decTotal-l.retain*int64(c.Workers), &l.held)
-	l.held.add(l.retain * int64(c.Workers))
+	l.dec = newDecodeMemory(working-working/5, c.Workers, &l.held)
 	if err := l.openDevice(devConv, batchBytes, pinnedBytes); err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"os"
+	"sync"
 	"sync/atomic"
 
 	"github.com/conveyor-ml/conveyor/decode"
@@ -69,4 +70,61 @@ func pageRound(n int64) int64 {
 // intermediate steps such as eval's Resize before its CenterCrop.
 func (l *Loader) decodeBytes(cfg decode.Config) int64 {
 	return 10*int64(cfg.Width)*int64(cfg.Height) + 24*int64(l.cfg.Pack.Width)*int64(l.cfg.Pack.Height)
+}
+
+// decodeMemory rations the workers' decode working memory: decoders' planes, the RGB
+// image, resize and orientation copies and the augmentation's buffers. Each worker keeps
+// up to retain bytes reserved between samples for the scratch it reuses (half its share:
+// half the total over the workers). A larger sample reserves what it needs on its own;
+// when that does not fit beside every worker's retained share, the workers give their
+// shares back (draining) until it is done, so an image that fits the whole decode memory
+// waits for it instead of failing. semaphore.Weighted serves waiters in order, so a large
+// sample is not overtaken by workers reserving their shares again.
+type decodeMemory struct {
+	*budget
+	retain, workers int64
+
+	mu    sync.Mutex
+	large int           // samples waiting for or holding more than the retained shares leave
+	drain chan struct{} // closed while large > 0
+}
+
+func newDecodeMemory(size int64, workers int, total *heldTotal) *decodeMemory {
+	return &decodeMemory{budget: newBudget(size, total), retain: size / int64(2*workers), workers: int64(workers), drain: make(chan struct{})}
+}
+
+// draining returns a channel that is closed while a large sample needs the workers'
+// retained shares.
+func (m *decodeMemory) draining() <-chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.drain
+}
+
+// acquireLarge reserves n bytes for one sample and returns the function that gives them
+// back.
+func (m *decodeMemory) acquireLarge(ctx context.Context, n int64) (release func(), err error) {
+	if n <= m.size-m.workers*m.retain {
+		if err := m.acquire(ctx, n); err != nil {
+			return nil, err
+		}
+		return func() { m.release(n) }, nil
+	}
+	m.mu.Lock()
+	if m.large++; m.large == 1 {
+		close(m.drain)
+	}
+	m.mu.Unlock()
+	done := func() {
+		m.mu.Lock()
+		if m.large--; m.large == 0 {
+			m.drain = make(chan struct{})
+		}
+		m.mu.Unlock()
+	}
+	if err := m.acquire(ctx, n); err != nil {
+		done()
+		return nil, err
+	}
+	return func() { m.release(n); done() }, nil
 }

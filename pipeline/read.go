@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"runtime/debug"
 	"time"
 
 	"github.com/conveyor-ml/conveyor/cache"
@@ -91,7 +92,7 @@ func (r *run) reader() {
 				return
 			}
 		}
-		it := r.load(t)
+		it := r.loadGuarded(t)
 		select {
 		case r.decodeQ <- it:
 		case <-r.ctx.Done():
@@ -101,49 +102,63 @@ func (r *run) reader() {
 	}
 }
 
-// load reads sample t.idx whole, from the cache when it holds it, charging its size to
+// loadGuarded is load, turning a panic in the source into a bad sample that carries the
+// stack, with the read budget it held given back.
+func (r *run) loadGuarded(t task) (it readItem) {
+	it.task = t
+	defer func() {
+		if v := recover(); v != nil {
+			r.l.read.release(it.size)
+			it.size, it.data = 0, nil
+			it.err = fmt.Errorf("reading: %w", &PanicError{Value: v, Stack: debug.Stack()})
+		}
+	}()
+	r.load(&it)
+	return it
+}
+
+// load reads sample it.idx whole, from the cache when it holds it, charging its size to
 // the read budget.
-func (r *run) load(t task) readItem {
+func (r *run) load(it *readItem) {
 	l := r.l
-	it := readItem{task: t}
+	t := it.task
 	t0 := time.Now()
 	if l.pixels != nil {
 		if c, ref, ok := l.pixels.Stored(t.idx); ok {
-			if it.err = r.reserve(&it, int64(ref.Bytes)); it.err != nil {
-				return it
+			if it.err = r.reserve(it, int64(ref.Bytes)); it.err != nil {
+				return
 			}
 			it.data, it.err = c.Read(ref, nil) // mapped: no copy
 			it.hit, it.pixels, it.cache, it.ref = true, true, c, ref
 			l.stats.read.add(t0, int64(ref.Bytes))
-			return it
+			return
 		}
 	}
 	if l.files == nil {
 		it.err = fmt.Errorf("pipeline: %T stores no pixels for this sample and has no files", l.src)
-		return it
+		return
 	}
 	f, fi, err := openSample(l.files, t.idx)
 	if err != nil {
 		it.err = err
-		return it
+		return
 	}
 	defer f.Close()
 	size := fi.Size()
-	if l.cfg.Cache != nil && !t.noCache && r.lookup(&it, fi, t0) {
-		return it
+	if l.cfg.Cache != nil && !t.noCache && r.lookup(it, fi, t0) {
+		return
 	}
 	if it.err != nil {
-		return it
+		return
 	}
-	if it.err = r.reserve(&it, size+1); it.err != nil {
-		return it
+	if it.err = r.reserve(it, size+1); it.err != nil {
+		return
 	}
 	data, err := readWhole(f, size, make([]byte, size+1))
 	if it.err = err; err == nil {
 		it.data = data
 	}
 	l.stats.read.add(t0, int64(len(data)))
-	return it
 }
 
 // reserve charges n bytes to the read budget for it.

@@ -117,7 +117,7 @@ func (l *Loader) Stats() Stats {
 		Augment: l.stats.augment.snapshot(), Pack: l.stats.pack.snapshot(),
 		Budget:     l.cfg.MemoryBudget,
 		ReadBudget: l.read.size, PeakRead: l.read.peak.Load(),
-		DecodeBudget: l.dec.size + l.retain*int64(l.cfg.Workers), PeakDecode: l.dec.peak.Load() + l.retain*int64(l.cfg.Workers),
+		DecodeBudget: l.dec.size, PeakDecode: l.dec.peak.Load(),
 		Pinned:      l.pool.Stats(),
 		Outstanding: l.outstanding.Load(),
 	}

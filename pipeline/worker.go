@@ -3,6 +3,7 @@ package pipeline
 import (
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"time"
 
 	"github.com/conveyor-ml/conveyor/augment"
@@ -13,10 +14,25 @@ import (
 // work decodes, augments and packs samples into their slots.
 func (r *run) work(w *worker) {
 	defer r.wg.Done()
+	l := r.l
 	for {
+		// A sample too large to decode beside every worker's scratch is waiting for the
+		// whole decode memory: give this worker's back first, busy or idle.
+		var drain <-chan struct{}
+		if w.held > 0 {
+			drain = l.dec.draining()
+			select {
+			case <-drain:
+				w.unreserve(l)
+				continue
+			default:
+			}
+		}
 		select {
 		case it := <-r.decodeQ:
 			r.process(w, it)
+		case <-drain:
+			w.unreserve(l)
 		case <-r.quit:
 			return
 		case <-r.ctx.Done():
@@ -29,7 +45,7 @@ func (r *run) process(w *worker, it readItem) {
 	l := r.l
 	err := it.err
 	if err == nil && l.cfg.StopAfter != ReadStage {
-		err = w.sample(r, it)
+		err = w.guarded(r, it)
 	}
 	l.read.release(it.size)
 	if err != nil {
@@ -65,6 +81,40 @@ type worker struct {
 	coders map[*cache.Cache]*cache.Coder // one per cache the worker stored into or read from
 	actx   *augment.Context
 	img    decode.Image
+	held   int64 // decode memory reserved for the scratch above, kept between samples
+	inOps  bool  // the sample has been decoded: the augment ops or the packer run
+}
+
+// guarded runs sample, turning a panic into an error that carries the stack: in the
+// decoder, a bad sample (hostile bytes found a decoder bug; the file is named and skipped
+// under Skip); in an augment op or the packer, an error that ends the epoch, as any op
+// error after New does. The worker's state is rebuilt, since the panic may have left it
+// half-written.
+func (w *worker) guarded(r *run, it readItem) (err error) {
+	w.inOps = false
+	defer func() {
+		v := recover()
+		if v == nil {
+			return
+		}
+		p := &PanicError{Value: v, Stack: debug.Stack()}
+		w.reset(r.l)
+		if w.inOps {
+			err = r.opFailure(it.task, p)
+		} else {
+			err = fmt.Errorf("decoding: %w", p)
+		}
+	}()
+	return w.sample(r, it)
+}
+
+// unreserve drops the worker's scratch and gives back the decode memory it held for it.
+func (w *worker) unreserve(l *Loader) {
+	if w.held > 0 {
+		w.reset(l)
+		l.dec.release(w.held)
+		w.held = 0
+	}
 }
 
 // coder returns the worker's coder for c.
@@ -110,18 +160,27 @@ func (w *worker) sample(r *run, it readItem) error {
 			return err
 		}
 	}
-	if need := l.decodeBytes(cfg); need > l.retain {
-		// Too big for the memory this worker keeps: borrow from the shared pool, holding
-		// nothing else from it, and drop the grown scratch afterwards.
-		if need > l.dec.size {
-			return fmt.Errorf("%w: %dx%d needs about %d bytes of decode memory, more than the %d bytes Config.MemoryBudget leaves for one image; raise it", decode.ErrTooLarge, cfg.Width, cfg.Height, need, l.dec.size)
+	if need := l.decodeBytes(cfg); need <= l.dec.retain {
+		if w.held == 0 {
+			if err := l.dec.acquire(r.ctx, l.dec.retain); err != nil {
+				return err
+			}
+			w.held = l.dec.retain
 		}
-		if err := l.dec.acquire(r.ctx, need); err != nil {
+	} else {
+		// Larger than what a worker keeps: reserve it on its own, holding nothing else
+		// while waiting (so workers cannot deadlock), and drop the grown scratch after.
+		if need > l.dec.size {
+			return fmt.Errorf("%w: %dx%d needs about %d bytes of decode memory, more than the %d bytes Config.MemoryBudget leaves for decoding; raise it", decode.ErrTooLarge, cfg.Width, cfg.Height, need, l.dec.size)
+		}
+		w.unreserve(l)
+		release, err := l.dec.acquireLarge(r.ctx, need)
+		if err != nil {
 			return err
 		}
 		defer func() {
 			w.reset(l)
-			l.dec.release(need)
+			release()
 		}()
 	}
 	t0 := time.Now()
@@ -136,7 +195,7 @@ func (w *worker) sample(r *run, it readItem) error {
 		// Crop-aware decode: draw the crop from the header's size, decode only it.
 		rect, ow, oh, rerr := l.region.Region(w.actx, cfg.Width, cfg.Height)
 		if rerr != nil {
-			return &fatalError{fmt.Errorf("pipeline: %s: %w", l.src.Path(it.idx), rerr)}
+			return r.opFailure(it.task, rerr)
 		}
 		img, err = w.dec.DecodeRegion(&w.img, it.data, rect, ow, oh)
 		ops = ops[1:]
@@ -154,9 +213,10 @@ func (w *worker) sample(r *run, it readItem) error {
 		l.fill.busy.Add(int64(t1.Sub(t0)))
 		return nil
 	}
+	w.inOps = true
 	out, err := ops.Apply(w.actx, img)
 	if err != nil {
-		return err
+		return r.opFailure(it.task, err)
 	}
 	t2 := l.stats.augment.add(t1, 1)
 	if l.cfg.StopAfter == AugmentStage {
@@ -165,7 +225,7 @@ func (w *worker) sample(r *run, it readItem) error {
 	}
 	slot := it.b.Data[it.slot*l.sampleBytes : (it.slot+1)*l.sampleBytes]
 	if err := l.packer.Pack(slot, out); err != nil {
-		return &fatalError{fmt.Errorf("pipeline: %s: %w (the augment pipeline must produce the packed size)", l.src.Path(it.idx), err)}
+		return r.opFailure(it.task, fmt.Errorf("%w (the augment ops must produce the packed size)", err))
 	}
 	t3 := l.stats.pack.add(t2, int64(l.sampleBytes))
 	l.fill.busy.Add(int64(t3.Sub(t0)))

@@ -1,0 +1,78 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"image"
+	"image/color"
+	"image/jpeg"
+	"image/png"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/conveyor-ml/conveyor/internal/synth"
+	"github.com/conveyor-ml/conveyor/pack"
+)
+
+// TestLargePhotos puts a 48-megapixel JPEG and a 35-megapixel PNG, the sizes phone
+// cameras take, among ordinary photos: with the default configuration (2 workers, the
+// default MemoryBudget) both recipes load every one of them, each large image waiting for
+// the decode memory the others' workers give back, and the loader never holds more than
+// its budget.
+func TestLargePhotos(t *testing.T) {
+	if testing.Short() {
+		t.Skip("decodes 83 megapixels per epoch")
+	}
+	dir := t.TempDir()
+	if _, err := synth.WriteTree(dir, &synth.TreeOptions{Classes: 2, PerClass: 6, Seed: 5, MinSide: 60, MaxSide: 160}); err != nil {
+		t.Fatal(err)
+	}
+	writeLarge(t, filepath.Join(dir, "class00", "large.jpg"), 8000, 6000, func(w *bytes.Buffer, m image.Image) error {
+		return jpeg.Encode(w, m, &jpeg.Options{Quality: 85})
+	})
+	writeLarge(t, filepath.Join(dir, "class01", "large.png"), 5000, 7000, func(w *bytes.Buffer, m image.Image) error {
+		return (&png.Encoder{CompressionLevel: png.BestSpeed}).Encode(w, m)
+	})
+	src, err := Dir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, recipe := range []string{"train", "eval"} {
+		t.Run(recipe, func(t *testing.T) {
+			cfg := &Config{BatchSize: 4, Workers: 2, Pack: pack.Options{Normalize: true}, Logf: t.Logf}
+			if err := ApplyRecipe(cfg, recipe, 224); err != nil {
+				t.Fatal(err)
+			}
+			ld := newLoader(t, src, cfg)
+			d := collect(t, ld, context.Background(), 0, 0)
+			st := ld.Stats()
+			if st.BadSamples != 0 || len(d.indices) != src.Len() {
+				t.Fatalf("%d bad samples, %d of %d loaded: %v", st.BadSamples, len(d.indices), src.Len(), st.RecentBad)
+			}
+			if st.PeakHeld > st.Budget {
+				t.Errorf("peak held %d bytes, over the budget of %d", st.PeakHeld, st.Budget)
+			}
+			t.Logf("budget %d MiB, peak held %d MiB, decode memory %d MiB, peak %d MiB",
+				st.Budget>>20, st.PeakHeld>>20, st.DecodeBudget>>20, st.PeakDecode>>20)
+		})
+	}
+}
+
+// writeLarge encodes a w×h gradient (cheap to make and to compress) into file.
+func writeLarge(t *testing.T, file string, w, h int, encode func(*bytes.Buffer, image.Image) error) {
+	t.Helper()
+	m := image.NewRGBA(image.Rect(0, 0, w, h))
+	for y := range h {
+		for x := range w {
+			m.SetRGBA(x, y, color.RGBA{uint8(x * 255 / w), uint8(y * 255 / h), uint8((x + y) & 0xff), 255})
+		}
+	}
+	var b bytes.Buffer
+	if err := encode(&b, m); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,139 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"strings"
+	"testing"
+
+	"github.com/conveyor-ml/conveyor/augment"
+	"github.com/conveyor-ml/conveyor/decode"
+)
+
+// A configuration mistake fails New, naming the op and the field, instead of turning
+// every sample into a "bad sample".
+func TestOpsValidatedInNew(t *testing.T) {
+	src, err := Dir(sharedTree(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		edit func(*Config)
+		want []string
+	}{
+		{"hue", func(c *Config) { c.Augment[2] = &augment.ColorJitter{Hue: 0.9} }, []string{"ColorJitter", "Hue 0.9"}},
+		{"center crop smaller than the pack", func(c *Config) {
+			c.Augment = augment.Pipeline{&augment.Resize{Size: 256}, &augment.CenterCrop{Width: 100, Height: 100}}
+		}, []string{"CenterCrop(100x100)", "24x24"}},
+		{"grayscale probability", func(c *Config) { c.Augment[3] = &augment.RandomGrayscale{P: 1.5} }, []string{"RandomGrayscale", "P 1.5"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig(2)
+			tc.edit(cfg)
+			ld, err := New(src, cfg)
+			if err == nil {
+				ld.Close()
+				t.Fatal("New accepted the configuration")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// panicOp panics on every sample.
+type panicOp struct{}
+
+func (o *panicOp) Apply(c *augment.Context, src *decode.Image) (*decode.Image, error) {
+	panic("user op bug")
+}
+func (o *panicOp) String() string { return "panicOp" }
+
+// failOp returns an error on every sample: after New, a bug in the op.
+type failOp struct{}
+
+func (failOp) Apply(*augment.Context, *decode.Image) (*decode.Image, error) {
+	return nil, errors.New("op broke")
+}
+func (failOp) String() string { return "failOp" }
+
+// A panicking or failing op ends the epoch with an error naming the sample (with the
+// stack, for a panic); the process survives, no sample is counted bad, and the loader can
+// run the next epoch and Close (TestMain checks that every goroutine exited).
+func TestOpPanicsAndErrorsEndTheEpoch(t *testing.T) {
+	src, err := Dir(sharedTree(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		op   augment.Op
+		want string
+	}{
+		{"panic", &panicOp{}, "user op bug"},
+		{"error", failOp{}, "op broke"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig(2)
+			cfg.Sequential = true
+			cfg.Augment = append(cfg.Augment, tc.op)
+			ld := newLoader(t, src, cfg)
+			var got error
+			for b, err := range ld.Epoch(context.Background(), 0) {
+				if err != nil {
+					got = err
+					break
+				}
+				b.Release()
+			}
+			var se *SampleError
+			if !errors.As(got, &se) || !strings.Contains(got.Error(), tc.want) || se.Path != src.Path(se.Index) {
+				t.Fatalf("epoch ended with %v; want a *SampleError naming the sample and saying %q", got, tc.want)
+			}
+			// Sequential: the first batch's first slot is reported, whichever worker
+			// failed first.
+			if se.Index != 0 {
+				t.Errorf("error names sample %d, want 0", se.Index)
+			}
+			var pe *PanicError
+			if tc.name == "panic" && (!errors.As(got, &pe) || !strings.Contains(string(pe.Stack), "panicOp")) {
+				t.Fatalf("want a *PanicError with the op in its stack, got %v", got)
+			}
+			if st := ld.Stats(); st.BadSamples != 0 {
+				t.Errorf("%d bad samples: an op's failure is not the file's", st.BadSamples)
+			}
+		})
+	}
+}
+
+// panicSource panics when sample 3 is opened.
+type panicSource struct{ FileSource }
+
+func (s panicSource) Open(i int) (fs.File, error) {
+	if i == 3 {
+		panic("source bug")
+	}
+	return s.FileSource.Open(i)
+}
+
+// A panic in a source's Open is a bad sample carrying the stack: replaced under Skip.
+func TestSourcePanicIsABadSample(t *testing.T) {
+	src, err := Dir(sharedTree(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(2)
+	cfg.MaxBadFraction = -1
+	ld := newLoader(t, panicSource{src}, cfg)
+	d := collect(t, ld, context.Background(), 0, 0)
+	st := ld.Stats()
+	var pe *PanicError
+	if st.BadSamples != 1 || len(d.indices) != src.Len() || !errors.As(st.RecentBad[0].Err, &pe) || st.RecentBad[0].Index != 3 {
+		t.Fatalf("%d bad samples (%v), %d delivered; want sample 3 bad with a *PanicError and %d delivered", st.BadSamples, st.RecentBad, len(d.indices), src.Len())
+	}
+}
