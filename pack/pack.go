@@ -222,12 +222,19 @@ func (p *Packer) SampleBytes() int {
 	return p.o.Width * p.o.Height * 3 * p.o.DType.Size()
 }
 
-func (p *Packer) String() string {
-	s := fmt.Sprintf("Packer(%dx%d %v %v", p.o.Width, p.o.Height, p.o.Layout, p.o.DType)
-	if p.o.Normalize {
-		s += fmt.Sprintf(" normalize mean=%v std=%v", p.o.Mean, p.o.Std)
+func (p *Packer) String() string { return "Packer(" + p.o.String() + ")" }
+
+// String prints the options, for logs: "224x224 NCHW float32 normalize mean=[...] std=[...]",
+// with ImageNet's statistics when Normalize is set and Mean and Std are zero.
+func (o Options) String() string {
+	s := fmt.Sprintf("%dx%d %v %v", o.Width, o.Height, o.Layout, o.DType)
+	if o.Normalize {
+		if o.Mean == [3]float32{} && o.Std == [3]float32{} {
+			o.Mean, o.Std = ImageNetMean, ImageNetStd
+		}
+		s += fmt.Sprintf(" normalize mean=%v std=%v", o.Mean, o.Std)
 	}
-	return s + ")"
+	return s
 }
 
 // littleEndian reports whether the machine stores integers least significant byte first;

@@ -48,7 +48,7 @@ type Batch struct {
 	completed atomic.Int64 // when the last slot was written, Unix ns (for tests of overlap)
 	done      chan struct{}
 	released  atomic.Bool
-	bad       atomic.Int32 // failed samples, replacements included
+	badIdx    []int // the samples that failed in its slots, replacements included; under mu
 
 	mu      sync.Mutex
 	err     error // the lowest slot's error ends the epoch when this batch's turn comes
@@ -74,12 +74,19 @@ func (b *Batch) failure() error {
 }
 
 func (b *Batch) noteBad(slot int, e *SampleError) {
-	b.bad.Add(1)
 	b.mu.Lock()
+	b.badIdx = append(b.badIdx, e.Index)
 	if b.lowBad == nil || slot < b.badSlot {
 		b.lowBad, b.badSlot = e, slot
 	}
 	b.mu.Unlock()
+}
+
+// badFiles returns the samples that failed in the batch's slots.
+func (b *Batch) badFiles() []int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.badIdx
 }
 
 func (b *Batch) lastBad() error {

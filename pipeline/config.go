@@ -115,7 +115,9 @@ type Config struct {
 	// OnError is the bad-sample policy; default Skip.
 	OnError Policy
 	// MaxBadFraction ends the epoch with an error once more than this fraction of the
-	// epoch's samples have failed (under Skip); default 0.01. Negative means no limit.
+	// epoch's samples, and more than one, are bad files (under Skip; each file counted
+	// once however often it is drawn): one bad file is never a reason to stop, whatever
+	// the dataset's size. Default 0.01. Negative means no limit.
 	MaxBadFraction float64
 
 	// MemoryBudget bounds every byte the loader holds: the pinned batch buffers, encoded
@@ -226,8 +228,8 @@ func (c *Config) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "batch=%d drop_last=%t workers=%d io_workers=%d prefetch=%d seed=%d sequential=%t",
 		c.BatchSize, c.DropLast, c.Workers, c.IOWorkers, c.Prefetch, c.Seed, c.Sequential)
-	fmt.Fprintf(&b, " rank=%d/%d drop_uneven=%t on_error=%v max_bad=%g budget=%d decode={%s} augment=%v",
-		c.Rank, c.World, c.DropUneven, c.OnError, c.MaxBadFraction, c.MemoryBudget, c.Decode.String(), c.Augment)
+	fmt.Fprintf(&b, " rank=%d/%d drop_uneven=%t on_error=%v max_bad=%g budget=%d decode={%s} augment=%v pack={%s}",
+		c.Rank, c.World, c.DropUneven, c.OnError, c.MaxBadFraction, c.MemoryBudget, c.Decode.String(), c.Augment, c.Pack.String())
 	if c.GPU != nil {
 		fmt.Fprintf(&b, " device=%s", c.GPU.Name())
 	} else {

@@ -25,7 +25,9 @@ func (l *Loader) EpochFrom(ctx context.Context, e, cursor int) iter.Seq2[*Batch,
 			return
 		}
 		defer l.finish(r)
-		bad := 0 // failed samples in the batches delivered so far
+		// The distinct files that failed in the batches delivered so far: counted here, in
+		// batch order, so where MaxBadFraction is crossed does not depend on timing.
+		bad := map[int]struct{}{}
 		for {
 			t0 := time.Now()
 			b, err := r.deliver()
@@ -39,10 +41,12 @@ func (l *Loader) EpochFrom(ctx context.Context, e, cursor int) iter.Seq2[*Batch,
 			}
 			// Errors travel with their batch and are reported in order, so what the
 			// caller sees does not depend on how far ahead the workers were.
-			bad += int(b.bad.Load())
-			if err := b.failure(); err == nil && l.cfg.MaxBadFraction >= 0 && float64(bad) > l.cfg.MaxBadFraction*float64(len(r.order)) {
-				b.setErr(-1, fmt.Errorf("pipeline: %d bad samples in epoch %d of %d samples exceed MaxBadFraction %g; last: %w",
-					bad, r.epoch, len(r.order), l.cfg.MaxBadFraction, b.lastBad()))
+			for _, i := range b.badFiles() {
+				bad[i] = struct{}{}
+			}
+			if err := b.failure(); err == nil && l.cfg.MaxBadFraction >= 0 && len(bad) > 1 && float64(len(bad)) > l.cfg.MaxBadFraction*float64(len(r.order)) {
+				b.setErr(-1, fmt.Errorf("pipeline: %d bad files in epoch %d of %d samples exceed MaxBadFraction %g; last: %w",
+					len(bad), r.epoch, len(r.order), l.cfg.MaxBadFraction, b.lastBad()))
 			}
 			if b.slot != nil {
 				// A copy that already failed (a lost device) ends the epoch here, naming

@@ -27,8 +27,13 @@ var errEpochDone = errors.New("pipeline: epoch done")
 func (r *run) fail(t task, err error) bool {
 	l := r.l
 	bad := &SampleError{Path: l.src.Path(t.idx), Index: t.idx, Epoch: r.epoch, Err: err}
-	l.stats.addBad(bad)
-	l.cfg.Logf("%v", bad)
+	// A bad file may be drawn again as another slot's replacement: count and log it once
+	// per epoch, and count the draws apart.
+	if r.firstBad(t.idx) {
+		l.stats.addBad(bad)
+		l.cfg.Logf("%v", bad)
+	}
+	l.stats.badDraws.Add(1)
 	t.b.noteBad(t.slot, bad)
 	if l.cfg.OnError == Fail {
 		t.b.setErr(t.slot, bad)

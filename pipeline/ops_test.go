@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"os"
+	"sync/atomic"
 	"strings"
 	"testing"
 
@@ -135,5 +137,54 @@ func TestSourcePanicIsABadSample(t *testing.T) {
 	var pe *PanicError
 	if st.BadSamples != 1 || len(d.indices) != src.Len() || !errors.As(st.RecentBad[0].Err, &pe) || st.RecentBad[0].Index != 3 {
 		t.Fatalf("%d bad samples (%v), %d delivered; want sample 3 bad with a *PanicError and %d delivered", st.BadSamples, st.RecentBad, len(d.indices), src.Len())
+	}
+}
+
+// A bad file is counted and logged once per epoch, however often replacements draw it;
+// the draws are counted apart. One bad file among 93 does not end the epoch under the
+// default MaxBadFraction, although it is more than 1%.
+func TestBadFilesCountedOncePerEpoch(t *testing.T) {
+	dir := newTree(t, 1, 4)
+	files := listFiles(t, dir)
+	for _, f := range files[:2] {
+		if err := os.WriteFile(f, []byte("not an image"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src, err := Dir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logged atomic.Int64
+	cfg := testConfig(2)
+	cfg.BatchSize, cfg.MaxBadFraction = 4, -1
+	cfg.Logf = func(string, ...any) { logged.Add(1) }
+	ld := newLoader(t, src, cfg)
+	for e := range 3 {
+		collect(t, ld, context.Background(), e, 0)
+	}
+	st := ld.Stats()
+	if st.BadSamples != 6 || logged.Load() != 6 || st.BadDraws <= st.BadSamples {
+		t.Errorf("3 epochs with 2 bad files of 4: %d bad samples, %d log lines, %d draws; want 6, 6 and more draws (replacements draw them again)", st.BadSamples, logged.Load(), st.BadDraws)
+	}
+
+	big := newTree(t, 3, 31)
+	f := listFiles(t, big)[40]
+	data, err := os.ReadFile(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(f, data[:len(data)/3], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if src, err = Dir(big); err != nil {
+		t.Fatal(err)
+	}
+	cfg = testConfig(2)
+	cfg.MaxBadFraction = 0
+	ld = newLoader(t, src, cfg)
+	d := collect(t, ld, context.Background(), 0, 0)
+	if st := ld.Stats(); st.BadSamples != 1 || len(d.indices) != 93 {
+		t.Errorf("one truncated file among 93: %d bad samples, %d delivered", st.BadSamples, len(d.indices))
 	}
 }

@@ -22,8 +22,15 @@ import (
 	"github.com/conveyor-ml/conveyor/pack"
 )
 
-// Every goroutine a loader starts must have exited once the tests end.
-func TestMain(m *testing.M) { leakcheck.Main(m) }
+// Every goroutine a loader starts must have exited once the tests end, and the shared
+// tree is removed.
+func TestMain(m *testing.M) {
+	leakcheck.Main(m, func() {
+		if treeDir != "" {
+			os.RemoveAll(treeDir)
+		}
+	})
+}
 
 var (
 	treeOnce sync.Once

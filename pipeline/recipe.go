@@ -8,7 +8,7 @@ import (
 )
 
 // Recipes are the standard ImageNet preprocessings, as torchvision's reference scripts
-// (and ../shared/bench/anchor_torch.py) define them:
+// (and the project's PyTorch peer, bench/peers/torch_dataloader.py) define them:
 //
 //	train: RandomResizedCrop(size) → RandomHorizontalFlip(0.5)
 //	eval:  Resize(size·256/224) → CenterCrop(size)
@@ -18,7 +18,9 @@ import (
 var Recipes = []string{"train", "eval"}
 
 // ApplyRecipe sets cfg's resize-first policy, augmentation and packed size for the named
-// recipe at the given output size. Pack's layout, dtype and normalisation are left alone.
+// recipe at the given output size; eval also sets Sequential (evaluation visits every
+// sample once, in index order, as a DataLoader with shuffle=False). Pack's layout, dtype
+// and normalisation are left alone.
 func ApplyRecipe(cfg *Config, name string, size int) error {
 	if size < 1 {
 		return fmt.Errorf("pipeline: recipe size %d < 1", size)
@@ -37,6 +39,7 @@ func ApplyRecipe(cfg *Config, name string, size int) error {
 			&augment.Resize{Size: short},
 			&augment.CenterCrop{Width: size, Height: size},
 		}
+		cfg.Sequential = true
 	default:
 		return fmt.Errorf("pipeline: unknown recipe %q (have %v)", name, Recipes)
 	}

@@ -24,8 +24,9 @@ type run struct {
 	xferErr error         // why transfer stopped early; written before out is closed
 	quit    chan struct{} // closed when every dispatched slot is written
 
-	mu     sync.Mutex
-	parked []*Batch // taken from ready but never delivered
+	mu      sync.Mutex
+	parked  []*Batch         // taken from ready but never delivered
+	badSeen map[int]struct{} // files that failed this epoch
 }
 
 // cause is why r stopped early, or nil when it was not stopped.
@@ -145,4 +146,18 @@ func (r *run) park(b *Batch) {
 func (r *run) putBack(b *Batch) {
 	b.ld = nil
 	b.Release()
+}
+
+// firstBad reports whether sample i failed for the first time this epoch.
+func (r *run) firstBad(i int) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.badSeen[i]; ok {
+		return false
+	}
+	if r.badSeen == nil {
+		r.badSeen = map[int]struct{}{}
+	}
+	r.badSeen[i] = struct{}{}
+	return true
 }

@@ -27,9 +27,12 @@ type Stats struct {
 	// Queue occupancy of the running epoch at the time of the snapshot (zero when idle).
 	Tasks, Decoded, Ready QueueStats
 
-	// BadSamples counts failed samples; RecentBad holds the last few, newest last.
-	BadSamples int64
-	RecentBad  []SampleError
+	// BadSamples counts bad files, each once per epoch however often it was drawn;
+	// BadDraws counts every failed attempt to load a sample, a bad file drawn again as
+	// another slot's replacement included. RecentBad holds the last few bad files, newest
+	// last.
+	BadSamples, BadDraws int64
+	RecentBad            []SampleError
 
 	// Cache use: samples read from it, stored into it, and not stored because filling
 	// had used its share of the workers' time (see Config.CacheFill). Cache is the
@@ -92,6 +95,7 @@ type counters struct {
 	slotWait                              atomic.Int64 // transfer waiting for a free device buffer
 	read, decode, augment, pack           stage
 	cacheHits, cacheStored, cacheDeferred atomic.Int64
+	badDraws                              atomic.Int64
 
 	mu     sync.Mutex
 	bad    int64
@@ -135,7 +139,7 @@ func (l *Loader) Stats() Stats {
 		s.Cache = &cs
 	}
 	l.stats.mu.Lock()
-	s.BadSamples = l.stats.bad
+	s.BadSamples, s.BadDraws = l.stats.bad, l.stats.badDraws.Load()
 	s.RecentBad = append([]SampleError(nil), l.stats.recent...)
 	l.stats.mu.Unlock()
 	l.mu.Lock()

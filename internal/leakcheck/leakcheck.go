@@ -9,12 +9,16 @@ import (
 	"time"
 )
 
-// Main runs m's tests, then waits up to two seconds for the goroutine count to fall back
-// to what it was before them; if it does not, it prints every goroutine's stack and exits
-// with status 1. Call it from TestMain.
-func Main(m *testing.M) {
+// Main runs m's tests, then the cleanup functions (for what tests share across the
+// package, such as a fixture directory), then waits up to two seconds for the goroutine
+// count to fall back to what it was before them; if it does not, it prints every
+// goroutine's stack and exits with status 1. Call it from TestMain.
+func Main(m *testing.M, cleanup ...func()) {
 	before := runtime.NumGoroutine()
 	code := m.Run()
+	for _, f := range cleanup {
+		f()
+	}
 	if code == 0 {
 		deadline := time.Now().Add(2 * time.Second)
 		for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
