@@ -5,8 +5,8 @@ import (
 	"errors"
 	"io/fs"
 	"os"
-	"sync/atomic"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/conveyor-ml/conveyor/augment"
