@@ -33,7 +33,7 @@ func (r *run) dispatch(cursor int) {
 				r.cancel(err)
 				return
 			}
-			l.fill.idle.Add(int64(time.Since(t0)) * int64(l.cfg.Workers))
+			l.fill.Idled(time.Since(t0) * time.Duration(l.cfg.Workers))
 		}
 		n := min(bs, len(r.order)-start)
 		b := &Batch{

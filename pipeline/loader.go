@@ -41,7 +41,7 @@ type Loader struct {
 	pixels PixelSource  // src's stored pixels, when it has any
 	stored *cache.Cache // the cache holding src's first sample, when it is stored pixels
 	spec   string       // the decode spec, with the backend in use: part of every cache key
-	fill   fillMeter
+	fill   filler       // when to store into Config.Cache
 
 	mu      sync.Mutex
 	run     *run // the epoch being iterated, or nil
@@ -83,6 +83,7 @@ func New(src Source, cfg *Config) (*Loader, error) {
 		return nil, fmt.Errorf("pipeline: %w", err)
 	}
 	l := &Loader{cfg: c, src: src, packer: packer, sampleBytes: packer.SampleBytes(), nbuf: c.Prefetch + 1}
+	l.fill = cache.NewFillPolicy(c.CacheFill)
 	l.files, _ = src.(FileSource)
 	if l.pixels, _ = src.(PixelSource); l.pixels != nil {
 		l.stored, _, _ = l.pixels.Stored(0)

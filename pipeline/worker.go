@@ -210,7 +210,7 @@ func (w *worker) sample(r *run, it readItem) error {
 		t1 = w.store(l, it, img, t1)
 	}
 	if l.cfg.StopAfter == DecodeStage {
-		l.fill.busy.Add(int64(t1.Sub(t0)))
+		l.fill.Worked(t1.Sub(t0))
 		return nil
 	}
 	w.inOps = true
@@ -220,7 +220,7 @@ func (w *worker) sample(r *run, it readItem) error {
 	}
 	t2 := l.stats.augment.add(t1, 1)
 	if l.cfg.StopAfter == AugmentStage {
-		l.fill.busy.Add(int64(t2.Sub(t0)))
+		l.fill.Worked(t2.Sub(t0))
 		return nil
 	}
 	slot := it.b.Data[it.slot*l.sampleBytes : (it.slot+1)*l.sampleBytes]
@@ -228,6 +228,6 @@ func (w *worker) sample(r *run, it readItem) error {
 		return r.opFailure(it.task, fmt.Errorf("%w (the augment ops must produce the packed size)", err))
 	}
 	t3 := l.stats.pack.add(t2, int64(l.sampleBytes))
-	l.fill.busy.Add(int64(t3.Sub(t0)))
+	l.fill.Worked(t3.Sub(t0))
 	return nil
 }
