@@ -27,6 +27,9 @@ func (r *run) lookup(it *readItem, fi fs.FileInfo, t0 time.Time) bool {
 		}
 		// Damaged (the cache counted it and forgot the record): decode the source.
 		l.cfg.Logf("pipeline: %v; decoding the source instead", err)
+		if l.conv != nil {
+			l.conv.repaired.Add(1)
+		}
 		l.read.release(it.size)
 		it.size = 0
 	}
@@ -36,10 +39,13 @@ func (r *run) lookup(it *readItem, fi fs.FileInfo, t0 time.Time) bool {
 
 // store puts a freshly decoded sample in the cache when the fill share allows, and
 // returns the time it finished.
-func (w *worker) store(l *Loader, it readItem, img *decode.Image, t0 time.Time) time.Time {
+//
+// When the loader runs Convert, a cache that refuses records (full, or a write failed)
+// ends the run with that error.
+func (w *worker) store(l *Loader, it readItem, img *decode.Image, t0 time.Time) (time.Time, error) {
 	if !l.fill.Admit() {
 		l.stats.cacheDeferred.Add(1)
-		return t0
+		return t0, nil
 	}
 	err := w.coder(l.cfg.Cache).Put(it.key, l.src.Label(it.idx), img)
 	t1 := time.Now()
@@ -47,12 +53,16 @@ func (w *worker) store(l *Loader, it readItem, img *decode.Image, t0 time.Time) 
 	switch {
 	case err == nil:
 		l.stats.cacheStored.Add(1)
+	case cache.Refused(err) && l.conv != nil:
+		return t1, &fatalError{err}
 	case cache.Refused(err):
 		// The cache logged why once; the epoch carries on from the sources.
+	case l.conv != nil:
+		return t1, err // this file's record could not be written: a bad sample
 	default:
 		l.cfg.Logf("pipeline: caching %s: %v", it.key.Path, err)
 	}
-	return t1
+	return t1, nil
 }
 
 // filler is how the loader asks whether to store a decoded sample in Config.Cache, and

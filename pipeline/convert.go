@@ -5,13 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"maps"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/conveyor-ml/conveyor/cache"
 	"github.com/conveyor-ml/conveyor/decode"
+	"github.com/conveyor-ml/conveyor/pack"
 )
 
 // ConvertOptions configures Convert. A nil *ConvertOptions means the defaults.
@@ -53,10 +56,14 @@ type ConvertReport struct {
 
 // Convert decodes every sample of src under opts.Decode and stores it in c, which must
 // be writable: the offline form of a Loader's cache, read back with OpenConverted. It
-// runs opts.Workers files at a time, skips files c already holds unchanged and intact (so
-// a rerun resumes, and repairs records whose checksum fails), and records every bad file in the report instead of stopping. It stops with
-// an error when ctx is done or c stops accepting records (full, or a write failed); what
-// was stored stays, and the dataset's Info says whether it is complete.
+// runs the loader's own stages — files read in index order by the read stage, decoded by
+// opts.Workers workers, each sample stored where a training loader would augment and
+// pack it — so conversion and training share one worker pool, one memory budget and one
+// bad-sample path. Files c already holds unchanged and intact are skipped (a rerun
+// resumes, and repairs records whose checksum fails), and every bad file is recorded in
+// the report instead of stopping. It stops with an error when ctx is done or c stops
+// accepting records (full, or a write failed); what was stored stays, and the dataset's
+// Info says whether it is complete.
 func Convert(ctx context.Context, src Source, c *cache.Cache, opts *ConvertOptions) (*ConvertReport, error) {
 	var o ConvertOptions
 	if opts != nil {
@@ -81,22 +88,28 @@ func Convert(ctx context.Context, src Source, c *cache.Cache, opts *ConvertOptio
 	if err := checkKind(src); err != nil {
 		return nil, fmt.Errorf("pipeline: convert: %w", err)
 	}
-	files, ok := src.(FileSource)
-	if !ok {
+	if _, ok := src.(FileSource); !ok {
 		return nil, fmt.Errorf("pipeline: convert: %v holds stored pixels, not image files", src)
 	}
 	if src.Len() == 0 {
 		return nil, errors.New("pipeline: convert: empty source")
 	}
-	dec, err := decode.NewDecoder(&o.Decode)
+	start := time.Now()
+	cv := &converting{maxFileBytes: o.MaxFileBytes, bad: map[int]SampleError{}}
+	// Samples are stored, never packed: the batches only pace the stages and carry no
+	// pixels, so they are one byte a sample. Reads are budgeted for MaxFileBytes files.
+	cfg := &Config{
+		BatchSize: 64, Workers: o.Workers, Sequential: true, Decode: o.Decode, FullDecode: true,
+		Pack:  pack.Options{Width: 1, Height: 1, DType: pack.Uint8},
+		Cache: c, CacheFill: 1, MaxBadFraction: -1, StopAfter: DecodeStage, Logf: o.Logf,
+		MemoryBudget: 5*(o.MaxFileBytes+1) + max(640*mib, 64*mib+int64(o.Workers)*64*mib),
+	}
+	ld, err := build(src, cfg, cv)
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: convert: %w", err)
 	}
-	spec := specOf(o.Decode, dec.Backend())
-	dec.Close()
-	cv := &converter{src: files, c: c, o: &o, spec: spec, start: time.Now(), bad: map[int]SampleError{}}
-	info := &cache.Info{FormatVersion: cache.FormatVersion, Spec: cv.spec, Codec: c.Options().Codec, Source: o.Source, Samples: src.Len()}
-	info.Classes = src.Classes()
+	defer ld.Close()
+	info := &cache.Info{FormatVersion: cache.FormatVersion, Spec: ld.spec, Codec: c.Options().Codec, Source: o.Source, Samples: src.Len(), Classes: src.Classes()}
 	if old, err := cache.ReadInfo(c.Dir()); err == nil && (old.Spec != info.Spec || old.Codec != info.Codec) {
 		o.Logf("pipeline: convert: %s held a dataset of spec %q, codec %s; converting again as %q, codec %s",
 			c.Dir(), old.Spec, old.Codec, info.Spec, info.Codec)
@@ -106,39 +119,41 @@ func Convert(ctx context.Context, src Source, c *cache.Cache, opts *ConvertOptio
 		return nil, err
 	}
 
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	var wg sync.WaitGroup
-	wg.Add(o.Workers)
-	for range o.Workers {
-		go func() {
-			defer wg.Done()
-			cv.work(ctx, cancel)
-		}()
-	}
-	wg.Wait()
-
-	rep := &ConvertReport{ConvertProgress: cv.progress(), Spec: cv.spec}
-	for i := range src.Len() {
-		if e, ok := cv.bad[i]; ok {
-			rep.BadFiles = append(rep.BadFiles, e)
+	progress := func(done int) ConvertProgress {
+		st := ld.Stats()
+		return ConvertProgress{
+			Total: src.Len(), Done: done, Stored: int(st.CacheStored), Skipped: int(cv.skipped.Load()),
+			Repaired: int(cv.repaired.Load()), Bad: int(st.BadSamples), Bytes: cv.fileBytes.Load(), Elapsed: time.Since(start),
 		}
 	}
-	stopErr := context.Cause(ctx)
-	if rep.Done == rep.Total {
-		stopErr = nil
+	done := 0
+	var stopErr error
+	var last time.Time
+	for b, err := range ld.Epoch(ctx, 0) {
+		if err != nil {
+			stopErr = err
+			break
+		}
+		done = b.Cursor
+		b.Release()
+		if o.Progress != nil && time.Since(last) >= 100*time.Millisecond {
+			last = time.Now()
+			o.Progress(progress(done))
+		}
+	}
+	rep := &ConvertReport{ConvertProgress: progress(done), Spec: ld.spec}
+	for _, i := range slices.Sorted(maps.Keys(cv.bad)) {
+		rep.BadFiles = append(rep.BadFiles, cv.bad[i])
 	}
 	info.Complete = stopErr == nil
-	info.Stored = len(c.Records(cv.spec))
+	info.Stored = len(c.Records(ld.spec))
 	info.Bad = rep.Bad
 	info.Updated = time.Now().UTC()
 	if err := cache.WriteInfo(c.Dir(), info); err != nil && stopErr == nil {
 		stopErr = err
 	}
 	if o.Progress != nil {
-		cv.mu.Lock()
 		o.Progress(rep.ConvertProgress)
-		cv.mu.Unlock()
 	}
 	if stopErr != nil {
 		return rep, fmt.Errorf("pipeline: convert stopped after %d of %d files: %w", rep.Done, rep.Total, stopErr)
@@ -146,114 +161,19 @@ func Convert(ctx context.Context, src Source, c *cache.Cache, opts *ConvertOptio
 	return rep, nil
 }
 
-type converter struct {
-	src   FileSource
-	c     *cache.Cache
-	o     *ConvertOptions
-	spec  string
-	start time.Time
-	next  atomic.Int64
+// converting is a Loader's state when it runs Convert: every decoded sample is stored
+// (and a refusal to store ends the run), a sample the cache holds intact is counted as
+// skipped instead of decoded, and a bad file is recorded instead of replaced.
+type converting struct {
+	maxFileBytes                 int64
+	skipped, repaired, fileBytes atomic.Int64
 
-	done, stored, skipped, nbad atomic.Int64
-	repaired                    atomic.Int64
-	bytes                       atomic.Int64
-
-	mu     sync.Mutex // guards bad and serialises Progress
-	bad    map[int]SampleError
-	lastPr time.Time
+	mu  sync.Mutex
+	bad map[int]SampleError // by index
 }
 
-func (cv *converter) progress() ConvertProgress {
-	return ConvertProgress{
-		Total: cv.src.Len(), Done: int(cv.done.Load()), Stored: int(cv.stored.Load()), Skipped: int(cv.skipped.Load()), Repaired: int(cv.repaired.Load()),
-		Bad: int(cv.nbad.Load()), Bytes: cv.bytes.Load(), Elapsed: time.Since(cv.start),
-	}
-}
-
-func (cv *converter) work(ctx context.Context, stop context.CancelCauseFunc) {
-	dec, _ := decode.NewDecoder(&cv.o.Decode) // validated by Convert
-	defer dec.Close()
-	coder := cv.c.NewCoder()
-	defer coder.Close()
-	var img decode.Image
-	var buf []byte
-	for ctx.Err() == nil {
-		i := int(cv.next.Add(1) - 1)
-		if i >= cv.src.Len() {
-			return
-		}
-		err := cv.one(i, dec, coder, &img, &buf)
-		var stopping *stopError
-		switch {
-		case errors.As(err, &stopping):
-			stop(stopping.err)
-			return
-		case err != nil:
-			e := SampleError{Path: cv.src.Path(i), Index: i, Err: err}
-			cv.o.Logf("%v", &e)
-			cv.mu.Lock()
-			cv.bad[i] = e
-			cv.mu.Unlock()
-			cv.nbad.Add(1)
-		}
-		cv.done.Add(1)
-		if cv.o.Progress != nil && cv.mu.TryLock() {
-			if time.Since(cv.lastPr) >= 100*time.Millisecond {
-				cv.lastPr = time.Now()
-				cv.o.Progress(cv.progress())
-			}
-			cv.mu.Unlock()
-		}
-	}
-}
-
-// stopError ends the whole conversion rather than one file.
-type stopError struct{ err error }
-
-func (e *stopError) Error() string { return e.err.Error() }
-
-// one converts sample i: a nil error when it was stored or skipped.
-func (cv *converter) one(i int, dec *decode.Decoder, coder *cache.Coder, img *decode.Image, buf *[]byte) error {
-	f, fi, err := openSample(cv.src, i)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	size := fi.Size()
-	if size > cv.o.MaxFileBytes {
-		return fmt.Errorf("%w: file of %d bytes exceeds MaxFileBytes %d", decode.ErrTooLarge, size, cv.o.MaxFileBytes)
-	}
-	key := sampleKey(cv.spec, cv.src, i, fi)
-	if ref, ok := cv.c.Lookup(key); ok {
-		// Check it before skipping, so a rerun also repairs damaged records: reading
-		// costs a fraction of decoding, and a damaged record is forgotten by Read.
-		if cap(*buf) < ref.Bytes {
-			*buf = make([]byte, ref.Bytes)
-		}
-		if _, err := cv.c.Read(ref, *buf); err == nil {
-			cv.skipped.Add(1)
-			return nil
-		}
-		cv.repaired.Add(1)
-	}
-	if int64(cap(*buf)) < size+1 {
-		*buf = make([]byte, size+1)
-	}
-	data, err := readWhole(f, size, *buf)
-	if err != nil {
-		return err
-	}
-	cv.bytes.Add(int64(len(data)))
-	m, err := dec.Decode(img, data)
-	if err != nil {
-		return err
-	}
-	if err := coder.Put(key, cv.src.Label(i), m); err != nil {
-		if cache.Refused(err) {
-			return &stopError{err}
-		}
-		return err
-	}
-	cv.stored.Add(1)
-	return nil
+func (cv *converting) addBad(e *SampleError) {
+	cv.mu.Lock()
+	cv.bad[e.Index] = *e
+	cv.mu.Unlock()
 }

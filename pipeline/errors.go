@@ -34,6 +34,10 @@ func (r *run) fail(t task, err error) bool {
 		l.cfg.Logf("%v", bad)
 	}
 	l.stats.badDraws.Add(1)
+	if l.conv != nil {
+		l.conv.addBad(bad) // converting: record it, replace nothing
+		return false
+	}
 	t.b.noteBad(t.slot, bad)
 	if l.cfg.OnError == Fail {
 		t.b.setErr(t.slot, bad)

@@ -42,6 +42,7 @@ type Loader struct {
 	stored *cache.Cache // the cache holding src's first sample, when it is stored pixels
 	spec   string       // the decode spec, with the backend in use: part of every cache key
 	fill   filler       // when to store into Config.Cache
+	conv   *converting  // set when the loader runs Convert
 
 	mu      sync.Mutex
 	run     *run // the epoch being iterated, or nil
@@ -54,7 +55,10 @@ type Loader struct {
 
 // New validates cfg and builds a Loader over src: it maps and locks the pinned batch
 // buffers up front, so an impossible memory budget fails here, before training starts.
-func New(src Source, cfg *Config) (*Loader, error) {
+func New(src Source, cfg *Config) (*Loader, error) { return build(src, cfg, nil) }
+
+// build is New; conv is set when the loader runs Convert.
+func build(src Source, cfg *Config, conv *converting) (*Loader, error) {
 	if err := checkKind(src); err != nil {
 		return nil, err
 	}
@@ -82,7 +86,7 @@ func New(src Source, cfg *Config) (*Loader, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: %w", err)
 	}
-	l := &Loader{cfg: c, src: src, packer: packer, sampleBytes: packer.SampleBytes(), nbuf: c.Prefetch + 1}
+	l := &Loader{cfg: c, src: src, conv: conv, packer: packer, sampleBytes: packer.SampleBytes(), nbuf: c.Prefetch + 1}
 	l.fill = cache.NewFillPolicy(c.CacheFill)
 	l.files, _ = src.(FileSource)
 	if l.pixels, _ = src.(PixelSource); l.pixels != nil {

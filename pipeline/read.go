@@ -145,6 +145,10 @@ func (r *run) load(it *readItem) {
 	}
 	defer f.Close()
 	size := fi.Size()
+	if l.conv != nil && size > l.conv.maxFileBytes {
+		it.err = fmt.Errorf("%w: file of %d bytes exceeds MaxFileBytes %d", decode.ErrTooLarge, size, l.conv.maxFileBytes)
+		return
+	}
 	if l.cfg.Cache != nil && !t.noCache && r.lookup(it, fi, t0) {
 		return
 	}
@@ -157,6 +161,9 @@ func (r *run) load(it *readItem) {
 	data, err := readWhole(f, size, make([]byte, size+1))
 	if it.err = err; err == nil {
 		it.data = data
+	}
+	if l.conv != nil {
+		l.conv.fileBytes.Add(int64(len(data)))
 	}
 	l.stats.read.add(t0, int64(len(data)))
 }

@@ -44,7 +44,11 @@ func (r *run) work(w *worker) {
 func (r *run) process(w *worker, it readItem) {
 	l := r.l
 	err := it.err
-	if err == nil && l.cfg.StopAfter != ReadStage {
+	switch {
+	case err != nil:
+	case l.conv != nil && it.hit:
+		l.conv.skipped.Add(1) // stored before, unchanged and intact: nothing to convert
+	case l.cfg.StopAfter != ReadStage:
 		err = w.guarded(r, it)
 	}
 	l.read.release(it.size)
@@ -207,7 +211,9 @@ func (w *worker) sample(r *run, it readItem) error {
 	}
 	t1 := l.stats.decode.add(t0, int64(img.Width*img.Height))
 	if it.store {
-		t1 = w.store(l, it, img, t1)
+		if t1, err = w.store(l, it, img, t1); err != nil {
+			return err
+		}
 	}
 	if l.cfg.StopAfter == DecodeStage {
 		l.fill.Worked(t1.Sub(t0))
