@@ -2,8 +2,9 @@
 # The cache's two figures, each measured interleaved in one run:
 #
 #  1. converted: `conveyor convert SRC DST --size 256 --codec s2` once, then train from DST
-#     (`conveyor bench DST`) against PyTorch's DataLoader (../shared/bench/anchor_torch.py)
-#     on the original JPEGs: images/s, the ratio, and images per CPU-second (per core).
+#     (`conveyor bench DST`) against PyTorch's DataLoader (bench/peers/torch_dataloader.py;
+#     PEER=path runs another script with the same flags and output) on the original JPEGs:
+#     images/s, the ratio, and images per CPU-second (per core).
 #  2. fill: the first epoch of `conveyor bench SRC --cache DIR` (a fresh cache) against the
 #     same epoch without a cache, and the epochs after it.
 #
@@ -27,7 +28,8 @@ while [ $# -gt 0 ]; do
     *) src=$1; shift ;;
   esac
 done
-anchor=${ANCHOR:-../shared/bench/anchor_torch.py}
+peer=${PEER:-bench/peers/torch_dataloader.py}
+[ -f "$peer" ] || { echo "cache.sh: no peer script $peer" >&2; exit 2; }
 build_conveyor
 [ -n "$src" ] || src=$(synth_set "$images")
 dst=$tmp/converted
@@ -48,7 +50,7 @@ for r in $(seq "$rounds"); do
   c=$(echo "$out" | last)
   n=$(echo "$out" | sed -n 's/.*total images=\([0-9]*\).*/\1/p')
   k=$(echo "$out" | percpu "$n")
-  p=$(/usr/bin/python3 "$anchor" "$src" "${common[@]}" --epochs 2 | last)
+  p=$(/usr/bin/python3 "$peer" "$src" "${common[@]}" --epochs 2 | last)
   echo "round $r: converted $c images/s ($k images per CPU-second), torch $p images/s"
   cv+=("$c") pc+=("$k") pt+=("$p")
 done

@@ -8,8 +8,8 @@
 #
 # Each round runs conveyor then the peer, each for --epochs epochs; a round's figure is the
 # last epoch's images/s. --go-decoder adds a column for conveyor with its pure-Go JPEG
-# decoder (CONVEYOR_DECODER=go). PEER=path runs another peer with the same flags and output,
-# e.g. PEER=../shared/bench/anchor_torch.py for the shared anchor.
+# decoder (CONVEYOR_DECODER=go). PEER=path runs another peer script with the same flags and
+# output (such as the reference anchor script bench/RESULTS.md cites).
 #
 # Without DIR it uses conveyor's built-in synthetic set (~500x375 JPEGs), written once to
 # $CONVEYOR_SYNTH_DIR (default /tmp/conveyor-synth-N).

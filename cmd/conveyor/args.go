@@ -1,11 +1,60 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 )
+
+// usageError is an error in the command line (an unknown flag, a bad value, a missing
+// argument): run prints it with a pointer to the usage and exits 2.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
+
+// parseFlags parses args as parseArgs does. On -h or --help it prints fs's full usage on
+// stdout and returns flag.ErrHelp; any other parse error is a usageError of one line, with
+// nothing printed (fs.Usage is for --help only).
+func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) ([]string, error) {
+	usage := fs.Usage
+	fs.SetOutput(io.Discard) // the flag package prints the error and the usage: run prints one line
+	fs.Usage = func() {}
+	pos, err := parseArgs(fs, args)
+	fs.Usage = usage
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fs.SetOutput(stdout)
+		fs.Usage()
+		return nil, err
+	case err != nil:
+		return nil, usageError{flagError(err)}
+	}
+	return pos, nil
+}
+
+// flagError rewrites the flag package's messages to name flags as the usage writes them,
+// with two dashes: "unknown flag --foo" rather than "flag provided but not defined: -foo".
+func flagError(err error) error {
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		return fmt.Errorf("unknown flag --%s", name)
+	}
+	if name, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
+		return fmt.Errorf("flag --%s needs a value", name)
+	}
+	for _, in := range []string{" for flag -", " for -"} {
+		if before, after, ok := strings.Cut(msg, in); ok {
+			return errors.New(before + in + "-" + after)
+		}
+	}
+	return err
+}
 
 // parseArgs parses fs's flags wherever they appear among the positional arguments, so
 // "convert SRC DST --size 256" works as well as "convert --size 256 SRC DST". Everything

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -43,17 +42,20 @@ type benchResult struct {
 
 func bench(args []string, stdout io.Writer) error { return benchTo(args, stdout, os.Stderr) }
 
+// onErrorPolicies are the values of --on-error.
+var onErrorPolicies = map[string]pipeline.Policy{pipeline.Skip.String(): pipeline.Skip, pipeline.Fail.String(): pipeline.Fail}
+
 func benchTo(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `usage: conveyor bench [DIR] [flags]
 
-Measures loader throughput on the ImageFolder tree DIR (class = first-level folder), or
-on the converted dataset DIR (one holding %s, made by conveyor convert); without DIR,
-on a built-in synthetic set of ~500x375 JPEGs. Prints one line per epoch and a report:
-images/s, MB/s read, CPU, memory, time to first batch, where the stages' time went and
-how full the queues were.
+Measures loader throughput on the ImageFolder tree DIR (DIR/CLASS/*.jpg, one folder
+per class), or on the converted dataset DIR (one holding %s, made by conveyor
+convert); without DIR, on a built-in synthetic set of ~500x375 JPEGs. Prints one line
+per epoch and a report: images/s, MB/s read, CPU, memory, time to first batch, where
+the stages' time went and how full the queues were.
 
   --stages           also run read only, read+decode and read+decode+augment, and name
                      the stage that limits throughput
@@ -61,6 +63,8 @@ how full the queues were.
                      of time the consumer waited for input
   --workers 1,2,4    (likewise --prefetch, --batch) sweep the setting: a table and a PNG
                      plot of images/s against it (--plot)
+  --on-error fail    end the run at the first file that cannot be read or decoded,
+                     instead of replacing it; --max-bad bounds the share replaced
 
 flags:
 `, cache.InfoName)
@@ -93,15 +97,17 @@ flags:
 	deviceConvert := fs.Bool("device-convert", false, "copy uint8 pixels and convert to --dtype/--layout/--normalize on the device")
 	fullDecode := fs.Bool("full-decode", false, "decode whole images even where the recipe's random crop allows decoding only the crop")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof FILE)")
+	onError := fs.String("on-error", pipeline.Skip.String(), "bad files (unreadable, undecodable): skip (log, count and replace them) or fail (end the run at the first)")
+	maxBad := fs.Float64("max-bad", 0.01, "with --on-error skip, end the run once more than this fraction of an epoch's samples are bad; 0: at the first (as --on-error fail), negative: no limit")
 	var cacheMax, budget byteSize
 	fs.Var(&cacheMax, "cache-max-bytes", "bound on --cache's size, e.g. 50G (0: none)")
 	fs.Var(&budget, "memory-budget", "every byte the loader may hold, e.g. 2Gi (0: the loader's default); raise it for photos over ~26 megapixels")
-	pos, err := parseArgs(fs, args)
+	pos, err := parseFlags(fs, args, stdout)
 	if err != nil {
 		return err
 	}
 	if len(pos) > 1 {
-		return fmt.Errorf("bench: one DIR at most, got %q", pos)
+		return usagef("one DIR at most, got %d arguments: %q", len(pos), pos)
 	}
 	dir := ""
 	if len(pos) == 1 {
@@ -110,37 +116,59 @@ flags:
 
 	dt, err := pack.ParseDType(*dtype)
 	if err != nil {
-		return err
+		return usagef("--dtype: %v", err)
 	}
 	lay, err := pack.ParseLayout(*layout)
 	if err != nil {
-		return err
+		return usagef("--layout: %v", err)
 	}
+	codec, err := cache.ParseCodec(*cacheCodec)
+	if err != nil {
+		return usagef("--cache-codec: %v", err)
+	}
+	policy, ok := onErrorPolicies[*onError]
 	switch {
 	case !slices.Contains(pipeline.Recipes, *recipe):
-		return fmt.Errorf("bench: unknown recipe %q (have %v)", *recipe, pipeline.Recipes)
+		return usagef("--recipe %q: want one of %s", *recipe, strings.Join(pipeline.Recipes, ", "))
+	case *size < 1:
+		return usagef("--size %d < 1", *size)
 	case *epochs < 1:
-		return fmt.Errorf("bench: --epochs %d < 1", *epochs)
+		return usagef("--epochs %d < 1", *epochs)
+	case *ioWorkers < 0:
+		return usagef("--io-workers %d < 0", *ioWorkers)
 	case *step < 0:
-		return fmt.Errorf("bench: --step %v < 0", *step)
+		return usagef("--step %v < 0", *step)
+	case *cacheFill < 0 || *cacheFill > 1:
+		return usagef("--cache-fill %g not in [0, 1]", *cacheFill)
+	case !ok:
+		return usagef("--on-error %q: want skip or fail", *onError)
+	case *maxBad > 1:
+		return usagef("--max-bad %g > 1 (a fraction of an epoch's samples; negative: no limit)", *maxBad)
+	case len(pos) == 0 && *images < 10:
+		return usagef("--images %d: need at least 10", *images)
+	}
+	if *maxBad == 0 {
+		// No bad sample allowed: pipeline.Config reads MaxBadFraction 0 as its default
+		// (0.01), and Fail ends the epoch at the first bad sample, naming it.
+		policy = pipeline.Fail
 	}
 	lists := map[string]intList{"workers": workers, "prefetch": prefetch, "batch": batch}
 	swept := sweptSettings(lists)
 	if *stages && len(swept) > 0 {
-		return fmt.Errorf("bench: --stages measures one configuration; sweep %s without it", strings.Join(swept, ", "))
+		return usagef("--stages measures one configuration; sweep %s without it", strings.Join(swept, ", "))
 	}
 	if *plotPath != "" && len(swept) == 0 {
-		return errors.New("bench: --plot draws a sweep: give --workers, --prefetch or --batch a list such as 1,2,4")
+		return usagef("--plot draws a sweep: give --workers, --prefetch or --batch a list such as 1,2,4")
 	}
 
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
-			return fmt.Errorf("bench: %w", err)
+			return fmt.Errorf("--cpuprofile: %w", err)
 		}
 		if err := pprof.StartCPUProfile(f); err != nil {
 			f.Close()
-			return fmt.Errorf("bench: %w", err)
+			return fmt.Errorf("--cpuprofile: %w", err)
 		}
 		defer func() {
 			pprof.StopCPUProfile()
@@ -160,9 +188,12 @@ flags:
 	}
 	t0 := time.Now()
 	var src pipeline.Source
+	if err := checkDir(dir); err != nil {
+		return err
+	}
 	if _, err := os.Stat(filepath.Join(dir, cache.InfoName)); err == nil {
 		if *cacheDir != "" {
-			return fmt.Errorf("bench: %s is a converted dataset, a cache already; leave out --cache", dir)
+			return fmt.Errorf("%s is a converted dataset, a cache already; leave out --cache", dir)
 		}
 		conv, err := pipeline.OpenConverted(dir)
 		if err != nil {
@@ -170,7 +201,7 @@ flags:
 		}
 		defer conv.Close() // after the loaders' Close
 		src = conv
-	} else if src, err = pipeline.Dir(dir); err != nil {
+	} else if src, err = openImageFolder(dir); err != nil {
 		return err
 	}
 	res.OpenS = time.Since(t0).Seconds()
@@ -183,13 +214,9 @@ flags:
 		IOWorkers: *ioWorkers, Seed: *seed, Sequential: *recipe == "eval", MemoryBudget: int64(budget),
 		Pack:      pack.Options{Width: *size, Height: *size, DType: dt, Layout: lay, Normalize: *normalize && dt != pack.Uint8},
 		CacheFill: *cacheFill, FullDecode: *fullDecode, Device: *device, DeviceConvert: *deviceConvert,
-		Logf: logf,
+		OnError: policy, MaxBadFraction: *maxBad, Logf: logf,
 	}
 	if *cacheDir != "" {
-		codec, err := cache.ParseCodec(*cacheCodec)
-		if err != nil {
-			return err
-		}
 		c, err := cache.Open(*cacheDir, &cache.Options{Codec: codec, MaxBytes: int64(cacheMax), Logf: logf})
 		if err != nil {
 			return err
@@ -302,7 +329,7 @@ func benchSweep(stdout io.Writer, res *benchResult, base pipeline.Config, swept 
 				}
 				rep, err := run(cfg, label, step)
 				if err != nil {
-					return fmt.Errorf("bench: %s: %w", label, err)
+					return fmt.Errorf("%s: %w", label, err)
 				}
 				res.Runs = append(res.Runs, rep)
 			}
@@ -326,7 +353,7 @@ func benchSweep(stdout io.Writer, res *benchResult, base pipeline.Config, swept 
 // into dir, or by default into the user's cache directory.
 func syntheticSet(dir string, n int, logf func(string, ...any)) (string, error) {
 	if n < 10 {
-		return "", fmt.Errorf("bench: --images %d: need at least 10", n)
+		return "", usagef("--images %d: need at least 10", n)
 	}
 	const classes = 10
 	if dir == "" {
@@ -345,7 +372,7 @@ func syntheticSet(dir string, n int, logf func(string, ...any)) (string, error) 
 		return "", err
 	}
 	if _, err := synth.ImageNetLike(dir, classes, n/classes, 1); err != nil {
-		return "", fmt.Errorf("bench: synthetic set: %w", err)
+		return "", fmt.Errorf("synthetic set: %w", err)
 	}
 	return dir, os.WriteFile(done, nil, 0o644)
 }

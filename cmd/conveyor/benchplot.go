@@ -58,14 +58,14 @@ func plotSweep(path string, res *benchResult) error {
 	for i, k := range keys {
 		l, pts, err := plotter.NewLinePoints(lines[k])
 		if err != nil {
-			return fmt.Errorf("bench: plot: %w", err)
+			return fmt.Errorf("plot: %w", err)
 		}
 		c := palette[i%len(palette)]
 		l.Color, pts.Color = c, c
 		l.Width = vg.Points(1.5)
 		labels, err := valueLabels(lines[k])
 		if err != nil {
-			return fmt.Errorf("bench: plot: %w", err)
+			return fmt.Errorf("plot: %w", err)
 		}
 		p.Add(l, pts, labels)
 		if k != "" {
@@ -74,7 +74,7 @@ func plotSweep(path string, res *benchResult) error {
 	}
 	p.Legend.Top, p.Legend.Left = true, true
 	if err := p.Save(6*vg.Inch, 4*vg.Inch, path); err != nil {
-		return fmt.Errorf("bench: writing the plot: %w", err)
+		return fmt.Errorf("writing the plot: %w", err)
 	}
 	return nil
 }

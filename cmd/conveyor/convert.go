@@ -28,8 +28,8 @@ func convert(args []string, stdout, stderr io.Writer) error {
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `usage: conveyor convert SRC DST [flags]
 
-Decodes every image of the ImageFolder tree SRC (class = first-level folder), resizes
-it and stores its pixels in the cache directory DST, which "conveyor bench DST" and
+Decodes every image of the ImageFolder tree SRC (SRC/CLASS/*.jpg, one folder per class),
+resizes it and stores its pixels in the cache directory DST, which "conveyor bench DST" and
 pipeline.OpenConverted read without decoding. A rerun skips the files already stored,
 so an interrupted conversion (Ctrl-C) resumes. Files that fail to decode are listed in
 DST/%s and do not change the exit status.
@@ -45,32 +45,40 @@ flags:
 	var maxBytes byteSize
 	fs.Var(&maxBytes, "max-bytes", "bound on DST's size, e.g. 200G; conversion stops when full (0: none)")
 	decoder := fs.String("decoder", decode.BackendAuto, "JPEG decoder: auto (libjpeg-turbo when it loads), go or turbo")
-	pos, err := parseArgs(fs, args)
+	pos, err := parseFlags(fs, args, stdout)
 	if err != nil {
 		return err
 	}
-	if len(pos) != 2 {
-		fs.Usage()
-		return fmt.Errorf("convert: want SRC and DST, got %q", pos)
+	switch len(pos) {
+	case 0:
+		return usagef("missing SRC and DST: want conveyor convert SRC DST")
+	case 1:
+		return usagef("missing DST: want conveyor convert SRC DST")
+	case 2:
+	default:
+		return usagef("want SRC and DST, got %d arguments: %q", len(pos), pos)
 	}
 	srcDir, dst := pos[0], pos[1]
 	cd, err := cache.ParseCodec(*codec)
 	if err != nil {
-		return err
+		return usagef("--codec: %v", err)
 	}
 	switch {
 	case *size < 0:
-		return fmt.Errorf("convert: --size %d < 0", *size)
+		return usagef("--size %d < 0", *size)
 	case *workers < 1:
-		return fmt.Errorf("convert: --workers %d < 1", *workers)
+		return usagef("--workers %d < 1", *workers)
 	case *quality < 1 || *quality > 100:
-		return fmt.Errorf("convert: --quality %d not in [1, 100]", *quality)
+		return usagef("--quality %d not in [1, 100]", *quality)
 	}
 	dopts := decode.Options{Backend: *decoder}
 	if *size > 0 {
 		dopts.Resize = decode.ResizePolicy{Mode: decode.ResizeShorter, Size: *size}
 	}
 	if err := dopts.EnsureDefaults().Validate(); err != nil {
+		return usagef("--decoder: %v", err)
+	}
+	if err := checkDir(srcDir); err != nil {
 		return err
 	}
 	absSrc, err := filepath.Abs(srcDir)
@@ -83,9 +91,9 @@ flags:
 	}
 	if rel, err := filepath.Rel(absSrc, absDst); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
 		// It would be listed as a class of the next run, shifting every label.
-		return fmt.Errorf("convert: DST %s is inside SRC %s", dst, srcDir)
+		return fmt.Errorf("DST %s is inside SRC %s: it would be listed as a class of SRC; choose a DST outside it", dst, srcDir)
 	}
-	src, err := pipeline.Dir(srcDir)
+	src, err := openImageFolder(srcDir)
 	if err != nil {
 		return err
 	}
@@ -109,7 +117,7 @@ flags:
 	}
 	switch {
 	case ctx.Err() != nil:
-		err = fmt.Errorf("convert: interrupted after %d of %d files; run the same command again to resume", rep.Done, rep.Total)
+		err = fmt.Errorf("interrupted after %d of %d files; run the same command again to resume", rep.Done, rep.Total)
 	case errors.Is(err, cache.ErrFull):
 		err = fmt.Errorf("%w (raise --max-bytes and run again to resume)", err)
 	}
@@ -143,7 +151,7 @@ func writeReport(path, srcDir, dst string, rep *pipeline.ConvertReport) error {
 		fmt.Fprintf(&b, "%s\t%s\n", filepath.Join(srcDir, filepath.FromSlash(e.Path)), clean.Replace(msg))
 	}
 	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
-		return fmt.Errorf("convert: writing the report: %w", err)
+		return fmt.Errorf("writing the report: %w", err)
 	}
 	return nil
 }

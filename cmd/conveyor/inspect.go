@@ -71,13 +71,12 @@ func inspect(args []string, stdout, stderr io.Writer) error {
 		fs.PrintDefaults()
 	}
 	jsonOut := fs.Bool("json", false, "print one JSON object instead of text")
-	pos, err := parseArgs(fs, args)
+	pos, err := parseFlags(fs, args, stdout)
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 {
-		fs.Usage()
-		return fmt.Errorf("inspect: want one DIR, got %q", pos)
+	if err := oneDir(pos); err != nil {
+		return err
 	}
 	dir := pos[0]
 	c, info, err := openReadOnly(dir, stderr)
@@ -96,6 +95,9 @@ func inspect(args []string, stdout, stderr io.Writer) error {
 // openReadOnly opens the cache in dir read-only, with its dataset Info when it has one.
 // A directory with neither shards nor dataset.json is an error: most likely a wrong path.
 func openReadOnly(dir string, stderr io.Writer) (*cache.Cache, *cache.Info, error) {
+	if err := checkDir(dir); err != nil {
+		return nil, nil, err
+	}
 	info, err := cache.ReadInfo(dir)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, nil, err
@@ -110,9 +112,20 @@ func openReadOnly(dir string, stderr io.Writer) (*cache.Cache, *cache.Info, erro
 	}
 	if info == nil && c.Stats().Shards == 0 {
 		c.Close()
-		return nil, nil, fmt.Errorf("%s is not a cache directory: no shards and no %s", dir, cache.InfoName)
+		return nil, nil, fmt.Errorf("%s: not a cache directory (no shards and no %s); conveyor convert SRC DIR makes one", dir, cache.InfoName)
 	}
 	return c, info, nil
+}
+
+// oneDir checks that the positional arguments are one DIR.
+func oneDir(pos []string) error {
+	switch len(pos) {
+	case 0:
+		return usagef("missing DIR")
+	case 1:
+		return nil
+	}
+	return usagef("want one DIR, got %d arguments: %q", len(pos), pos)
 }
 
 func describe(c *cache.Cache, info *cache.Info) *inspectResult {

@@ -4,19 +4,25 @@
 //	conveyor convert SRC DST [flags]  decode and resize an ImageFolder tree into a cache directory
 //	conveyor inspect DIR [--json]     describe a cache directory
 //	conveyor verify DIR               check every record of a cache directory
+//	conveyor version                  the module version, VCS revision and Go version
 //
-// Run "conveyor <command> -h" for a command's flags.
+// Run "conveyor <command> --help" for a command's flags. A usage error (unknown flag, bad
+// value, missing argument, unknown command) exits 2, any other error 1.
 package main
 
 import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
+	"runtime"
+	"runtime/debug"
+	"strings"
 )
 
-func usage() {
-	fmt.Fprintf(os.Stderr, `usage: conveyor <command> [arguments]
+func usage(w io.Writer) {
+	fmt.Fprintf(w, `usage: conveyor <command> [arguments]
 
 commands:
   bench [DIR]       measure loader throughput (images/s) on an ImageFolder tree or a
@@ -28,39 +34,131 @@ commands:
                     resumable, bad files listed in DST/%s
   inspect DIR       describe a cache directory: spec, codec, samples, classes, sizes, bytes
   verify DIR        read every record of a cache directory and list the damaged ones
+  version           print the module version, VCS revision and Go version
+  help [COMMAND]    print this, or a command's flags
 
-Run "conveyor <command> -h" for a command's flags.
+An ImageFolder tree holds one folder per class: DIR/CLASS/*.jpg (any depth below CLASS;
+.jpg .jpeg .png .gif .bmp .tif .tiff .webp).
+
+Run "conveyor <command> --help" for a command's flags.
 `, reportName)
 }
 
+// commands are the subcommands, each run with its arguments after the command name.
+var commands = map[string]func(args []string, stdout, stderr io.Writer) error{
+	"bench":   benchTo,
+	"convert": convert,
+	"inspect": inspect,
+	"verify":  verify,
+	"version": version,
+}
+
+// commandNames lists the commands in the order usage gives them.
+const commandNames = "bench, convert, inspect, verify, version, help"
+
 func main() {
-	if len(os.Args) < 2 {
-		usage()
-		os.Exit(2)
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run runs the command line args (without the program name) and returns the exit status:
+// 0, 1 for an error, 2 for a usage error. Errors are printed on stderr as one line,
+// "conveyor COMMAND: ...", a usage error followed by a line saying where the usage is.
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		return fail(stderr, "", usagef("missing command (one of %s)", commandNames))
 	}
-	var err error
-	switch args := os.Args[2:]; os.Args[1] {
-	case "bench":
-		err = bench(args, os.Stdout)
-	case "convert":
-		err = convert(args, os.Stdout, os.Stderr)
-	case "inspect":
-		err = inspect(args, os.Stdout, os.Stderr)
-	case "verify":
-		err = verify(args, os.Stdout, os.Stderr)
-	case "-h", "-help", "--help", "help":
-		usage()
-		return
-	default:
-		fmt.Fprintf(os.Stderr, "conveyor: unknown command %q\n", os.Args[1])
-		usage()
-		os.Exit(2)
+	name, rest := args[0], args[1:]
+	switch name {
+	case "help", "-h", "-help", "--help":
+		if len(rest) == 0 {
+			usage(stdout)
+			return 0
+		}
+		if _, ok := commands[rest[0]]; ok && len(rest) == 1 {
+			return run([]string{rest[0], "--help"}, stdout, stderr)
+		}
+		return fail(stderr, "", usagef("help: no command %q (commands: %s)", strings.Join(rest, " "), commandNames))
+	case "--version", "-version":
+		name = "version"
 	}
-	if errors.Is(err, flag.ErrHelp) {
-		return // -h: the command printed its usage
+	cmd, ok := commands[name]
+	if !ok {
+		return fail(stderr, "", usagef("unknown command %q (commands: %s)", name, commandNames))
 	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "conveyor:", err)
-		os.Exit(1)
+	return fail(stderr, name, cmd(rest, stdout, stderr))
+}
+
+// fail prints err, if any, for the command name ("" when there is none) and returns the
+// exit status it calls for.
+func fail(stderr io.Writer, name string, err error) int {
+	if err == nil || errors.Is(err, flag.ErrHelp) { // --help printed the command's usage
+		return 0
 	}
+	prefix := "conveyor"
+	if name != "" {
+		prefix += " " + name
+	}
+	fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
+	if !errors.As(err, new(usageError)) {
+		return 1
+	}
+	if name == "" || name == "version" {
+		fmt.Fprintln(stderr, "Run 'conveyor help' for usage.")
+	} else {
+		fmt.Fprintf(stderr, "Run 'conveyor help' (or 'conveyor %s --help') for usage.\n", name)
+	}
+	return 2
+}
+
+// version prints the module version, the VCS revision the binary was built from and the
+// Go version, as recorded in the binary's build information.
+func version(args []string, stdout, _ io.Writer) error {
+	if len(args) > 0 {
+		if args[0] == "-h" || args[0] == "-help" || args[0] == "--help" {
+			fmt.Fprintln(stdout, "usage: conveyor version\n\nPrints the module version, the VCS revision and time the binary was built from, and the Go version.")
+			return flag.ErrHelp
+		}
+		return usagef("version takes no arguments, got %q", args)
+	}
+	fmt.Fprint(stdout, versionText())
+	return nil
+}
+
+func versionText() string {
+	mod, rev, when, modified := "(unknown)", "", "", false
+	goVersion := runtime.Version()
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if bi.Main.Version != "" {
+			mod = bi.Main.Version
+		}
+		if bi.GoVersion != "" {
+			goVersion = bi.GoVersion
+		}
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.time":
+				when = s.Value
+			case "vcs.modified":
+				modified = s.Value == "true"
+			}
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "conveyor %s\n", mod)
+	if rev == "" {
+		b.WriteString("revision unknown (the build recorded no VCS information)\n")
+	} else {
+		fmt.Fprintf(&b, "revision %s", rev)
+		if when != "" {
+			fmt.Fprintf(&b, " (%s)", when)
+		}
+		if modified {
+			b.WriteString(" with uncommitted changes")
+		}
+		b.WriteString("\n")
+	}
+	fmt.Fprintf(&b, "%s %s/%s\n", goVersion, runtime.GOOS, runtime.GOARCH)
+	return b.String()
 }

@@ -22,13 +22,12 @@ a shard's last whole record (a writer killed mid-record) are reported, not count
 damage: readers ignore them.
 `)
 	}
-	pos, err := parseArgs(fs, args)
+	pos, err := parseFlags(fs, args, stdout)
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 {
-		fs.Usage()
-		return fmt.Errorf("verify: want one DIR, got %q", pos)
+	if err := oneDir(pos); err != nil {
+		return err
 	}
 	dir := pos[0]
 	c, _, err := openReadOnly(dir, stderr)
@@ -48,7 +47,7 @@ damage: readers ignore them.
 		damaged = append(damaged, path)
 	})
 	if err != nil {
-		return fmt.Errorf("verify: %s: %w", dir, err)
+		return fmt.Errorf("%s: %w", dir, err)
 	}
 	fmt.Fprintf(stdout, "conveyor verify shards=%d records=%d bytes=%d damaged=%d unreadable_bytes=%d torn_shards=%d\n",
 		rep.Shards, rep.Records, rep.Bytes, rep.Damaged, rep.Unreadable, rep.TornShards)
@@ -62,7 +61,7 @@ damage: readers ignore them.
 		if len(damaged) > shown {
 			names += fmt.Sprintf(", ... %d more", len(damaged)-shown)
 		}
-		return fmt.Errorf("verify: %d of %d records in %s are damaged: %s", rep.Damaged, rep.Records, dir, names)
+		return fmt.Errorf("%d of %d records in %s are damaged: %s", rep.Damaged, rep.Records, dir, names)
 	}
 	return nil
 }
