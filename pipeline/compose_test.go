@@ -191,7 +191,7 @@ func TestDirErrors(t *testing.T) {
 	}
 	for dir, want := range map[string][]string{
 		"/nonexistent/photos": {"/nonexistent/photos", "no such file"},
-		flat:                  {flat, "no class folders", "1 image files", flat + "/CLASS/IMAGE"},
+		flat:                  {flat, "no class folders, only 1 images directly inside", "DIR/CLASS/*.jpg"},
 	} {
 		_, err := Dir(dir)
 		for _, w := range want {

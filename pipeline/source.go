@@ -152,6 +152,9 @@ func Dir(dir string) (FileSource, error) {
 	return imageFolder(os.DirFS(dir), ".", dir)
 }
 
+// folderLayout is what an error about an ImageFolder tree tells the user to give.
+const folderLayout = "expected an ImageFolder tree DIR/CLASS/*.jpg (one folder per class)"
+
 // imageFolder is ImageFolder, naming the tree name in errors.
 func imageFolder(fsys fs.FS, root, name string) (FileSource, error) {
 	ents, err := fs.ReadDir(fsys, root)
@@ -169,8 +172,11 @@ func imageFolder(fsys fs.FS, root, name string) (FileSource, error) {
 		}
 	}
 	slices.Sort(s.classes)
+	if len(s.classes) == 0 && images > 0 {
+		return nil, fmt.Errorf("pipeline: image folder %s: no class folders, only %d images directly inside; %s", name, images, folderLayout)
+	}
 	if len(s.classes) == 0 {
-		return nil, fmt.Errorf("pipeline: image folder %s: no class folders (%d image files directly in it); expected one folder per class, %s/CLASS/IMAGE", name, images, strings.TrimSuffix(name, "/"))
+		return nil, fmt.Errorf("pipeline: image folder %s: no class folders; %s", name, folderLayout)
 	}
 	for label, c := range s.classes {
 		err := fs.WalkDir(fsys, path.Join(root, c), func(p string, d fs.DirEntry, err error) error {
@@ -197,7 +203,7 @@ func imageFolder(fsys fs.FS, root, name string) (FileSource, error) {
 		}
 	}
 	if s.Len() == 0 {
-		return nil, fmt.Errorf("pipeline: image folder %s: no image files in its %d class folders (extensions %v)", name, len(s.classes), imageExts)
+		return nil, fmt.Errorf("pipeline: image folder %s: no image files in its %d class folders (%s); %s", name, len(s.classes), strings.Join(imageExts, " "), folderLayout)
 	}
 	s.trim()
 	return s, nil

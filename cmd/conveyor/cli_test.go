@@ -64,13 +64,13 @@ func TestDatasetPathErrors(t *testing.T) {
 	}{
 		{[]string{"bench", "/nonexistent"}, "conveyor bench: /nonexistent: no such file or directory"},
 		{[]string{"bench", "no/such/dir/"}, "conveyor bench: no/such/dir/: no such file or directory"},
-		{[]string{"bench", "photos/"}, "conveyor bench: photos/: no class folders, only 2 images directly inside; " + layoutHint},
-		{[]string{"bench", "./empty"}, "conveyor bench: ./empty: no class folders; " + layoutHint},
-		{[]string{"bench", "noimages"}, "conveyor bench: noimages: no image files in its 2 class folders (.jpg .jpeg .png .gif .bmp .tif .tiff .webp); " + layoutHint},
+		{[]string{"bench", "photos/"}, "conveyor bench: pipeline: image folder photos/: no class folders, only 2 images directly inside; " + layoutHint},
+		{[]string{"bench", "./empty"}, "conveyor bench: pipeline: image folder ./empty: no class folders; " + layoutHint},
+		{[]string{"bench", "noimages"}, "conveyor bench: pipeline: image folder noimages: no image files in its 2 class folders (.jpg .jpeg .png .gif .bmp .tif .tiff .webp); " + layoutHint},
 		{[]string{"bench", "file.jpg"}, "conveyor bench: file.jpg: not a directory"},
 		{[]string{"convert", "/nonexistent", "out"}, "conveyor convert: /nonexistent: no such file or directory"},
-		{[]string{"convert", "photos/", "out"}, "conveyor convert: photos/: no class folders, only 2 images directly inside; " + layoutHint},
-		{[]string{"convert", "noimages", "out"}, "conveyor convert: noimages: no image files in its 2 class folders (.jpg .jpeg .png .gif .bmp .tif .tiff .webp); " + layoutHint},
+		{[]string{"convert", "photos/", "out"}, "conveyor convert: pipeline: image folder photos/: no class folders, only 2 images directly inside; " + layoutHint},
+		{[]string{"convert", "noimages", "out"}, "conveyor convert: pipeline: image folder noimages: no image files in its 2 class folders (.jpg .jpeg .png .gif .bmp .tif .tiff .webp); " + layoutHint},
 		{[]string{"convert", "file.jpg", "out"}, "conveyor convert: file.jpg: not a directory"},
 		{[]string{"inspect", "/nonexistent"}, "conveyor inspect: /nonexistent: no such file or directory"},
 		{[]string{"inspect", "file.jpg"}, "conveyor inspect: file.jpg: not a directory"},
@@ -207,23 +207,25 @@ func TestVersion(t *testing.T) {
 // TestBenchOnError: --on-error and --max-bad set the loader's bad-sample policy.
 func TestBenchOnError(t *testing.T) {
 	dir := smallTree(t, 10) // 20 samples
-	if err := os.WriteFile(filepath.Join(dir, "class01", "junk.jpg"), []byte("not an image at all"), 0o644); err != nil {
-		t.Fatal(err)
+	for _, f := range []string{"class00/junk.jpg", "class01/junk.jpg"} {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte("not an image at all"), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
-	// One bad sample of 21 is 4.8%. Under Fail the error is the bad sample's own; under
-	// Skip it says the limit was exceeded.
-	const failed = `conveyor bench: pipeline: bad sample "class01/junk.jpg" (index 20, epoch 0): `
+	// Two bad files of 22 are 9.1%. Under Fail the error is a bad sample's own; under
+	// Skip it says the limit was exceeded (one bad file alone never ends a run).
+	const failed = `conveyor bench: pipeline: bad sample "class0`
 	for _, tc := range []struct {
 		flags   []string
 		fail    string // how the error line starts, "" for a run that completes
 		onError string // the effective config's policy and limit
 		maxBad  string
 	}{
-		{nil, "conveyor bench: pipeline: 1 bad samples in epoch 0 of 21 samples exceed MaxBadFraction 0.01; last: ", "", ""},
+		{nil, "conveyor bench: pipeline: 2 bad files in epoch 0 of 22 samples exceed MaxBadFraction 0.01; last: ", "", ""},
 		{[]string{"--on-error", "fail", "--max-bad", "-1"}, failed, "", ""},
 		{[]string{"--on-error", "skip", "--max-bad", "0"}, failed, "", ""},
-		{[]string{"--max-bad", "0.04"}, "conveyor bench: pipeline: 1 bad samples in epoch 0 of 21 samples exceed MaxBadFraction 0.04; last: ", "", ""},
-		{[]string{"--max-bad", "0.05"}, "", "skip", "0.05"},
+		{[]string{"--max-bad", "0.09"}, "conveyor bench: pipeline: 2 bad files in epoch 0 of 22 samples exceed MaxBadFraction 0.09; last: ", "", ""},
+		{[]string{"--max-bad", "0.1"}, "", "skip", "0.1"},
 		{[]string{"--on-error", "skip", "--max-bad", "-1"}, "", "skip", "-1"},
 	} {
 		args := append([]string{"bench", dir, "--size", "16", "--batch", "7", "--workers", "1", "--json"}, tc.flags...)
@@ -240,8 +242,8 @@ func TestBenchOnError(t *testing.T) {
 			t.Errorf("%q: exit %d, %v\n%s", tc.flags, code, err, stderr)
 			continue
 		}
-		if want := "on_error=" + tc.onError + " max_bad=" + tc.maxBad + " "; res.BadSamples != 1 || !strings.Contains(res.Config, want) {
-			t.Errorf("%q: %d bad samples, config %q; want 1 and %q", tc.flags, res.BadSamples, res.Config, want)
+		if want := "on_error=" + tc.onError + " max_bad=" + tc.maxBad + " "; res.BadSamples != 2 || !strings.Contains(res.Config, want) {
+			t.Errorf("%q: %d bad samples, config %q; want 2 and %q", tc.flags, res.BadSamples, res.Config, want)
 		}
 	}
 }
