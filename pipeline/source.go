@@ -53,13 +53,6 @@ type PixelSource interface {
 	Stored(i int) (c *cache.Cache, ref cache.Ref, ok bool)
 }
 
-// Classer is implemented by every Source.
-//
-// Deprecated: call Source.Classes.
-type Classer interface {
-	Classes() []string
-}
-
 // imageExts are the extensions listing accepts (case-insensitive), as torchvision's
 // IMG_EXTENSIONS minus the netpbm formats. Decoding sniffs content, so the extension only
 // decides what is listed, not how it is decoded.

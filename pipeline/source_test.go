@@ -43,7 +43,7 @@ func TestImageFolder(t *testing.T) {
 			t.Errorf("sample %d = %s/%d, want %s/%d", i, src.Path(i), src.Label(i), w.path, w.label)
 		}
 	}
-	if got := src.(Classer).Classes(); strings.Join(got, ",") != "a,b,c" {
+	if got := src.Classes(); strings.Join(got, ",") != "a,b,c" {
 		t.Errorf("classes %v", got)
 	}
 	f, err := src.Open(3)

@@ -49,7 +49,7 @@ func run(dir string, epochs, size int, lr float32) error {
 	if err != nil {
 		return err
 	}
-	classes := len(src.(pipeline.Classer).Classes())
+	classes := len(src.Classes())
 	cfg := &pipeline.Config{
 		BatchSize: 32, Seed: 1,
 		Pack: pack.Options{DType: pack.Float32, Layout: pack.NCHW, Normalize: true},
