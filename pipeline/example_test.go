@@ -6,6 +6,9 @@ import (
 	"log"
 	"os"
 
+	"github.com/conveyor-ml/conveyor/cache"
+	"github.com/conveyor-ml/conveyor/decode"
+	"github.com/conveyor-ml/conveyor/gpu"
 	"github.com/conveyor-ml/conveyor/internal/synth"
 	"github.com/conveyor-ml/conveyor/pack"
 	"github.com/conveyor-ml/conveyor/pipeline"
@@ -51,4 +54,163 @@ func Example() {
 	// batch 0: shape [8 3 32 32], 24576 floats, cursor 8
 	// batch 1: shape [8 3 32 32], 24576 floats, cursor 16
 	// batch 2: shape [5 3 32 32], 15360 floats, cursor 21
+}
+
+// imageFolder writes a small ImageFolder tree (dir/class00/*.jpg, dir/class01/*.jpg, ...)
+// into a new temporary directory, for the examples below.
+func imageFolder(classes, perClass int) string {
+	dir, err := os.MkdirTemp("", "conveyor-example-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := synth.WriteTree(dir, &synth.TreeOptions{Classes: classes, PerClass: perClass, Seed: 1}); err != nil {
+		log.Fatal(err)
+	}
+	return dir
+}
+
+// On a GPU the loader copies each batch into device memory while the training step uses
+// the previous one. (Compiled, not run: it needs a GPU and a dataset.)
+func Example_cuda() {
+	ctx := context.Background()
+	src, err := pipeline.Dir("/data/imagenet/train")
+	if err != nil {
+		log.Fatal(err)
+	}
+	cfg := &pipeline.Config{
+		BatchSize: 256, Seed: 1,
+		Pack: pack.Options{DType: pack.Float32, Layout: pack.NCHW, Normalize: true},
+	}
+	if err := pipeline.ApplyRecipe(cfg, "train", 224); err != nil {
+		log.Fatal(err)
+	}
+
+	cfg.Device = "cuda:0"    // or "auto": cuda:0 if usable, else cpu with one log line
+	cfg.DeviceConvert = true // optional: copy uint8, convert to float32 NCHW normalised on the GPU
+	ld, err := pipeline.New(src, cfg)
+	if err != nil {
+		log.Fatal(err) // says what is missing when the driver or the GPU is not usable
+	}
+	defer ld.Close()
+	var stepStream uintptr // the training step's CUDA stream (a CUstream; 0: the default stream)
+	for b, err := range ld.Epoch(ctx, 0) {
+		if err != nil {
+			log.Fatal(err) // a failed copy or a lost device names the batch
+		}
+		// The step's stream waits for the copy; the CPU does not.
+		if err := b.WaitOn(stepStream); err != nil {
+			log.Fatal(err)
+		}
+		deviceStep(b.DevicePtr(), b.Shape, b.Labels) // b.DType, b.Layout describe the device tensor
+		b.Release()                                  // recycles the host and the device buffer
+	}
+}
+
+// deviceStep stands in for a training step that reads the batch from device memory.
+func deviceStep(ptr gpu.DevicePtr, shape [4]int, labels []int32) {}
+
+// A dataset converted once (conveyor convert, here pipeline.Convert) is a Source of
+// stored pixels: a loader over it reads records instead of decoding files.
+func ExampleOpenConverted() {
+	ctx := context.Background()
+	tree := imageFolder(3, 7)
+	defer os.RemoveAll(tree)
+	dir, err := os.MkdirTemp("", "conveyor-converted-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+
+	// Once: what conveyor convert TREE DIR --size 64 does.
+	images, err := pipeline.Dir(tree)
+	if err != nil {
+		log.Fatal(err)
+	}
+	c, err := cache.Open(dir, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	shorter64 := decode.Options{Resize: decode.ResizePolicy{Mode: decode.ResizeShorter, Size: 64}}
+	_, err = pipeline.Convert(ctx, images, c, &pipeline.ConvertOptions{Decode: shorter64})
+	if cerr := c.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	// Every run after: train from the stored pixels.
+	cfg := &pipeline.Config{BatchSize: 8, Seed: 1, Pack: pack.Options{DType: pack.Float32, Normalize: true}}
+	if err := pipeline.ApplyRecipe(cfg, "train", 32); err != nil {
+		log.Fatal(err)
+	}
+	src, err := pipeline.OpenConverted(dir) // a Source of stored pixels
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer src.Close()
+	ld, err := pipeline.New(src, cfg) // same Config as for image files; Decode is not used
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer ld.Close()
+
+	n := 0
+	for b, err := range ld.Epoch(ctx, 0) {
+		if err != nil {
+			log.Fatal(err)
+		}
+		n += b.Len
+		b.Release()
+	}
+	fmt.Printf("%d samples of %v from %s\n", n, src.Classes(), ld.DecodeBackend())
+	// Output:
+	// 21 samples of [class00 class01 class02] from cache:s2
+}
+
+// With Config.Cache set, epoch 0 decodes and stores every sample (CacheFill 1 stores
+// them at once), and later epochs read them from the cache instead of decoding.
+func ExampleConfig_cache() {
+	ctx := context.Background()
+	tree := imageFolder(3, 7)
+	defer os.RemoveAll(tree)
+	cacheDir, err := os.MkdirTemp("", "conveyor-cache-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(cacheDir)
+	src, err := pipeline.Dir(tree)
+	if err != nil {
+		log.Fatal(err)
+	}
+	cfg := &pipeline.Config{BatchSize: 8, Seed: 1, CacheFill: 1, Pack: pack.Options{DType: pack.Float32, Normalize: true}}
+	if err := pipeline.ApplyRecipe(cfg, "train", 32); err != nil {
+		log.Fatal(err)
+	}
+
+	c, err := cache.Open(cacheDir, &cache.Options{MaxBytes: 20 << 30}) // at most 20 GiB on disk
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	cfg.Cache = c
+
+	ld, err := pipeline.New(src, cfg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer ld.Close()
+	for epoch := range 2 {
+		for b, err := range ld.Epoch(ctx, epoch) {
+			if err != nil {
+				log.Fatal(err)
+			}
+			b.Release()
+		}
+		st := ld.Stats()
+		fmt.Printf("after epoch %d: %d samples stored, %d read from the cache\n", epoch, st.CacheStored, st.CacheHits)
+	}
+	// Output:
+	// after epoch 0: 21 samples stored, 0 read from the cache
+	// after epoch 1: 21 samples stored, 21 read from the cache
 }
