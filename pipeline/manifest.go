@@ -29,7 +29,7 @@ func Manifest(fsys fs.FS, name string) (FileSource, error) {
 		return nil, fmt.Errorf("pipeline: manifest: %w", err)
 	}
 	defer f.Close()
-	m := &manifest{fsSource: fsSource{fsys: fsys, root: path.Dir(name), desc: "manifest:" + name}, name: name, ids: map[string]int{}}
+	m := &manifest{fsSource: fsSource{tree: fsTree{fsys, path.Dir(name)}, desc: "manifest:" + name}, name: name, ids: map[string]int{}}
 	ext := strings.ToLower(path.Ext(name))
 	if ext == ".jsonl" || ext == ".ndjson" {
 		err = m.readJSONL(f)

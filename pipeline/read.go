@@ -6,21 +6,22 @@ import (
 	"io"
 	"io/fs"
 	"runtime/debug"
+	"sync"
 	"time"
 
 	"github.com/conveyor-ml/conveyor/cache"
 	"github.com/conveyor-ml/conveyor/decode"
 )
 
-// openSample opens sample i of src and stats it, refusing directories.
+// openSample opens sample i of src and stats it, refusing what is not a regular file.
 func openSample(src FileSource, i int) (fs.File, fs.FileInfo, error) {
 	f, err := src.Open(i)
 	if err != nil {
 		return nil, nil, err
 	}
 	fi, err := f.Stat()
-	if err == nil && fi.IsDir() {
-		err = errors.New("is a directory")
+	if err == nil {
+		err = regular(fi)
 	}
 	if err != nil {
 		f.Close()
@@ -92,7 +93,10 @@ func (r *run) reader() {
 				return
 			}
 		}
-		it := r.loadGuarded(t)
+		it, ok := r.fetch(t)
+		if !ok {
+			return
+		}
 		select {
 		case r.decodeQ <- it:
 		case <-r.ctx.Done():
@@ -102,61 +106,110 @@ func (r *run) reader() {
 	}
 }
 
-// loadGuarded is load, turning a panic in the source into a bad sample that carries the
-// stack, with the read budget it held given back.
-func (r *run) loadGuarded(t task) (it readItem) {
+// fetch loads sample t. A stored record is read here; a file is read by a goroutine of
+// its own, which fetch waits for unless the run stops first: a read stuck in the kernel
+// (a hung network mount, a device that never answers) cannot be interrupted, so it is
+// abandoned rather than joined, and cancellation and Close return at once. The abandoned
+// goroutine keeps its file open and its bytes of the read budget until the kernel
+// returns, then gives both back and exits. ok is false when the run stopped.
+func (r *run) fetch(t task) (it readItem, ok bool) {
 	it.task = t
+	if r.l.pixels != nil && r.loadGuarded(&it, r.loadStored) {
+		return it, true
+	}
+	var (
+		mu        sync.Mutex
+		abandoned bool
+		done      = make(chan readItem, 1)
+	)
+	go func() {
+		it := readItem{task: t}
+		r.loadGuarded(&it, r.loadFile)
+		mu.Lock()
+		defer mu.Unlock()
+		if abandoned {
+			r.l.read.release(it.size)
+			return
+		}
+		done <- it
+	}()
+	select {
+	case it := <-done:
+		return it, true
+	case <-r.ctx.Done():
+		mu.Lock()
+		abandoned = true
+		mu.Unlock()
+		select {
+		case it := <-done: // it finished meanwhile
+			r.l.read.release(it.size)
+		default:
+		}
+		return it, false
+	}
+}
+
+// loadGuarded runs load on it, turning a panic in the source into a bad sample that
+// carries the stack, with the read budget it held given back. It returns load's result.
+func (r *run) loadGuarded(it *readItem, load func(*readItem) bool) (loaded bool) {
 	defer func() {
 		if v := recover(); v != nil {
 			r.l.read.release(it.size)
 			it.size, it.data = 0, nil
 			it.err = fmt.Errorf("reading: %w", &PanicError{Value: v, Stack: debug.Stack()})
+			loaded = true
 		}
 	}()
-	r.load(&it)
-	return it
+	return load(it)
 }
 
-// load reads sample it.idx whole, from the cache when it holds it, charging its size to
-// the read budget.
-func (r *run) load(it *readItem) {
+// loadStored reads sample it.idx's stored record when the source has one, and reports
+// whether it did.
+func (r *run) loadStored(it *readItem) bool {
+	l := r.l
+	c, ref, ok := l.pixels.Stored(it.idx)
+	if !ok {
+		return false
+	}
+	t0 := time.Now()
+	if it.err = r.reserve(it, int64(ref.Bytes)); it.err != nil {
+		return true
+	}
+	it.data, it.err = c.Read(ref, nil) // mapped: no copy
+	it.hit, it.pixels, it.cache, it.ref = true, true, c, ref
+	l.stats.read.add(t0, int64(ref.Bytes))
+	return true
+}
+
+// loadFile reads sample it.idx's file whole, or its record in Config.Cache when that
+// holds it, charging the size to the read budget. It always reports true.
+func (r *run) loadFile(it *readItem) bool {
 	l := r.l
 	t := it.task
 	t0 := time.Now()
-	if l.pixels != nil {
-		if c, ref, ok := l.pixels.Stored(t.idx); ok {
-			if it.err = r.reserve(it, int64(ref.Bytes)); it.err != nil {
-				return
-			}
-			it.data, it.err = c.Read(ref, nil) // mapped: no copy
-			it.hit, it.pixels, it.cache, it.ref = true, true, c, ref
-			l.stats.read.add(t0, int64(ref.Bytes))
-			return
-		}
-	}
 	if l.files == nil {
 		it.err = fmt.Errorf("pipeline: %T stores no pixels for this sample and has no files", l.src)
-		return
+		return true
 	}
 	f, fi, err := openSample(l.files, t.idx)
 	if err != nil {
 		it.err = err
-		return
+		return true
 	}
 	defer f.Close()
 	size := fi.Size()
 	if l.conv != nil && size > l.conv.maxFileBytes {
 		it.err = fmt.Errorf("%w: file of %d bytes exceeds MaxFileBytes %d", decode.ErrTooLarge, size, l.conv.maxFileBytes)
-		return
+		return true
 	}
 	if l.cfg.Cache != nil && !t.noCache && r.lookup(it, fi, t0) {
-		return
+		return true
 	}
 	if it.err != nil {
-		return
+		return true
 	}
 	if it.err = r.reserve(it, size+1); it.err != nil {
-		return
+		return true
 	}
 	data, err := readWhole(f, size, make([]byte, size+1))
 	if it.err = err; err == nil {
@@ -166,6 +219,7 @@ func (r *run) load(it *readItem) {
 		l.conv.fileBytes.Add(int64(len(data)))
 	}
 	l.stats.read.add(t0, int64(len(data)))
+	return true
 }
 
 // reserve charges n bytes to the read budget for it.

@@ -108,18 +108,15 @@ func (x *index) bytes() int64 {
 	return int64(cap(x.arena)) + 4*int64(cap(x.ends)) + 4*int64(cap(x.labels))
 }
 
-// fsSource is an index of paths inside an fs.FS.
+// fsSource is an index of paths inside a tree: a folder or a manifest's directory.
 type fsSource struct {
 	index
-	fsys    fs.FS
-	root    string // directory inside fsys the paths are relative to
+	tree    tree
 	classes []string
 	desc    string
 }
 
-func (s *fsSource) Open(i int) (fs.File, error) {
-	return s.fsys.Open(path.Join(s.root, s.Path(i)))
-}
+func (s *fsSource) Open(i int) (fs.File, error) { return s.tree.open(s.Path(i)) }
 
 func (s *fsSource) Classes() []string { return s.classes }
 
@@ -128,37 +125,40 @@ func (s *fsSource) String() string { return s.desc }
 // ImageFolder lists an ImageFolder tree: every first-level directory of root is a class,
 // classes are sorted by name and numbered from 0, and every image file below a class
 // directory (at any depth, by extension, case-insensitive) is a sample of that class.
-// Files directly in root are ignored. Samples are ordered by class, then path.
+// Files directly in root, and folders whose names start with a dot, are ignored. Samples
+// are ordered by class, then path.
 //
 // fsys may be os.DirFS, an embed.FS, a *zip.Reader or any other fs.FS; root is "." for
-// the whole file system.
+// the whole file system. Only regular files are samples: a named pipe, device or socket
+// with an image name is a bad sample, found without opening it.
 func ImageFolder(fsys fs.FS, root string) (FileSource, error) {
-	return imageFolder(fsys, root, root)
+	return imageFolder(fsTree{fsys, root}, root)
 }
 
-// Dir opens the ImageFolder tree at dir on the local file system. Errors name dir as
-// given.
+// Dir opens the ImageFolder tree at dir on the local file system. It reads the folder
+// with the os package, so every name Linux allows works, not only valid UTF-8. Errors
+// name dir as given.
 func Dir(dir string) (FileSource, error) {
 	if _, err := os.Stat(dir); err != nil {
 		return nil, fmt.Errorf("pipeline: image folder: %w", err)
 	}
-	return imageFolder(os.DirFS(dir), ".", dir)
+	return imageFolder(osTree{dir}, dir)
 }
 
 // folderLayout is what an error about an ImageFolder tree tells the user to give.
 const folderLayout = "expected an ImageFolder tree DIR/CLASS/*.jpg (one folder per class)"
 
-// imageFolder is ImageFolder, naming the tree name in errors.
-func imageFolder(fsys fs.FS, root, name string) (FileSource, error) {
-	ents, err := fs.ReadDir(fsys, root)
+// imageFolder lists the ImageFolder tree t, naming it name in errors.
+func imageFolder(t tree, name string) (FileSource, error) {
+	ents, err := t.readDir(".")
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: image folder %s: %w", name, err)
 	}
-	s := &fsSource{fsys: fsys, root: root, desc: "imagefolder:" + name}
-	images := 0 // image files directly in root, for the message below
+	s := &fsSource{tree: t, desc: "imagefolder:" + name}
+	images := 0 // image files directly in the root, for the message below
 	for _, e := range ents {
 		switch {
-		case isDir(fsys, root, e) && !strings.HasPrefix(e.Name(), "."):
+		case isDir(t, e) && !strings.HasPrefix(e.Name(), "."):
 			s.classes = append(s.classes, e.Name())
 		case IsImageName(e.Name()):
 			images++
@@ -172,26 +172,7 @@ func imageFolder(fsys fs.FS, root, name string) (FileSource, error) {
 		return nil, fmt.Errorf("pipeline: image folder %s: no class folders; %s", name, folderLayout)
 	}
 	for label, c := range s.classes {
-		err := fs.WalkDir(fsys, path.Join(root, c), func(p string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			if d.IsDir() {
-				if p != path.Join(root, c) && strings.HasPrefix(d.Name(), ".") {
-					return fs.SkipDir
-				}
-				return nil
-			}
-			if !IsImageName(p) {
-				return nil
-			}
-			rel := strings.TrimPrefix(p, root+"/")
-			if root == "." {
-				rel = p
-			}
-			return s.add(rel, label)
-		})
-		if err != nil {
+		if err := s.walk(c, label); err != nil {
 			return nil, fmt.Errorf("pipeline: image folder %s: %w", name, err)
 		}
 	}
@@ -202,14 +183,40 @@ func imageFolder(fsys fs.FS, root, name string) (FileSource, error) {
 	return s, nil
 }
 
+// walk adds the image files below dir, in lexical order at every level as fs.WalkDir
+// visits them: a subfolder's files where the subfolder's name sorts. Folders whose names
+// start with a dot are skipped; symbolic links below a class folder are not followed into
+// folders (a link to a file is a sample).
+func (s *fsSource) walk(dir string, label int) error {
+	ents, err := s.tree.readDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		p := dir + "/" + e.Name()
+		switch {
+		case e.IsDir() && strings.HasPrefix(e.Name(), "."):
+		case e.IsDir():
+			if err := s.walk(p, label); err != nil {
+				return err
+			}
+		case IsImageName(p):
+			if err := s.add(p, label); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // isDir follows a symbolic link to a directory, as torchvision's os.scandir walk does.
-func isDir(fsys fs.FS, root string, e fs.DirEntry) bool {
+func isDir(t tree, e fs.DirEntry) bool {
 	if e.IsDir() {
 		return true
 	}
 	if e.Type()&fs.ModeSymlink == 0 {
 		return false
 	}
-	fi, err := fs.Stat(fsys, path.Join(root, e.Name()))
+	fi, err := t.stat(e.Name())
 	return err == nil && fi.IsDir()
 }
