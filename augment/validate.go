@@ -88,6 +88,28 @@ func (p Pipeline) Validate(width, height int) error {
 	return nil
 }
 
+// Largest returns the largest image, by pixel count, that any op of p produces from a
+// width×height input, for a loader to reserve memory before running them. ok is false
+// when that cannot be told without running them: an op that does not implement Sizer,
+// or an input size of 0.
+func (p Pipeline) Largest(width, height int) (w, h int, ok bool) {
+	cw, ch := width, height
+	for _, op := range p {
+		s, isSizer := op.(Sizer)
+		if !isSizer || cw <= 0 || ch <= 0 {
+			return 0, 0, false
+		}
+		cw, ch = s.OutputSize(cw, ch)
+		if cw <= 0 || ch <= 0 {
+			return 0, 0, false
+		}
+		if int64(cw)*int64(ch) > int64(w)*int64(h) {
+			w, h = cw, ch
+		}
+	}
+	return w, h, true
+}
+
 // paramError is an invalid parameter of an op: Error gives "augment: Op: msg", and
 // Pipeline.Validate, which names the op itself, msg alone.
 type paramError struct {

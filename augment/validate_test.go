@@ -257,3 +257,25 @@ func TestPipelineValidate(t *testing.T) {
 		t.Errorf("Validate = %v, does not wrap the op's error", err)
 	}
 }
+
+func TestLargest(t *testing.T) {
+	eval := Pipeline{&Resize{Size: 256}, &CenterCrop{Width: 224, Height: 224}}
+	for _, tc := range []struct {
+		p        Pipeline
+		inW, inH int
+		w, h     int
+		ok       bool
+	}{
+		{eval, 256, 341, 256, 341, true},
+		{eval, 1, 100000, 256, 25600000, true},
+		{eval, 100, 50, 512, 256, true},
+		{Pipeline{NewRandomResizedCrop(224, 224), &RandomHorizontalFlip{P: 0.5}}, 4000, 3000, 224, 224, true},
+		{Pipeline{&Resize{Size: 256}, opaque{}}, 10, 10, 0, 0, false},
+		{eval, 0, 0, 0, 0, false},
+	} {
+		w, h, ok := tc.p.Largest(tc.inW, tc.inH)
+		if w != tc.w || h != tc.h || ok != tc.ok {
+			t.Errorf("%v.Largest(%d, %d) = %d, %d, %t; want %d, %d, %t", tc.p, tc.inW, tc.inH, w, h, ok, tc.w, tc.h, tc.ok)
+		}
+	}
+}

@@ -3,14 +3,18 @@ package pipeline
 import (
 	"bytes"
 	"context"
+	"errors"
 	"image"
 	"image/color"
 	"image/jpeg"
 	"image/png"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strings"
 	"testing"
 
+	"github.com/conveyor-ml/conveyor/decode"
 	"github.com/conveyor-ml/conveyor/internal/synth"
 	"github.com/conveyor-ml/conveyor/pack"
 )
@@ -74,5 +78,47 @@ func writeLarge(t *testing.T, file string, w, h int, encode func(*bytes.Buffer, 
 	}
 	if err := os.WriteFile(file, b.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The eval recipe's Resize enlarges small images, as torchvision's does; for a 1×5000 or
+// a 1×100000 image that would be a 256×1280000 or 256×25600000 image, gigabytes outside
+// any budget. The loader works the size out before the ops run and refuses such a sample
+// as a bad one saying why; nothing close to that size is allocated.
+func TestOpsOutputReservedFromBudget(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := synth.WriteTree(dir, &synth.TreeOptions{Classes: 2, PerClass: 4, Seed: 9, MinSide: 40, MaxSide: 90}); err != nil {
+		t.Fatal(err)
+	}
+	for name, h := range map[string]int{"class00/thin.png": 5000, "class01/thinner.png": 100000} {
+		writeLarge(t, filepath.Join(dir, name), 1, h, func(w *bytes.Buffer, m image.Image) error { return png.Encode(w, m) })
+	}
+	src, err := Dir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := &Config{BatchSize: 4, Workers: 2, Pack: pack.Options{Normalize: true}, MaxBadFraction: -1, Logf: t.Logf}
+	if err := ApplyRecipe(cfg, "eval", 224); err != nil {
+		t.Fatal(err)
+	}
+	ld := newLoader(t, src, cfg)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	d := collect(t, ld, context.Background(), 0, 0)
+	runtime.ReadMemStats(&after)
+	st := ld.Stats()
+	if st.BadSamples != 2 || len(d.indices) != src.Len() {
+		t.Fatalf("%d bad samples, %d delivered: %v", st.BadSamples, len(d.indices), st.RecentBad)
+	}
+	for _, e := range st.RecentBad {
+		if !errors.Is(&e, decode.ErrTooLarge) || !strings.Contains(e.Error(), "augment ops would make a 256x") {
+			t.Errorf("%v: want ErrTooLarge naming the ops' image", e)
+		}
+	}
+	if st.PeakHeld > st.Budget {
+		t.Errorf("peak held %d bytes, over the budget of %d", st.PeakHeld, st.Budget)
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 256<<20 {
+		t.Errorf("the epoch allocated %d MiB", alloc>>20)
 	}
 }

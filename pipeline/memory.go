@@ -64,12 +64,25 @@ func pageRound(n int64) int64 {
 	return (n + page - 1) / page * page
 }
 
-// decodeBytes estimates the memory a sample of w×h pixels may hold at once: the decoder's
-// own planes (up to 4 bytes a pixel for CMYK), the RGB image, an orientation or resize
-// copy, and the augmentation's two buffers, allowing them four times the packed size for
-// intermediate steps such as eval's Resize before its CenterCrop.
-func (l *Loader) decodeBytes(cfg decode.Config) int64 {
-	return 10*int64(cfg.Width)*int64(cfg.Height) + 24*int64(l.cfg.Pack.Width)*int64(l.cfg.Pack.Height)
+// sampleMemory estimates the memory a sample with header cfg holds at once: decoding
+// (the decoder's planes, up to 4 bytes a pixel for CMYK, the RGB image, an orientation or
+// resize copy: 10 bytes a pixel of the header) and the augment ops, whose Context keeps
+// two buffers, each at most the largest image an op makes (3 bytes a pixel). That image
+// is worked out from the decoded size when every op is an augment.Sizer, so an eval Resize
+// that would upscale a 1×100000 image is refused before it allocates; otherwise four
+// times the packed size is assumed. ops is the share of the ops, and w×h their largest
+// image (0×0 when unknown), for messages.
+func (l *Loader) sampleMemory(cfg decode.Config, stored bool) (need, ops int64, w, h int) {
+	dw, dh := cfg.Width, cfg.Height
+	if !stored {
+		dw, dh = l.cfg.Decode.Resize.OutputSize(dw, dh)
+	}
+	ops = 24 * int64(l.cfg.Pack.Width) * int64(l.cfg.Pack.Height)
+	if w, h, ok := l.cfg.Augment.Largest(dw, dh); ok {
+		ops = 6 * int64(w) * int64(h)
+		return 10*int64(cfg.Width)*int64(cfg.Height) + ops, ops, w, h
+	}
+	return 10*int64(cfg.Width)*int64(cfg.Height) + ops, ops, 0, 0
 }
 
 // decodeMemory rations the workers' decode working memory: decoders' planes, the RGB

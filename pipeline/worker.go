@@ -164,7 +164,7 @@ func (w *worker) sample(r *run, it readItem) error {
 			return err
 		}
 	}
-	if need := l.decodeBytes(cfg); need <= l.dec.retain {
+	if need, ops, ow, oh := l.sampleMemory(cfg, it.hit); need <= l.dec.retain {
 		if w.held == 0 {
 			if err := l.dec.acquire(r.ctx, l.dec.retain); err != nil {
 				return err
@@ -174,6 +174,9 @@ func (w *worker) sample(r *run, it readItem) error {
 	} else {
 		// Larger than what a worker keeps: reserve it on its own, holding nothing else
 		// while waiting (so workers cannot deadlock), and drop the grown scratch after.
+		if need > l.dec.size && ops > need/2 {
+			return fmt.Errorf("%w: the augment ops would make a %dx%d image of this %dx%d one, about %d bytes with decoding, more than the %d bytes of decode memory Config.MemoryBudget leaves", decode.ErrTooLarge, ow, oh, cfg.Width, cfg.Height, need, l.dec.size)
+		}
 		if need > l.dec.size {
 			return fmt.Errorf("%w: %dx%d needs about %d bytes of decode memory, more than the %d bytes Config.MemoryBudget leaves for decoding; raise it", decode.ErrTooLarge, cfg.Width, cfg.Height, need, l.dec.size)
 		}
