@@ -201,3 +201,21 @@ func TestDirErrors(t *testing.T) {
 		}
 	}
 }
+
+// An empty class folder is an error naming it, unless FolderOptions allow it.
+func TestEmptyClassFolder(t *testing.T) {
+	dir := newTree(t, 2, 3)
+	if err := os.MkdirAll(filepath.Join(dir, "class02", "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Dir(dir); err == nil || !strings.Contains(err.Error(), `class folder "class02" holds no image files`) {
+		t.Fatalf("Dir with an empty class folder: %v", err)
+	}
+	src, err := FolderOptions{AllowEmptyClasses: true}.Dir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if src.Len() != 6 || len(src.Classes()) != 3 {
+		t.Fatalf("%d samples, classes %q", src.Len(), src.Classes())
+	}
+}

@@ -132,24 +132,41 @@ func (s *fsSource) String() string { return s.desc }
 // the whole file system. Only regular files are samples: a named pipe, device or socket
 // with an image name is a bad sample, found without opening it.
 func ImageFolder(fsys fs.FS, root string) (FileSource, error) {
-	return imageFolder(fsTree{fsys, root}, root)
+	return FolderOptions{}.ImageFolder(fsys, root)
 }
 
 // Dir opens the ImageFolder tree at dir on the local file system. It reads the folder
 // with the os package, so every name Linux allows works, not only valid UTF-8. Errors
 // name dir as given.
-func Dir(dir string) (FileSource, error) {
+func Dir(dir string) (FileSource, error) { return FolderOptions{}.Dir(dir) }
+
+// FolderOptions configures listing an ImageFolder tree: FolderOptions{...}.Dir(path) or
+// .ImageFolder(fsys, root). The zero value is what Dir and ImageFolder use.
+type FolderOptions struct {
+	// AllowEmptyClasses accepts class folders without image files: their labels have no
+	// samples. Default false: such a folder is an error naming it, as torchvision's
+	// ImageFolder refuses one, since it usually means a copy that went wrong.
+	AllowEmptyClasses bool
+}
+
+// Dir is the package's Dir with these options.
+func (o FolderOptions) Dir(dir string) (FileSource, error) {
 	if _, err := os.Stat(dir); err != nil {
 		return nil, fmt.Errorf("pipeline: image folder: %w", err)
 	}
-	return imageFolder(osTree{dir}, dir)
+	return o.imageFolder(osTree{dir}, dir)
+}
+
+// ImageFolder is the package's ImageFolder with these options.
+func (o FolderOptions) ImageFolder(fsys fs.FS, root string) (FileSource, error) {
+	return o.imageFolder(fsTree{fsys, root}, root)
 }
 
 // folderLayout is what an error about an ImageFolder tree tells the user to give.
 const folderLayout = "expected an ImageFolder tree DIR/CLASS/*.jpg (one folder per class)"
 
 // imageFolder lists the ImageFolder tree t, naming it name in errors.
-func imageFolder(t tree, name string) (FileSource, error) {
+func (o FolderOptions) imageFolder(t tree, name string) (FileSource, error) {
 	ents, err := t.readDir(".")
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: image folder %s: %w", name, err)
@@ -171,13 +188,22 @@ func imageFolder(t tree, name string) (FileSource, error) {
 	if len(s.classes) == 0 {
 		return nil, fmt.Errorf("pipeline: image folder %s: no class folders; %s", name, folderLayout)
 	}
+	var empty []string
 	for label, c := range s.classes {
+		n := s.Len()
 		if err := s.walk(c, label); err != nil {
 			return nil, fmt.Errorf("pipeline: image folder %s: %w", name, err)
+		}
+		if s.Len() == n {
+			empty = append(empty, c)
 		}
 	}
 	if s.Len() == 0 {
 		return nil, fmt.Errorf("pipeline: image folder %s: no image files in its %d class folders (%s); %s", name, len(s.classes), strings.Join(imageExts, " "), folderLayout)
+	}
+	if len(empty) > 0 && !o.AllowEmptyClasses {
+		return nil, fmt.Errorf("pipeline: image folder %s: class folder %q holds no image files (%s)%s; remove it, or list with FolderOptions{AllowEmptyClasses: true}",
+			name, empty[0], strings.Join(imageExts, " "), more(len(empty)-1, "other empty class folder"))
 	}
 	s.trim()
 	return s, nil
@@ -219,4 +245,15 @@ func isDir(t tree, e fs.DirEntry) bool {
 	}
 	fi, err := t.stat(e.Name())
 	return err == nil && fi.IsDir()
+}
+
+// more says ", and n more things" when n > 0.
+func more(n int, what string) string {
+	switch n {
+	case 0:
+		return ""
+	case 1:
+		return ", and 1 " + what
+	}
+	return fmt.Sprintf(", and %d %ss", n, what)
 }
