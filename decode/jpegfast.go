@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"image"
+
+	"github.com/conveyor-ml/conveyor/internal/jpegseg"
 )
 
 // jpegFast is the pure-Go decoder's JPEG path for sequential Huffman-coded files
@@ -119,83 +121,67 @@ func (d *jpegFast) decode(data []byte, w, h int, r image.Rectangle) (image.Image
 			return nil, err
 		}
 		switch {
-		case marker == 0xd9: // EOI
+		case marker == jpegseg.EOI:
 			return d.finish()
-		case marker == 0xc0 || marker == 0xc1:
+		case marker == jpegseg.SOF0 || marker == jpegseg.SOF1:
 			if d.ncomp != 0 {
 				return nil, errJPEGFallback // a second frame
 			}
-			d.baseline = marker == 0xc0
+			d.baseline = marker == jpegseg.SOF0
 			if err := d.frame(seg, w, h, r); err != nil {
 				return nil, err
 			}
-		case marker >= 0xc2 && marker <= 0xcf && marker != 0xc4 && marker != 0xc8 && marker != 0xcc:
+		case jpegseg.IsSOF(marker):
 			return nil, errJPEGFallback // progressive, lossless, arithmetic, hierarchical
-		case marker == 0xc4:
+		case marker == jpegseg.DHT:
 			if err := d.huffman(seg); err != nil {
 				return nil, err
 			}
-		case marker == 0xdb:
+		case marker == jpegseg.DQT:
 			if err := d.quant(seg); err != nil {
 				return nil, err
 			}
-		case marker == 0xdd:
+		case marker == jpegseg.DRI:
 			if len(seg) != 2 {
 				return nil, errors.New("bad DRI length")
 			}
 			d.restart = int(binary.BigEndian.Uint16(seg))
-		case marker == 0xee:
+		case marker == jpegseg.APP14:
 			if len(seg) >= 12 && string(seg[:5]) == "Adobe" {
 				d.adobe = int(seg[11])
 			}
-		case marker == 0xda:
+		case marker == jpegseg.SOS:
 			if err := d.scan(seg); err != nil {
 				return nil, err
 			}
-		case marker >= 0xe0 && marker <= 0xef, marker == 0xfe: // APPn, COM
+		case marker >= jpegseg.APP0 && marker <= jpegseg.APP15, marker == jpegseg.COM: // APPn, COM
 		default:
 			return nil, errJPEGFallback // DNL, DHP, EXP, JPGn, ...
 		}
 	}
 }
 
-// segment finds the next marker from d.pos, skipping fill bytes and, as libjpeg and
-// image/jpeg do, any stray bytes before it, and returns the marker and its segment's
-// body (nil for markers without one). d.pos moves past the segment.
+// segment reads the next marker from d.pos, skipping fill bytes and, as libjpeg and
+// image/jpeg do, any stray bytes and stuffed zeros before it, and returns the marker and
+// its segment's body (nil for markers without one). d.pos moves past the segment.
+// Restart markers out of place are skipped as image/jpeg skips them; a stuffed zero after
+// fill bytes, TEM and a second SOI are left to image/jpeg.
 func (d *jpegFast) segment() (byte, []byte, error) {
-	data := d.data
+	w := jpegseg.Walker{Data: d.data, Pos: d.pos, Lax: true}
 	for {
-		for d.pos < len(data) && data[d.pos] != 0xff {
-			d.pos++
-		}
-		fill := false
-		for d.pos+1 < len(data) && data[d.pos+1] == 0xff {
-			d.pos++
-			fill = true
-		}
-		if d.pos+1 >= len(data) {
-			return 0, nil, errors.New("no EOI marker: truncated")
-		}
-		m := data[d.pos+1]
-		d.pos += 2
+		s, err := w.Next()
+		d.pos = w.Pos
 		switch {
-		case m == 0x00 && !fill, m >= 0xd0 && m <= 0xd7:
-			continue // a stuffed byte or a restart marker out of place, as image/jpeg skips
-		case m == 0x00, m == 0x01, m == 0xd8:
+		case err == jpegseg.ErrEnd:
+			return 0, nil, errors.New("no EOI marker: truncated")
+		case err != nil:
+			return 0, nil, fmt.Errorf("marker 0x%02x: %w", s.Marker, err)
+		case s.Marker >= jpegseg.RST0 && s.Marker <= jpegseg.RST7:
+			continue
+		case s.Marker == 0x00, s.Marker == jpegseg.TEM, s.Marker == jpegseg.SOI:
 			return 0, nil, errJPEGFallback // odd markers: leave them to image/jpeg
-		case m == 0xd9:
-			return m, nil, nil
 		}
-		if d.pos+2 > len(data) {
-			return 0, nil, errors.New("truncated marker segment")
-		}
-		n := int(data[d.pos])<<8 | int(data[d.pos+1])
-		if n < 2 || d.pos+n > len(data) {
-			return 0, nil, fmt.Errorf("marker 0x%02x: segment of %d bytes runs past the end", m, n)
-		}
-		seg := data[d.pos+2 : d.pos+n]
-		d.pos += n
-		return m, seg, nil
+		return s.Marker, s.Body, nil
 	}
 }
 
