@@ -207,3 +207,49 @@ func webpFrameSize(data []byte) (w, h int, lossless, ok bool) {
 	}
 	return 0, 0, false, false
 }
+
+// pngHeader is what a PNG's IHDR says about its samples.
+type pngHeader struct {
+	depth, colour, interlace byte
+}
+
+// pngIHDR reads the IHDR chunk, which must come first.
+func pngIHDR(data []byte) (pngHeader, bool) {
+	if len(data) < 29 || string(data[12:16]) != "IHDR" {
+		return pngHeader{}, false
+	}
+	return pngHeader{depth: data[24], colour: data[25], interlace: data[28]}, true
+}
+
+// channels returns the samples per pixel of the colour type, 0 for an unknown one.
+func (p pngHeader) channels() int {
+	switch p.colour {
+	case 0, 3: // grey, palette
+		return 1
+	case 2: // RGB
+		return 3
+	case 4: // grey + alpha
+		return 2
+	case 6: // RGBA
+		return 4
+	}
+	return 0
+}
+
+// pngHasTRNS reports whether a tRNS chunk comes before the image data.
+func pngHasTRNS(data []byte) bool {
+	for i := 8; i+8 <= len(data); {
+		n := int(data[i])<<24 | int(data[i+1])<<16 | int(data[i+2])<<8 | int(data[i+3])
+		switch string(data[i+4 : i+8]) {
+		case "tRNS":
+			return true
+		case "IDAT", "IEND":
+			return false
+		}
+		if n < 0 || n > len(data)-i-12 {
+			return false
+		}
+		i += 12 + n
+	}
+	return false
+}

@@ -9,6 +9,52 @@ import (
 	"github.com/conveyor-ml/conveyor/internal/jpegseg"
 )
 
+// goJPEG is the pure-Go JPEG backend: jpegFast decodes sequential files, and what it
+// declines goes on to image/jpeg in the standard library's backend, which decides.
+type goJPEG struct{ dec jpegFast }
+
+func openJPEGFast() (backend, error) { return new(goJPEG), nil }
+
+func (g *goJPEG) name() string { return "go-jpeg" }
+
+func (g *goJPEG) accepts(h *header) bool { return h.format == JPEG }
+
+// decode inverse-transforms only the blocks that meet j.rs. When a resize follows, the
+// planes go on to resizeYCbCr; otherwise rs (rounded out to the chroma grid) is converted
+// to RGB in j.img.
+func (g *goJPEG) decode(j *job) (decoded, error) {
+	var m image.Image
+	if guard(JPEG, func() (err error) {
+		m, err = g.dec.decode(j.data, j.h.width, j.h.height, j.rs)
+		return err
+	}) != nil {
+		return decoded{}, errDeclined
+	}
+	sx, sy := wholeSpans(j.rs)
+	if j.resized && planar(m) {
+		return decoded{crop: j.rs, sx: sx, sy: sy, planes: m}, nil
+	}
+	return decoded{crop: j.conv.toRGBRegion(j.img, m, j.rs), sx: sx, sy: sy}, nil
+}
+
+// footprint: the planes at full resolution, padded to whole MCUs, and the RGB image when
+// no resize follows. Frames jpegFast leaves to image/jpeg are declined before the planes
+// are allocated, except RGB-coded ones, which it finds only after decoding.
+func (g *goJPEG) footprint(j *job) estimate {
+	l := &j.frame
+	if !l.goFast() {
+		return estimate{}
+	}
+	e := estimate{bytes: 64 * l.blocks(j.h.width, j.h.height), src: j.rs.Size(), sure: !l.rgb}
+	if j.resized {
+		e.planes = true
+	} else {
+		e.rgb = true
+		e.bytes += 3 * int64(j.rs.Dx()) * int64(j.rs.Dy())
+	}
+	return e
+}
+
 // jpegFast is the pure-Go decoder's JPEG path for sequential Huffman-coded files
 // (baseline and extended, 8-bit, greyscale or YCbCr), which are nearly all the JPEGs in
 // training sets. It is faster than image/jpeg in four ways: it reads entropy-coded data
