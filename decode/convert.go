@@ -275,3 +275,53 @@ func ycbcrSlow(dst *Image, m *image.YCbCr) {
 		}
 	}
 }
+
+// rgbScratch is the conversion scratch the Go backends share, kept in the Decoder.
+type rgbScratch struct {
+	lut    [256][3]uint8 // a paletted image's colours
+	canvas Image         // a GIF frame smaller than its logical screen
+}
+
+// toRGBRegion converts the part rs (relative to m's origin) of a decoded image to RGB in
+// img, rounded out to the chroma grid, and returns where rs lies in img.
+func (s *rgbScratch) toRGBRegion(img *Image, m image.Image, rs image.Rectangle) image.Rectangle {
+	b := m.Bounds()
+	sub, ok := m.(interface {
+		SubImage(image.Rectangle) image.Image
+	})
+	if !ok || rs == b.Sub(b.Min) {
+		toRGB(img, m, &s.lut)
+		return rs
+	}
+	ra := alignRect(m, rs.Add(b.Min))
+	toRGB(img, sub.SubImage(ra), &s.lut)
+	return rs.Add(b.Min).Sub(ra.Min)
+}
+
+// alignRect rounds r out to the chroma grid of a subsampled YCbCr image, so that its
+// sub-image keeps the fast conversion path; other images need no rounding.
+func alignRect(m image.Image, r image.Rectangle) image.Rectangle {
+	y := asYCbCr(m)
+	if y == nil {
+		return r
+	}
+	hs, vs, ok := chromaShifts(y.SubsampleRatio)
+	if !ok {
+		return r
+	}
+	o := y.Rect.Min
+	r.Min.X = o.X + (r.Min.X-o.X)>>hs<<hs
+	r.Min.Y = o.Y + (r.Min.Y-o.Y)>>vs<<vs
+	return r
+}
+
+// asYCbCr returns the YCbCr planes of m, or nil if it has none.
+func asYCbCr(m image.Image) *image.YCbCr {
+	switch m := m.(type) {
+	case *image.YCbCr:
+		return m
+	case *image.NYCbCrA:
+		return &m.YCbCr
+	}
+	return nil
+}

@@ -1,22 +1,9 @@
 package decode
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
 	"image"
-	"image/color"
-	"image/gif"
-	"image/jpeg"
-	"image/png"
-	"io"
-	"math"
 	"os"
-
-	"github.com/conveyor-ml/conveyor/internal/libwebp"
-	"golang.org/x/image/bmp"
-	"golang.org/x/image/tiff"
-	"golang.org/x/image/webp"
 )
 
 // Decoder turns encoded images into packed RGB: it sniffs the format, checks the header
@@ -24,17 +11,18 @@ import (
 // of its Options. It keeps scratch images between calls (as large as the largest image
 // decoded so far), so give each worker its own. A Decoder is not safe for concurrent use.
 type Decoder struct {
-	opts  Options      // effective options; Backend is resolved to "go" or "turbo"
-	turbo *turboJPEG   // the JPEG fast path, nil with the Go backend
-	webp  *libwebp.Lib // the WebP fast path, nil with the Go backend or without libwebp
-	png   *pngFast     // the PNG fast path, nil with the Go backend or without libdeflate
-	jpeg  jpegFast     // the pure-Go JPEG fast path; image/jpeg takes what it declines
+	opts     Options   // effective options; Backend is resolved to "go" or "turbo"
+	backends []backend // tried in order, see registry
+	// turbo is the libjpeg-turbo backend when it is loaded (it is also in backends),
+	// for tests of its choice of DCT scale.
+	turbo *turboJPEG
 
-	rs        Resizer
-	full, mid Image // the decoded image, and the resized one when orientation follows
-	canvas    Image // a GIF frame smaller than its logical screen
-	lut       [256][3]uint8
-	rd        bytes.Reader
+	rs         Resizer
+	full, mid  Image // the decoded image, and the resized one when orientation follows
+	rgbScratch       // conversion scratch shared by the backends
+	// job is the image in hand. The backends take it through an interface, so a local
+	// job would escape to the heap on every decode.
+	job job
 }
 
 // NewDecoder returns a Decoder with the given options (nil means the defaults). The
@@ -58,23 +46,12 @@ func NewDecoder(o *Options) (*Decoder, error) {
 		return nil, fmt.Errorf("decode: %s=%q: want %q, %q or %q", EnvBackend, env, BackendGo, BackendTurbo, BackendAuto)
 	}
 	d := &Decoder{opts: opts}
-	if backend != BackendGo {
-		t, err := newTurboJPEG()
-		switch {
-		case err == nil:
-			d.turbo = t
-			backend = BackendTurbo
-		case backend == BackendTurbo:
-			return nil, fmt.Errorf("decode: backend %q unavailable: %w", BackendTurbo, err)
-		default:
-			backend = BackendGo
-		}
+	resolved, err := d.openBackends(backend)
+	if err != nil {
+		d.closeBackends()
+		return nil, err
 	}
-	d.opts.Backend = backend
-	if backend != BackendGo {
-		d.webp, _ = libwebp.Load() // optional: x/image/webp otherwise
-		d.png = newPNGFast()       // optional: image/png otherwise
-	}
+	d.opts.Backend = resolved
 	return d, nil
 }
 
@@ -85,7 +62,7 @@ func (d *Decoder) Backend() string { return d.opts.Backend }
 // libwebp is used when it can be loaded and the JPEG backend is not "go"; both give the
 // same pixels.
 func (d *Decoder) WebPBackend() string {
-	if d.webp != nil {
+	if d.has(libwebpName) {
 		return "libwebp"
 	}
 	return BackendGo
@@ -96,7 +73,7 @@ func (d *Decoder) WebPBackend() string {
 // is used when it can be loaded and the JPEG backend is not "go"; both give the same
 // pixels. GIF, BMP and TIFF always decode in Go.
 func (d *Decoder) PNGBackend() string {
-	if d.png != nil {
+	if d.has(libdeflateName) {
 		return "libdeflate"
 	}
 	return BackendGo
@@ -105,22 +82,13 @@ func (d *Decoder) PNGBackend() string {
 // String prints the effective options, with the backend actually in use.
 func (d *Decoder) String() string { return d.opts.String() }
 
-// Close releases the libjpeg-turbo and libdeflate state, if any. The Decoder must not be used
-// afterwards. Close is idempotent and safe on a nil Decoder.
+// Close releases the native decoders' state (libjpeg-turbo's and libdeflate's), if any.
+// The Decoder must not be used afterwards. Close is idempotent and safe on a nil Decoder.
 func (d *Decoder) Close() error {
 	if d == nil {
 		return nil
 	}
-	if d.png != nil {
-		d.png.close()
-		d.png = nil
-	}
-	if d.turbo == nil {
-		return nil
-	}
-	t := d.turbo
-	d.turbo = nil
-	return t.close()
+	return d.closeBackends()
 }
 
 // Config reads data's header like ReadConfig and applies this Decoder's limits, so a
@@ -225,37 +193,31 @@ func (d *Decoder) DecodeRegion(dst *Image, data []byte, r image.Rectangle, w, h 
 // decode is Decode and DecodeRegion: it decodes the rectangle r of the oriented image,
 // resampled to w×h, into dst. Resampling happens on the stored axes, then orientation.
 func (d *Decoder) decode(dst *Image, h header, data []byte, r image.Rectangle, w, ht int) (*Image, error) {
-	o := h.orientation
-	rs := storedRect(r, o, h.width, h.height)
-	tw, th := w, ht // the target size, on the stored axes
-	if transposes(o) {
-		tw, th = ht, w
-	}
 	if dst == nil {
 		dst = new(Image)
 	}
-	resized := rs != image.Rect(0, 0, h.width, h.height) || tw != h.width || th != h.height
-	img := dst // decode straight into dst when nothing follows
-	if resized || o != 1 {
-		img = &d.full
-	}
-	crop, sx, sy, planes, err := d.decodePixels(img, h, data, rs, tw, th, resized)
+	d.job = d.newJob(h, data, r, w, ht, dst)
+	j := &d.job
+	out, err := d.decodePixels(j)
+	img := j.img
+	j.data, j.img = nil, nil // keep neither the caller's bytes nor its image
 	if err != nil {
 		return nil, err
 	}
-	if planes != nil {
-		out := dst
+	o := h.orientation
+	if out.planes != nil {
+		to := dst
 		if o != 1 {
-			out = &d.mid
+			to = &d.mid
 		}
-		img = d.rs.resizeYCbCr(out, planes, crop, sx, sy, tw, th)
-	} else if wx, wy := wholeSpans(crop); crop != image.Rect(0, 0, img.Width, img.Height) ||
-		img.Width != tw || img.Height != th || sx != wx || sy != wy {
-		out := dst
+		img = d.rs.resizeYCbCr(to, out.planes, out.crop, out.sx, out.sy, j.tw, j.th)
+	} else if wx, wy := wholeSpans(out.crop); out.crop != image.Rect(0, 0, img.Width, img.Height) ||
+		img.Width != j.tw || img.Height != j.th || out.sx != wx || out.sy != wy {
+		to := dst
 		if o != 1 {
-			out = &d.mid
+			to = &d.mid
 		}
-		img = d.rs.resize(out, img, crop, sx, sy, tw, th)
+		img = d.rs.resize(to, img, out.crop, out.sx, out.sy, j.tw, j.th)
 	}
 	switch {
 	case o != 1:
@@ -267,198 +229,18 @@ func (d *Decoder) decode(dst *Image, h header, data []byte, r image.Rectangle, w
 	return dst, nil
 }
 
-// decodePixels decodes the part rs (stored axes) of an image into img and returns where
-// rs lies in img: the rectangle to resample from, and the spans of it rs covers.
-//
-// A JPEG with the turbo backend is decoded whole at the DCT scale at which rs still covers
-// reduceGap times tw×th; rs's edges then fall between pixels of the scaled image, and the
-// spans carry the fractions. The Go path's sequential JPEG decoder inverse-transforms only
-// the blocks that meet rs; other decoders decode the whole image. When a resize follows
-// (resized), a JPEG's planes come back in planes, for resizeYCbCr, and img is untouched;
-// otherwise only rs (rounded out to the chroma grid) is converted to RGB in img.
-func (d *Decoder) decodePixels(img *Image, h header, data []byte, rs image.Rectangle, tw, th int, resized bool) (crop image.Rectangle, sx, sy span, planes image.Image, err error) {
-	if h.format == JPEG && d.turbo != nil {
-		// Planes when a resize follows; anything DecodeYUV declines is decoded to RGB.
-		// CMYK, a libjpeg warning (which image/jpeg may accept) or an error: image/jpeg
-		// decides, so both backends accept the same files.
-		if resized {
-			if m, err := d.turbo.decodePlanes(data, h.width, h.height, rs.Dx(), rs.Dy(), tw, th); err == nil {
-				crop, sx, sy = scaleRect(rs, h, m.Bounds())
-				return crop, sx, sy, m, nil
-			}
-		}
-		if d.turbo.decode(img, data, h.width, h.height, rs.Dx(), rs.Dy(), tw, th) == nil {
-			crop, sx, sy = scaleRect(rs, h, image.Rect(0, 0, img.Width, img.Height))
-			return crop, sx, sy, nil, nil
-		}
+// newJob maps the rectangle r of the oriented image, resampled to w×h, to the stored
+// axes, and picks where RGB pixels go: straight into dst when nothing follows (so with a
+// nil dst, j.img is nil exactly when the backend writes the result itself).
+func (d *Decoder) newJob(h header, data []byte, r image.Rectangle, w, ht int, dst *Image) job {
+	o := h.orientation
+	j := job{h: h, data: data, rs: storedRect(r, o, h.width, h.height), tw: w, th: ht, img: dst, conv: &d.rgbScratch}
+	if transposes(o) {
+		j.tw, j.th = ht, w
 	}
-	crop = rs
-	sx, sy = wholeSpans(rs)
-	if h.format == PNG && d.png != nil && d.png.decode(img, data, h.width, h.height) {
-		return crop, sx, sy, nil, nil
+	j.resized = j.rs != image.Rect(0, 0, h.width, h.height) || j.tw != h.width || j.th != h.height
+	if j.resized || o != 1 {
+		j.img = &d.full
 	}
-	if h.format == WebP && d.webp != nil {
-		// Anything libwebp declines (animation, damage) goes to x/image/webp, which decides.
-		img.Reset(h.width, h.height)
-		if d.webp.DecodeRGB(img.Pix, img.Stride, h.width, h.height, data) == nil {
-			return crop, sx, sy, nil, nil
-		}
-	}
-	if h.format == JPEG {
-		var m image.Image
-		if guard(JPEG, func() (err error) {
-			m, err = d.jpeg.decode(data, h.width, h.height, rs)
-			return err
-		}) == nil {
-			if resized && planar(m) {
-				return rs, sx, sy, m, nil
-			}
-			return d.toRGBRegion(img, m, rs), sx, sy, nil, nil
-		}
-	}
-	err = guard(h.format, func() error {
-		d.rd.Reset(data)
-		m, err := decodeGo(h.format, &d.rd)
-		d.rd.Reset(nil)
-		if err != nil {
-			return err
-		}
-		b := m.Bounds()
-		if h.format == GIF {
-			if p, ok := m.(*image.Paletted); ok {
-				restoreTransparent(p, data)
-			}
-			if b != image.Rect(0, 0, h.width, h.height) {
-				d.gifCanvas(img, m, h.width, h.height)
-				return nil
-			}
-		}
-		if b.Dx() != h.width || b.Dy() != h.height {
-			return fmt.Errorf("decoded %dx%d, header says %dx%d", b.Dx(), b.Dy(), h.width, h.height)
-		}
-		if h.format == WebP {
-			if y := webpYCbCr(m); y != nil {
-				webpToRGB(img, y)
-				return nil
-			}
-		}
-		crop = d.toRGBRegion(img, m, rs)
-		return nil
-	})
-	return crop, sx, sy, nil, err
-}
-
-// scaleRect maps the rectangle rs of an h.width×h.height image to the same image decoded
-// at a DCT scale into b: the whole pixels of b it touches, and the spans within them.
-func scaleRect(rs image.Rectangle, h header, b image.Rectangle) (crop image.Rectangle, sx, sy span) {
-	x0, x1, sx := scaleSpan(rs.Min.X, rs.Max.X, h.width, b.Dx())
-	y0, y1, sy := scaleSpan(rs.Min.Y, rs.Max.Y, h.height, b.Dy())
-	return image.Rect(x0, y0, x1, y1), sx, sy
-}
-
-// toRGBRegion converts the part rs (relative to m's origin) of a decoded image to RGB in
-// img, rounded out to the chroma grid, and returns where rs lies in img.
-func (d *Decoder) toRGBRegion(img *Image, m image.Image, rs image.Rectangle) image.Rectangle {
-	b := m.Bounds()
-	sub, ok := m.(interface {
-		SubImage(image.Rectangle) image.Image
-	})
-	if !ok || rs == b.Sub(b.Min) {
-		toRGB(img, m, &d.lut)
-		return rs
-	}
-	ra := alignRect(m, rs.Add(b.Min))
-	toRGB(img, sub.SubImage(ra), &d.lut)
-	return rs.Add(b.Min).Sub(ra.Min)
-}
-
-// alignRect rounds r out to the chroma grid of a subsampled YCbCr image, so that its
-// sub-image keeps the fast conversion path; other images need no rounding.
-func alignRect(m image.Image, r image.Rectangle) image.Rectangle {
-	y := asYCbCr(m)
-	if y == nil {
-		return r
-	}
-	hs, vs, ok := chromaShifts(y.SubsampleRatio)
-	if !ok {
-		return r
-	}
-	o := y.Rect.Min
-	r.Min.X = o.X + (r.Min.X-o.X)>>hs<<hs
-	r.Min.Y = o.Y + (r.Min.Y-o.Y)>>vs<<vs
-	return r
-}
-
-// scaleSpan maps the samples [a, b) of n to an image scaled to sn samples: it returns the
-// whole samples [lo, hi) that the scaled interval touches, and the interval within them.
-func scaleSpan(a, b, n, sn int) (lo, hi int, sp span) {
-	if sn == n {
-		return a, b, span{0, float64(b - a)}
-	}
-	// Exact products first, so that the image's own edges map to 0 and sn exactly.
-	fa, fb := float64(int64(a)*int64(sn))/float64(n), float64(int64(b)*int64(sn))/float64(n)
-	lo = int(math.Floor(fa))
-	hi = min(int(math.Ceil(fb)), sn)
-	return lo, hi, span{fa - float64(lo), min(fb, float64(sn)) - fa}
-}
-
-// decodeGo decodes with the standard library or golang.org/x/image.
-func decodeGo(format string, r io.Reader) (image.Image, error) {
-	switch format {
-	case JPEG:
-		return jpeg.Decode(r)
-	case PNG:
-		return png.Decode(r)
-	case GIF:
-		return gif.Decode(r) // the first frame
-	case BMP:
-		return bmp.Decode(r)
-	case TIFF:
-		return tiff.Decode(r)
-	case WebP:
-		return webp.Decode(r)
-	}
-	return nil, errors.New("no decoder")
-}
-
-// asYCbCr returns the YCbCr planes of m, or nil if it has none.
-func asYCbCr(m image.Image) *image.YCbCr {
-	switch m := m.(type) {
-	case *image.YCbCr:
-		return m
-	case *image.NYCbCrA:
-		return &m.YCbCr
-	}
-	return nil
-}
-
-// webpYCbCr returns the VP8 planes of a lossy WebP image, or nil for a lossless one.
-func webpYCbCr(m image.Image) *image.YCbCr {
-	y := asYCbCr(m)
-	if y == nil || y.SubsampleRatio != image.YCbCrSubsampleRatio420 || y.Rect.Min != (image.Point{}) {
-		return nil
-	}
-	return y
-}
-
-// restoreTransparent puts back the colour of the first frame's transparent palette entry,
-// which image/gif replaces with transparent black (see gifFirstPalette).
-func restoreTransparent(p *image.Paletted, data []byte) {
-	table, ti := gifFirstPalette(data)
-	if ti < 0 || ti >= len(p.Palette) || 3*ti+3 > len(table) {
-		return
-	}
-	p.Palette[ti] = color.NRGBA{table[3*ti], table[3*ti+1], table[3*ti+2], 0}
-}
-
-// gifCanvas places a GIF frame smaller than the logical screen on a w×h black canvas.
-func (d *Decoder) gifCanvas(img *Image, m image.Image, w, h int) {
-	toRGB(&d.canvas, m, &d.lut)
-	img.Reset(w, h)
-	clear(img.Pix)
-	b := m.Bounds().Intersect(image.Rect(0, 0, w, h))
-	for y := b.Min.Y; y < b.Max.Y; y++ {
-		src := d.canvas.Row(y - m.Bounds().Min.Y)[3*(b.Min.X-m.Bounds().Min.X):]
-		copy(img.Row(y)[3*b.Min.X:3*b.Max.X], src)
-	}
+	return j
 }

@@ -26,6 +26,21 @@
 // same filter (luma from the crop, chroma from the same region of its subsampled planes)
 // and converted to RGB once, at the output size.
 //
+// Decoder.Footprint bounds the memory a decode takes before it runs, from the header
+// and the decoder that will take the file: a loader reserves what is actually decoded
+// (a DCT-scaled, resize-first JPEG needs a small fraction of its full-size pixels)
+// rather than a fixed number of bytes per header pixel.
+//
 // A Decoder holds reusable scratch memory and is not safe for concurrent use; give each
 // worker its own. The functions Sniff and ReadConfig are safe for concurrent use.
+//
+// # Adding a backend
+//
+// Each decoder is a backend (backend.go): it names itself, says which headers it
+// accepts, decodes a region of the stored image at a scale of its choosing into RGB or
+// into planes, or declines so that the next backend is tried, and estimates its memory
+// for Footprint. A Decoder tries the entries of registry in order (native libraries
+// first, then pure Go, the standard library last, which takes every format and decides
+// what the others decline). Adding a backend is one file, holding its type, open
+// function and methods, plus one entry in registry.
 package decode

@@ -1,5 +1,7 @@
 package decode
 
+import "github.com/conveyor-ml/conveyor/internal/jpegseg"
+
 // Small bounded parsers for the few header fields the standard decoders do not expose.
 // They read untrusted data: every index is checked, every loop advances, and anything
 // unexpected makes them give up with a neutral answer.
@@ -7,36 +9,44 @@ package decode
 // jpegMarkers is what one walk over a JPEG's segments before its first scan finds: the
 // loader reads every sample's header twice, so the header fields come from one walk.
 type jpegMarkers struct {
-	sof         byte   // the first frame header's marker (see isSOF), 0 if none
+	sof         byte   // the first frame header's marker (see jpegseg.IsSOF), 0 if none
 	frame       []byte // that frame header's body
 	orientation int    // the first valid EXIF orientation (1 to 8), 1 if none
-}
-
-// isSOF reports whether marker starts a frame header (0xc0 to 0xcf, not 0xc4, 0xc8 or
-// 0xcc).
-func isSOF(marker byte) bool {
-	return marker >= 0xc0 && marker <= 0xcf && marker != 0xc4 && marker != 0xc8 && marker != 0xcc
 }
 
 // scanJPEG walks data's segments once, until it has the first frame header and a valid
 // EXIF orientation or reaches the first scan. The orientation is tag 0x0112 of the first
 // IFD of an APP1 "Exif" segment, in either byte order.
+//
+// The walk is strict: it stops at anything that is not a marker where one must be and at
+// a segment that runs past the end of data, and gives up at a stuffed zero (FF 00), TEM
+// or a second SOI before the first scan, where image/jpeg skips two bytes or fails where
+// a length would be read. Giving up rather than guessing keeps it from seeing other
+// segments than image/jpeg does, so that no frame is smuggled past MaxPixels.
 func scanJPEG(data []byte) jpegMarkers {
 	m := jpegMarkers{orientation: 1}
 	exif := false
-	jpegSegments(data, func(marker byte, seg []byte) bool {
-		switch {
-		case isSOF(marker):
+	w := jpegseg.Walker{Data: data, Pos: 2} // after SOI
+	for m.sof == 0 || !exif {
+		s, err := w.Next()
+		if err != nil {
+			break
+		}
+		switch mk := s.Marker; {
+		case mk >= jpegseg.RST0 && mk <= jpegseg.RST7:
+			continue
+		case jpegseg.Standalone(mk), mk == jpegseg.SOS: // FF 00, TEM, SOI, EOI; the scan
+			return m
+		case jpegseg.IsSOF(mk):
 			if m.sof == 0 {
-				m.sof, m.frame = marker, seg
+				m.sof, m.frame = mk, s.Body
 			}
-		case marker == 0xe1 && !exif && len(seg) >= 6 && string(seg[:6]) == "Exif\x00\x00":
-			if v := exifOrientation(seg[6:]); v != 0 {
+		case mk == jpegseg.APP1 && !exif && len(s.Body) >= 6 && string(s.Body[:6]) == "Exif\x00\x00":
+			if v := exifOrientation(s.Body[6:]); v != 0 {
 				m.orientation, exif = v, true
 			}
 		}
-		return m.sof == 0 || !exif
-	})
+	}
 	return m
 }
 
@@ -45,7 +55,7 @@ func scanJPEG(data []byte) jpegMarkers {
 // components, a complete component list and a non-zero size); ok is false otherwise.
 func (m jpegMarkers) frameSize() (w, h int, ok bool) {
 	seg := m.frame
-	if (m.sof != 0xc0 && m.sof != 0xc1 && m.sof != 0xc2) || len(seg) < 6 || seg[0] != 8 {
+	if (m.sof != jpegseg.SOF0 && m.sof != jpegseg.SOF1 && m.sof != jpegseg.SOF2) || len(seg) < 6 || seg[0] != 8 {
 		return 0, 0, false
 	}
 	n := int(seg[5])
@@ -59,42 +69,6 @@ func jpegOrientation(data []byte) int { return scanJPEG(data).orientation }
 
 // jpegFrameSize is scanJPEG(data).frameSize().
 func jpegFrameSize(data []byte) (w, h int, ok bool) { return scanJPEG(data).frameSize() }
-
-// jpegSegments calls f with the marker and body of each marker segment of a JPEG before
-// its first scan, until f returns false. It stops at anything that is not a marker where
-// one must be, and at a segment that runs past the end of data.
-func jpegSegments(data []byte, f func(marker byte, seg []byte) bool) {
-	i := 2 // after SOI
-	for i+4 <= len(data) {
-		if data[i] != 0xff {
-			return
-		}
-		marker := data[i+1]
-		switch {
-		case marker == 0xff: // fill byte
-			i++
-			continue
-		case marker >= 0xd0 && marker <= 0xd7:
-			i += 2 // restart markers have no length
-			continue
-		case marker == 0x00 || marker == 0x01 || marker == 0xd8:
-			// A stuffed zero, TEM or a second SOI before the first scan: image/jpeg
-			// skips two bytes or fails where a length would be read. Give up rather
-			// than guess, so that no walk here sees other segments than image/jpeg.
-			return
-		case marker == 0xda || marker == 0xd9: // start of scan, end of image
-			return
-		}
-		n := int(data[i+2])<<8 | int(data[i+3])
-		if n < 2 || i+2+n > len(data) {
-			return
-		}
-		if !f(marker, data[i+4:i+2+n]) {
-			return
-		}
-		i += 2 + n
-	}
-}
 
 // exifOrientation reads the orientation tag from a TIFF-structured EXIF block, returning
 // 0 if there is none or it is out of range.
@@ -232,4 +206,50 @@ func webpFrameSize(data []byte) (w, h int, lossless, ok bool) {
 		i += 8 + n + n&1 // chunks are padded to an even size
 	}
 	return 0, 0, false, false
+}
+
+// pngHeader is what a PNG's IHDR says about its samples.
+type pngHeader struct {
+	depth, colour, interlace byte
+}
+
+// pngIHDR reads the IHDR chunk, which must come first.
+func pngIHDR(data []byte) (pngHeader, bool) {
+	if len(data) < 29 || string(data[12:16]) != "IHDR" {
+		return pngHeader{}, false
+	}
+	return pngHeader{depth: data[24], colour: data[25], interlace: data[28]}, true
+}
+
+// channels returns the samples per pixel of the colour type, 0 for an unknown one.
+func (p pngHeader) channels() int {
+	switch p.colour {
+	case 0, 3: // grey, palette
+		return 1
+	case 2: // RGB
+		return 3
+	case 4: // grey + alpha
+		return 2
+	case 6: // RGBA
+		return 4
+	}
+	return 0
+}
+
+// pngHasTRNS reports whether a tRNS chunk comes before the image data.
+func pngHasTRNS(data []byte) bool {
+	for i := 8; i+8 <= len(data); {
+		n := int(data[i])<<24 | int(data[i+1])<<16 | int(data[i+2])<<8 | int(data[i+3])
+		switch string(data[i+4 : i+8]) {
+		case "tRNS":
+			return true
+		case "IDAT", "IEND":
+			return false
+		}
+		if n < 0 || n > len(data)-i-12 {
+			return false
+		}
+		i += 12 + n
+	}
+	return false
 }

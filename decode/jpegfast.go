@@ -5,7 +5,55 @@ import (
 	"errors"
 	"fmt"
 	"image"
+
+	"github.com/conveyor-ml/conveyor/internal/jpegseg"
 )
+
+// goJPEG is the pure-Go JPEG backend: jpegFast decodes sequential files, and what it
+// declines goes on to image/jpeg in the standard library's backend, which decides.
+type goJPEG struct{ dec jpegFast }
+
+func openJPEGFast() (backend, error) { return new(goJPEG), nil }
+
+func (g *goJPEG) name() string { return "go-jpeg" }
+
+func (g *goJPEG) accepts(h *header) bool { return h.format == JPEG }
+
+// decode inverse-transforms only the blocks that meet j.rs. When a resize follows, the
+// planes go on to resizeYCbCr; otherwise rs (rounded out to the chroma grid) is converted
+// to RGB in j.img.
+func (g *goJPEG) decode(j *job) (decoded, error) {
+	var m image.Image
+	if guard(JPEG, func() (err error) {
+		m, err = g.dec.decode(j.data, j.h.width, j.h.height, j.rs)
+		return err
+	}) != nil {
+		return decoded{}, errDeclined
+	}
+	sx, sy := wholeSpans(j.rs)
+	if j.resized && planar(m) {
+		return decoded{crop: j.rs, sx: sx, sy: sy, planes: m}, nil
+	}
+	return decoded{crop: j.conv.toRGBRegion(j.img, m, j.rs), sx: sx, sy: sy}, nil
+}
+
+// footprint: the planes at full resolution, padded to whole MCUs, and the RGB image when
+// no resize follows. Frames jpegFast leaves to image/jpeg are declined before the planes
+// are allocated, except RGB-coded ones, which it finds only after decoding.
+func (g *goJPEG) footprint(j *job) estimate {
+	l := &j.frame
+	if !l.goFast() {
+		return estimate{}
+	}
+	e := estimate{bytes: 64 * l.blocks(j.h.width, j.h.height), src: j.rs.Size(), sure: !l.rgb}
+	if j.resized {
+		e.planes = true
+	} else {
+		e.rgb = true
+		e.bytes += 3 * int64(j.rs.Dx()) * int64(j.rs.Dy())
+	}
+	return e
+}
 
 // jpegFast is the pure-Go decoder's JPEG path for sequential Huffman-coded files
 // (baseline and extended, 8-bit, greyscale or YCbCr), which are nearly all the JPEGs in
@@ -119,83 +167,67 @@ func (d *jpegFast) decode(data []byte, w, h int, r image.Rectangle) (image.Image
 			return nil, err
 		}
 		switch {
-		case marker == 0xd9: // EOI
+		case marker == jpegseg.EOI:
 			return d.finish()
-		case marker == 0xc0 || marker == 0xc1:
+		case marker == jpegseg.SOF0 || marker == jpegseg.SOF1:
 			if d.ncomp != 0 {
 				return nil, errJPEGFallback // a second frame
 			}
-			d.baseline = marker == 0xc0
+			d.baseline = marker == jpegseg.SOF0
 			if err := d.frame(seg, w, h, r); err != nil {
 				return nil, err
 			}
-		case marker >= 0xc2 && marker <= 0xcf && marker != 0xc4 && marker != 0xc8 && marker != 0xcc:
+		case jpegseg.IsSOF(marker):
 			return nil, errJPEGFallback // progressive, lossless, arithmetic, hierarchical
-		case marker == 0xc4:
+		case marker == jpegseg.DHT:
 			if err := d.huffman(seg); err != nil {
 				return nil, err
 			}
-		case marker == 0xdb:
+		case marker == jpegseg.DQT:
 			if err := d.quant(seg); err != nil {
 				return nil, err
 			}
-		case marker == 0xdd:
+		case marker == jpegseg.DRI:
 			if len(seg) != 2 {
 				return nil, errors.New("bad DRI length")
 			}
 			d.restart = int(binary.BigEndian.Uint16(seg))
-		case marker == 0xee:
+		case marker == jpegseg.APP14:
 			if len(seg) >= 12 && string(seg[:5]) == "Adobe" {
 				d.adobe = int(seg[11])
 			}
-		case marker == 0xda:
+		case marker == jpegseg.SOS:
 			if err := d.scan(seg); err != nil {
 				return nil, err
 			}
-		case marker >= 0xe0 && marker <= 0xef, marker == 0xfe: // APPn, COM
+		case marker >= jpegseg.APP0 && marker <= jpegseg.APP15, marker == jpegseg.COM: // APPn, COM
 		default:
 			return nil, errJPEGFallback // DNL, DHP, EXP, JPGn, ...
 		}
 	}
 }
 
-// segment finds the next marker from d.pos, skipping fill bytes and, as libjpeg and
-// image/jpeg do, any stray bytes before it, and returns the marker and its segment's
-// body (nil for markers without one). d.pos moves past the segment.
+// segment reads the next marker from d.pos, skipping fill bytes and, as libjpeg and
+// image/jpeg do, any stray bytes and stuffed zeros before it, and returns the marker and
+// its segment's body (nil for markers without one). d.pos moves past the segment.
+// Restart markers out of place are skipped as image/jpeg skips them; a stuffed zero after
+// fill bytes, TEM and a second SOI are left to image/jpeg.
 func (d *jpegFast) segment() (byte, []byte, error) {
-	data := d.data
+	w := jpegseg.Walker{Data: d.data, Pos: d.pos, Lax: true}
 	for {
-		for d.pos < len(data) && data[d.pos] != 0xff {
-			d.pos++
-		}
-		fill := false
-		for d.pos+1 < len(data) && data[d.pos+1] == 0xff {
-			d.pos++
-			fill = true
-		}
-		if d.pos+1 >= len(data) {
-			return 0, nil, errors.New("no EOI marker: truncated")
-		}
-		m := data[d.pos+1]
-		d.pos += 2
+		s, err := w.Next()
+		d.pos = w.Pos
 		switch {
-		case m == 0x00 && !fill, m >= 0xd0 && m <= 0xd7:
-			continue // a stuffed byte or a restart marker out of place, as image/jpeg skips
-		case m == 0x00, m == 0x01, m == 0xd8:
+		case err == jpegseg.ErrEnd:
+			return 0, nil, errors.New("no EOI marker: truncated")
+		case err != nil:
+			return 0, nil, fmt.Errorf("marker 0x%02x: %w", s.Marker, err)
+		case s.Marker >= jpegseg.RST0 && s.Marker <= jpegseg.RST7:
+			continue
+		case s.Marker == 0x00, s.Marker == jpegseg.TEM, s.Marker == jpegseg.SOI:
 			return 0, nil, errJPEGFallback // odd markers: leave them to image/jpeg
-		case m == 0xd9:
-			return m, nil, nil
 		}
-		if d.pos+2 > len(data) {
-			return 0, nil, errors.New("truncated marker segment")
-		}
-		n := int(data[d.pos])<<8 | int(data[d.pos+1])
-		if n < 2 || d.pos+n > len(data) {
-			return 0, nil, fmt.Errorf("marker 0x%02x: segment of %d bytes runs past the end", m, n)
-		}
-		seg := data[d.pos+2 : d.pos+n]
-		d.pos += n
-		return m, seg, nil
+		return s.Marker, s.Body, nil
 	}
 }
 
@@ -387,300 +419,6 @@ func extend(v int32, s int) int32 {
 	return v
 }
 
-// scan decodes one scan: its header in seg, then the entropy-coded data from d.pos.
-func (d *jpegFast) scan(seg []byte) error {
-	if d.ncomp == 0 {
-		return errors.New("scan before frame header")
-	}
-	if len(seg) < 1 {
-		return errors.New("short SOS segment")
-	}
-	ns := int(seg[0])
-	if ns < 1 || ns > d.ncomp || len(seg) != 4+2*ns {
-		return errors.New("bad SOS segment")
-	}
-	var sc [3]*jpegComp
-	for i := range ns {
-		id, tables := seg[1+2*i], seg[2+2*i]
-		var c *jpegComp
-		for j := 0; j < d.ncomp; j++ {
-			if d.comp[j].id == id {
-				c = &d.comp[j]
-			}
-		}
-		if c == nil || c.scanned {
-			return errors.New("scan names an unknown or repeated component")
-		}
-		c.scanned = true
-		c.td, c.ta = int(tables>>4), int(tables&15)
-		maxTable := 3
-		if d.baseline {
-			maxTable = 1 // as image/jpeg insists
-		}
-		if c.td > maxTable || c.ta > maxTable || !d.dcok[c.td] || !d.acok[c.ta] || !d.qok[c.tq] {
-			return errors.New("scan uses a missing Huffman or quantisation table")
-		}
-		c.pred = 0
-		sc[i] = c
-	}
-	if ss, se, a := seg[1+2*ns], seg[2+2*ns], seg[3+2*ns]; ss != 0 || se != 63 || a != 0 {
-		return errors.New("bad spectral selection for a sequential scan")
-	}
-	d.acc, d.n, d.pad, d.rst = 0, 0, 0, 0
-	var err error
-	if ns == 1 {
-		err = d.scanOne(sc[0])
-	} else {
-		err = d.scanMany(sc[:ns])
-	}
-	if err != nil {
-		return err
-	}
-	// Bits left in acc are the scan's final padding: the next marker is at d.pos.
-	return nil
-}
-
-// scanMany decodes an interleaved scan, MCU by MCU.
-func (d *jpegFast) scanMany(sc []*jpegComp) error {
-	todo := d.restart
-	for my := 0; my < d.mcusY; my++ {
-		for mx := 0; mx < d.mcusX; mx++ {
-			if d.restart > 0 {
-				if todo == 0 {
-					if err := d.nextInterval(sc); err != nil {
-						return err
-					}
-					todo = d.restart
-				}
-				todo--
-			}
-			for _, c := range sc {
-				plane := d.planes[c.idx]
-				for v := 0; v < c.v; v++ {
-					by := my*c.v + v
-					for h := 0; h < c.h; h++ {
-						bx := mx*c.h + h
-						if err := d.block(c, plane, bx, by); err != nil {
-							return err
-						}
-					}
-				}
-			}
-			if d.n < d.pad {
-				return errors.New("entropy-coded data ends early: truncated")
-			}
-		}
-	}
-	return nil
-}
-
-// scanOne decodes a non-interleaved scan of one component, block by block.
-func (d *jpegFast) scanOne(c *jpegComp) error {
-	plane := d.planes[c.idx]
-	todo := d.restart
-	for by := 0; by < c.bh; by++ {
-		for bx := 0; bx < c.bw; bx++ {
-			if d.restart > 0 {
-				if todo == 0 {
-					if err := d.nextInterval([]*jpegComp{c}); err != nil {
-						return err
-					}
-					todo = d.restart
-				}
-				todo--
-			}
-			if err := d.block(c, plane, bx, by); err != nil {
-				return err
-			}
-			if d.n < d.pad {
-				return errors.New("entropy-coded data ends early: truncated")
-			}
-		}
-	}
-	return nil
-}
-
-// nextInterval expects a restart marker at d.pos and resets the bit buffer and the DC
-// predictors for the next restart interval.
-func (d *jpegFast) nextInterval(sc []*jpegComp) error {
-	if d.n < d.pad {
-		return errors.New("entropy-coded data ends early: truncated")
-	}
-	data := d.data
-	for d.pos+1 < len(data) && data[d.pos] == 0xff && data[d.pos+1] == 0xff {
-		d.pos++
-	}
-	if d.pos+1 >= len(data) || data[d.pos] != 0xff || data[d.pos+1] != 0xd0+byte(d.rst&7) {
-		return errors.New("missing or misnumbered restart marker")
-	}
-	d.rst++
-	d.pos += 2
-	d.acc, d.n, d.pad = 0, 0, 0
-	for _, c := range sc {
-		c.pred = 0
-	}
-	return nil
-}
-
-// fill tops acc up to at least 57 bits. At a marker or the end of data it appends zero
-// bits without moving d.pos, and counts them in d.pad.
-func (d *jpegFast) fill() {
-	data := d.data
-	if d.pos+8 <= len(data) {
-		v := binary.BigEndian.Uint64(data[d.pos:])
-		// No 0xff byte among the eight: take as many whole bytes as fit.
-		if x := ^v; (x-0x0101010101010101)&^x&0x8080808080808080 == 0 {
-			k := (64 - d.n) >> 3
-			d.acc |= v >> (64 - 8*k) << (64 - d.n - 8*k)
-			d.n += 8 * k
-			d.pos += k
-			return
-		}
-	}
-	for d.n <= 56 {
-		var b byte
-		switch {
-		case d.pos >= len(data):
-			d.pad += 8
-		case data[d.pos] != 0xff:
-			b = data[d.pos]
-			d.pos++
-		case d.pos+1 < len(data) && data[d.pos+1] == 0:
-			b = 0xff
-			d.pos += 2
-		default: // a marker
-			d.pad += 8
-		}
-		d.acc |= uint64(b) << (56 - d.n)
-		d.n += 8
-	}
-}
-
-// slowSymbol decodes a Huffman code longer than the lookahead from the top of acc
-// (holding at least 16 bits): it returns the symbol and the code's length, or length 0
-// for a bad code.
-func (t *huffTable) slowSymbol(acc uint64) (sym byte, l int) {
-	for l := jpegLookBits + 1; l <= 16; l++ {
-		if code := int32(acc >> (64 - l)); code <= t.maxcode[l] {
-			return t.vals[uint8(code+t.delta[l])], l
-		}
-	}
-	return 0, 0
-}
-
-var errBadHuffman = errors.New("bad Huffman code")
-
-// block decodes the next block of c into block (bx, by) of plane, inverse-transforming
-// it only if it lies in c's region. The bit buffer lives in locals here, the decoder's
-// inner loop, and goes back to d only around a refill.
-func (d *jpegFast) block(c *jpegComp, plane []byte, bx, by int) error {
-	acc, n := d.acc, d.n
-	if n < 32 {
-		d.acc, d.n = acc, n
-		d.fill()
-		acc, n = d.acc, d.n
-	}
-	dct := &d.dc[c.td]
-	var s int
-	if e := dct.look[acc>>(64-jpegLookBits)]; e != 0 {
-		s = int(e & 0xff)
-		acc <<= e >> 8
-		n -= int(e >> 8)
-	} else {
-		sym, l := dct.slowSymbol(acc)
-		if l == 0 {
-			return errBadHuffman
-		}
-		s = int(sym)
-		acc <<= l
-		n -= l
-	}
-	if s > 11 {
-		return errors.New("bad DC coefficient size")
-	}
-	if s > 0 {
-		c.pred += extend(int32(acc>>(64-s)), s)
-		acc <<= s
-		n -= s
-	}
-	blk := &d.blk
-	q := &d.q[c.tq]
-	t := &d.ac[c.ta]
-	blk[0] = c.pred * q[0]
-	ac := false
-	for k := uint(1); k < 64; {
-		if n < 32 {
-			d.acc, d.n = acc, n
-			d.fill()
-			acc, n = d.acc, d.n
-		}
-		if f := t.fast[acc>>(64-jpegLookBits)]; f != 0 {
-			k += uint(f>>4) & 15
-			acc <<= uint(f & 15)
-			n -= int(f & 15)
-			if k > 63 {
-				return errors.New("too many coefficients in a block")
-			}
-			blk[jpegZigzag[k]&63] = (f >> 8) * q[k]
-			k++
-			ac = true
-			continue
-		}
-		var rs byte
-		if e := t.look[acc>>(64-jpegLookBits)]; e != 0 {
-			rs = byte(e)
-			acc <<= e >> 8
-			n -= int(e >> 8)
-		} else {
-			sym, l := t.slowSymbol(acc)
-			if l == 0 {
-				return errBadHuffman
-			}
-			rs = sym
-			acc <<= l
-			n -= l
-		}
-		r, s := uint(rs>>4), int(rs&15)
-		if s == 0 {
-			if r != 15 {
-				break // end of block
-			}
-			k += 16
-			continue
-		}
-		k += r
-		if k > 63 {
-			return errors.New("too many coefficients in a block")
-		}
-		blk[jpegZigzag[k]&63] = extend(int32(acc>>(64-s)), s) * q[k]
-		acc <<= s
-		n -= s
-		k++
-		ac = true
-	}
-	d.acc, d.n = acc, n
-	if bx < c.x0 || bx >= c.x1 || by < c.y0 || by >= c.y1 {
-		if ac {
-			clear(blk[:])
-		}
-		return nil
-	}
-	dst := plane[by*8*c.stride+bx*8:]
-	if !ac {
-		v := clampSample((blk[0]+4)>>3 + 128)
-		for y := range 8 {
-			row := dst[y*c.stride : y*c.stride+8]
-			for x := range row {
-				row[x] = v
-			}
-		}
-		return nil
-	}
-	idctIslow(blk, dst, c.stride)
-	clear(blk[:])
-	return nil
-}
-
 // finish checks that every component was scanned and returns the image.
 func (d *jpegFast) finish() (image.Image, error) {
 	if d.ncomp == 0 {
@@ -708,121 +446,4 @@ func (d *jpegFast) finish() (image.Image, error) {
 		SubsampleRatio: ratio, Rect: rect,
 	}
 	return &d.ycc, nil
-}
-
-// clampSample clamps v to a byte.
-func clampSample(v int32) byte {
-	if uint32(v) <= 255 {
-		return byte(v)
-	}
-	if v < 0 {
-		return 0
-	}
-	return 255
-}
-
-// The accurate integer inverse DCT of the IJG's jidctint.c: fixed-point constants with 13
-// fraction bits, and 2 more bits kept between the column and the row pass.
-const (
-	idctConstBits = 13
-	idctPass1Bits = 2
-
-	fix0_298631336 = 2446
-	fix0_390180644 = 3196
-	fix0_541196100 = 4433
-	fix0_765366865 = 6270
-	fix0_899976223 = 7373
-	fix1_175875602 = 9633
-	fix1_501321110 = 12299
-	fix1_847759065 = 15137
-	fix1_961570560 = 16069
-	fix2_053119869 = 16819
-	fix2_562915447 = 20995
-	fix3_072711026 = 25172
-)
-
-// idctIslow inverse-transforms the dequantised coefficients blk (natural order) into an
-// 8×8 block of samples at dst, rows stride bytes apart.
-func idctIslow(blk *[64]int32, dst []byte, stride int) {
-	var ws [64]int32
-	// Pass 1: columns, into ws with idctPass1Bits more bits.
-	for c := range 8 {
-		in := blk[c:]
-		if in[8]|in[16]|in[24]|in[32]|in[40]|in[48]|in[56] == 0 {
-			dc := in[0] << idctPass1Bits
-			for r := range 8 {
-				ws[8*r+c] = dc
-			}
-			continue
-		}
-		e0, e1, e2, e3, o0, o1, o2, o3 := idct1(in[0], in[8], in[16], in[24], in[32], in[40], in[48], in[56])
-		const sh = idctConstBits - idctPass1Bits
-		const rnd = 1 << (sh - 1)
-		ws[0*8+c] = (e0 + o3 + rnd) >> sh
-		ws[7*8+c] = (e0 - o3 + rnd) >> sh
-		ws[1*8+c] = (e1 + o2 + rnd) >> sh
-		ws[6*8+c] = (e1 - o2 + rnd) >> sh
-		ws[2*8+c] = (e2 + o1 + rnd) >> sh
-		ws[5*8+c] = (e2 - o1 + rnd) >> sh
-		ws[3*8+c] = (e3 + o0 + rnd) >> sh
-		ws[4*8+c] = (e3 - o0 + rnd) >> sh
-	}
-	// Pass 2: rows, descaled to samples and level-shifted.
-	_ = dst[7*stride+7]
-	for r := range 8 {
-		in := ws[8*r : 8*r+8 : 8*r+8]
-		out := dst[r*stride : r*stride+8 : r*stride+8]
-		if in[1]|in[2]|in[3]|in[4]|in[5]|in[6]|in[7] == 0 {
-			v := clampSample((in[0]+1<<(idctPass1Bits+2))>>(idctPass1Bits+3) + 128)
-			for x := range out {
-				out[x] = v
-			}
-			continue
-		}
-		e0, e1, e2, e3, o0, o1, o2, o3 := idct1(in[0], in[1], in[2], in[3], in[4], in[5], in[6], in[7])
-		const sh = idctConstBits + idctPass1Bits + 3
-		const rnd = 1<<(sh-1) + 128<<sh
-		out[0] = clampSample((e0 + o3 + rnd) >> sh)
-		out[7] = clampSample((e0 - o3 + rnd) >> sh)
-		out[1] = clampSample((e1 + o2 + rnd) >> sh)
-		out[6] = clampSample((e1 - o2 + rnd) >> sh)
-		out[2] = clampSample((e2 + o1 + rnd) >> sh)
-		out[5] = clampSample((e2 - o1 + rnd) >> sh)
-		out[3] = clampSample((e3 + o0 + rnd) >> sh)
-		out[4] = clampSample((e3 - o0 + rnd) >> sh)
-	}
-}
-
-// idct1 is the 1-D transform of jidctint.c on x0..x7, up to the final butterflies: it
-// returns the even part (tmp10, tmp11, tmp12, tmp13) and the odd part (tmp0..tmp3), each
-// scaled by 2^idctConstBits.
-func idct1(x0, x1, x2, x3, x4, x5, x6, x7 int32) (e0, e1, e2, e3, o0, o1, o2, o3 int32) {
-	// Even part.
-	z1 := (x2 + x6) * fix0_541196100
-	t2 := z1 - x6*fix1_847759065
-	t3 := z1 + x2*fix0_765366865
-	t0 := (x0 + x4) << idctConstBits
-	t1 := (x0 - x4) << idctConstBits
-	e0, e3 = t0+t3, t0-t3
-	e1, e2 = t1+t2, t1-t2
-	// Odd part.
-	a0, a1, a2, a3 := x7, x5, x3, x1
-	z1 = a0 + a3
-	z2 := a1 + a2
-	z3 := a0 + a2
-	z4 := a1 + a3
-	z5 := (z3 + z4) * fix1_175875602
-	a0 *= fix0_298631336
-	a1 *= fix2_053119869
-	a2 *= fix3_072711026
-	a3 *= fix1_501321110
-	z1 *= -fix0_899976223
-	z2 *= -fix2_562915447
-	z3 = z3*-fix1_961570560 + z5
-	z4 = z4*-fix0_390180644 + z5
-	o0 = a0 + z1 + z3
-	o1 = a1 + z2 + z4
-	o2 = a2 + z2 + z3
-	o3 = a3 + z1 + z4
-	return
 }

@@ -20,23 +20,57 @@ type pngFast struct {
 	lut  [256][3]uint8
 }
 
-func newPNGFast() *pngFast {
+// libdeflateName is the PNG backend's name, which PNGBackend reports.
+const libdeflateName = "libdeflate"
+
+func openPNGFast() (backend, error) {
 	lib, err := libdeflate.Load()
 	if err != nil {
-		return nil
+		return nil, err
 	}
 	z, err := lib.NewDecompressor()
 	if err != nil {
-		return nil
+		return nil, err
 	}
-	return &pngFast{z: z}
+	return &pngFast{z: z}, nil
 }
 
-func (p *pngFast) close() { p.z.Close() }
+func (p *pngFast) close() error {
+	p.z.Close()
+	return nil
+}
 
-// decode decodes data, a w×h PNG, into img and reports whether it did; on false img's
-// contents are unspecified.
-func (p *pngFast) decode(img *Image, data []byte, w, h int) bool {
+func (p *pngFast) name() string { return libdeflateName }
+
+func (p *pngFast) accepts(h *header) bool { return h.format == PNG }
+
+// decode decodes the whole image into j.img, or declines.
+func (p *pngFast) decode(j *job) (decoded, error) {
+	if !p.decodeRGB(j.img, j.data, j.h.width, j.h.height) {
+		return decoded{}, errDeclined
+	}
+	sx, sy := wholeSpans(j.rs)
+	return decoded{crop: j.rs, sx: sx, sy: sy}, nil
+}
+
+// footprint: the image data gathered from the IDAT chunks (at most the file), and for
+// the PNGs it takes the inflated rows and the RGB image; it declines the others before
+// inflating.
+func (p *pngFast) footprint(j *job) estimate {
+	w, h := int64(j.h.width), int64(j.h.height)
+	e := estimate{bytes: int64(len(j.data)), rgb: true, src: j.rs.Size()}
+	ihdr, ok := pngIHDR(j.data)
+	if !ok || ihdr.depth != 8 || ihdr.interlace != 0 || ihdr.channels() == 0 {
+		return e
+	}
+	e.bytes += (1+w*int64(ihdr.channels()))*h + 3*w*h
+	e.sure = true
+	return e
+}
+
+// decodeRGB decodes data, a w×h PNG, into img and reports whether it did; on false
+// img's contents are unspecified.
+func (p *pngFast) decodeRGB(img *Image, data []byte, w, h int) bool {
 	const sig = 8
 	var (
 		ihdr     []byte
@@ -44,6 +78,10 @@ func (p *pngFast) decode(img *Image, data []byte, w, h int) bool {
 		sawIDAT  bool
 		idatDone bool
 	)
+	// One allocation for the image data, not one per doubling: what Footprint counts.
+	if n := pngDataSize(data); cap(p.idat) < n {
+		p.idat = make([]byte, 0, n)
+	}
 	p.idat = p.idat[:0]
 	for i := sig; ; {
 		if i+12 > len(data) {
@@ -86,7 +124,23 @@ func (p *pngFast) decode(img *Image, data []byte, w, h int) bool {
 	}
 }
 
-// pixels inflates and unfilters the image data gathered by decode.
+// pngDataSize returns the total size of the IDAT chunks that lie within data.
+func pngDataSize(data []byte) int {
+	total := 0
+	for i := 8; i+12 <= len(data); {
+		n := int(binary.BigEndian.Uint32(data[i:]))
+		if n < 0 || n > len(data)-i-12 {
+			break
+		}
+		if string(data[i+4:i+8]) == "IDAT" {
+			total += n
+		}
+		i += 12 + n
+	}
+	return total
+}
+
+// pixels inflates and unfilters the image data gathered by decodeRGB.
 func (p *pngFast) pixels(img *Image, ihdr, palette []byte, w, h int) bool {
 	if len(ihdr) != 13 || int(binary.BigEndian.Uint32(ihdr)) != w || int(binary.BigEndian.Uint32(ihdr[4:])) != h ||
 		ihdr[8] != 8 || ihdr[10] != 0 || ihdr[11] != 0 || ihdr[12] != 0 {

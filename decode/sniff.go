@@ -84,7 +84,7 @@ type header struct {
 	format        string
 	width, height int  // as stored, before orientation
 	orientation   int  // EXIF orientation, 1 to 8
-	sof           byte // a JPEG's frame header marker (see isSOF), 0 if none
+	sof           byte // a JPEG's frame header marker (see jpegseg.IsSOF), 0 if none
 }
 
 // readHeader sniffs data and decodes its header. Errors are ErrUnsupported (unknown or

@@ -3,15 +3,17 @@ package decode
 import (
 	"errors"
 	"image"
+	"math"
 	"slices"
 
 	"github.com/conveyor-ml/conveyor/internal/turbojpeg"
 )
 
-// turboJPEG is the libjpeg-turbo JPEG backend. It decodes into packed RGB, or, when a
-// resize follows, into its raw YCbCr planes for planar resampling (no upsampling or
-// colour conversion at the decoded size), and can scale by 1/8 to 1 in the DCT, which
-// makes shrinking a large photo several times cheaper than decoding it at full size.
+// turboJPEG is the libjpeg-turbo JPEG backend (libturbojpeg.so.0, see internal/turbojpeg).
+// It decodes into packed RGB, or, when a resize follows, into its raw YCbCr planes for
+// planar resampling (no upsampling or colour conversion at the decoded size), and can
+// scale by 1/8 to 1 in the DCT, which makes shrinking a large photo several times
+// cheaper than decoding it at full size.
 // libjpeg-turbo's IDCT and chroma upsampling differ slightly from image/jpeg's (a mean of
 // about one unit per channel); the differential test bounds it.
 type turboJPEG struct {
@@ -21,6 +23,14 @@ type turboJPEG struct {
 	bufs [3][]byte // planes of decodePlanes, reused
 	ycc  image.YCbCr
 	gray image.Gray
+}
+
+func openTurbo() (backend, error) {
+	t, err := newTurboJPEG()
+	if err != nil {
+		return nil, err
+	}
+	return t, nil
 }
 
 func newTurboJPEG() (*turboJPEG, error) {
@@ -60,9 +70,36 @@ func (t *turboJPEG) scale(w, h, tw, th int) (num, denom int) {
 	return 1, 1
 }
 
-// decode decodes a w×h JPEG into img at the DCT scale at which a cw×ch part of it (the
-// whole image, or a crop) still covers reduceGap times tw×th.
-func (t *turboJPEG) decode(img *Image, data []byte, w, h, cw, ch, tw, th int) error {
+func (t *turboJPEG) name() string { return "libjpeg-turbo" }
+
+func (t *turboJPEG) accepts(h *header) bool { return h.format == JPEG }
+
+// decode decodes j at the DCT scale at which j.rs still covers reduceGap times the
+// target: into planes when a resize follows, else, or when the planes are declined, into
+// RGB. rs's edges then fall between pixels of the scaled image, and the spans carry the
+// fractions. Anything libjpeg-turbo declines (CMYK, a libjpeg warning, which image/jpeg
+// may accept, or an error) goes on to the Go backends, which decide, so that both JPEG
+// backends accept the same files.
+func (t *turboJPEG) decode(j *job) (decoded, error) {
+	h := &j.h
+	cw, ch := j.rs.Dx(), j.rs.Dy()
+	if j.resized {
+		if m, err := t.decodePlanes(j.data, h.width, h.height, cw, ch, j.tw, j.th); err == nil {
+			crop, sx, sy := scaleRect(j.rs, h, m.Bounds())
+			return decoded{crop: crop, sx: sx, sy: sy, planes: m}, nil
+		}
+	}
+	img := j.img
+	if t.decodeRGB(img, j.data, h.width, h.height, cw, ch, j.tw, j.th) != nil {
+		return decoded{}, errDeclined
+	}
+	crop, sx, sy := scaleRect(j.rs, h, image.Rect(0, 0, img.Width, img.Height))
+	return decoded{crop: crop, sx: sx, sy: sy}, nil
+}
+
+// decodeRGB decodes a w×h JPEG into img at the DCT scale at which a cw×ch part of it
+// (the whole image, or a crop) still covers reduceGap times tw×th.
+func (t *turboJPEG) decodeRGB(img *Image, data []byte, w, h, cw, ch, tw, th int) error {
 	num, denom := t.scale(cw, ch, tw, th)
 	sw, sh := turbojpeg.ScaledSize(w, h, num, denom)
 	img.Reset(sw, sh)
@@ -119,3 +156,62 @@ func (t *turboJPEG) grow(i, n int) []byte {
 }
 
 func (t *turboJPEG) close() error { return t.dec.Close() }
+
+// scaleRect maps the rectangle rs of an h.width×h.height image to the same image decoded
+// at a DCT scale into b: the whole pixels of b it touches, and the spans within them.
+func scaleRect(rs image.Rectangle, h *header, b image.Rectangle) (crop image.Rectangle, sx, sy span) {
+	x0, x1, sx := scaleSpan(rs.Min.X, rs.Max.X, h.width, b.Dx())
+	y0, y1, sy := scaleSpan(rs.Min.Y, rs.Max.Y, h.height, b.Dy())
+	return image.Rect(x0, y0, x1, y1), sx, sy
+}
+
+// scaleSpan maps the samples [a, b) of n to an image scaled to sn samples: it returns the
+// whole samples [lo, hi) that the scaled interval touches, and the interval within them.
+func scaleSpan(a, b, n, sn int) (lo, hi int, sp span) {
+	if sn == n {
+		return a, b, span{0, float64(b - a)}
+	}
+	// Exact products first, so that the image's own edges map to 0 and sn exactly.
+	fa, fb := float64(int64(a)*int64(sn))/float64(n), float64(int64(b)*int64(sn))/float64(n)
+	lo = int(math.Floor(fa))
+	hi = min(int(math.Ceil(fb)), sn)
+	return lo, hi, span{fa - float64(lo), min(fb, float64(sn)) - fa}
+}
+
+// footprint: the planes or the RGB image at the DCT scale decode picks, and libjpeg's
+// own memory: a few rows of each component at that scale (measured under half a
+// megabyte for an 8000-pixel-wide baseline file at any scale), and for a progressive or
+// multi-scan file the whole image's coefficients at full resolution, two bytes each,
+// which DCT scaling does not shrink.
+func (t *turboJPEG) footprint(j *job) estimate {
+	w, h := j.h.width, j.h.height
+	num, denom := t.scale(j.rs.Dx(), j.rs.Dy(), j.tw, j.th)
+	sw, sh := turbojpeg.ScaledSize(w, h, num, denom)
+	crop, _, _ := scaleRect(j.rs, &j.h, image.Rect(0, 0, sw, sh))
+	l := &j.frame
+	e := estimate{src: crop.Size()}
+	vmax := 4
+	if l.ok {
+		vmax = l.vmax
+	}
+	e.bytes = int64(l.comps())*int64(sw+64)*int64(16*vmax+16) + 1<<20
+	if l.multiScan() {
+		e.bytes += 128 * l.blocks(w, h)
+	}
+	if sub, ok := l.turboSubsamp(); j.resized && ok {
+		// tjDecompressToYUVPlanes takes these for certain; it declines the others before
+		// the planes are allocated.
+		for i := range 3 {
+			if i == 0 || sub != turbojpeg.SAMPGray {
+				pw, ph := turbojpeg.PlaneSize(i, sw, sh, sub)
+				e.bytes += int64(pw) * int64(ph)
+			}
+		}
+		e.planes, e.sure = true, true
+		return e
+	}
+	e.bytes += 3 * int64(sw) * int64(sh)
+	e.rgb = true
+	e.sure = l.ok && l.precision == 8 && l.ncomp != 4 && turboFrame(l.sof)
+	return e
+}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"unsafe"
+
+	"github.com/conveyor-ml/conveyor/internal/jpegseg"
 )
 
 // Chrominance subsampling, as reported by [Decompressor.Header] (enum TJSAMP).
@@ -379,43 +381,35 @@ func (d *Decompressor) decode(dst, jpeg []byte, num, denom, flags int) (int, int
 // frameHeader returns the size and component count from the first SOF
 // segment, walking the markers from SOI the way libjpeg's read_markers does.
 // It reports ok only for a plain structure (no junk between segments, a
-// frame type libjpeg-turbo 2.x decodes, nonzero size); on such a file
-// libjpeg either reads the same SOF or fails, so the size is the one it
-// decodes. Anything else is left to tjDecompressHeader3. FuzzDecodeRGB
-// checks the agreement.
+// frame type libjpeg-turbo 2.x decodes, a whole frame header, nonzero size);
+// on such a file libjpeg either reads the same SOF or fails, so the size is
+// the one it decodes. Anything else is left to tjDecompressHeader3.
+// FuzzDecodeRGB checks the agreement.
 func frameHeader(b []byte) (w, h, ncomp int, ok bool) {
 	if len(b) < 4 || b[0] != 0xff || b[1] != 0xd8 {
 		return 0, 0, 0, false
 	}
-	i := 2
+	// Strict: bytes other than a marker where one must be are "extraneous
+	// data", a libjpeg warning.
+	walk := jpegseg.Walker{Data: b, Pos: 2}
 	for {
-		// A marker is 0xFF, optional 0xFF fill bytes, then a code. Other
-		// bytes here are "extraneous data", a libjpeg warning.
-		if i >= len(b) || b[i] != 0xff {
+		s, err := walk.Next()
+		if err != nil {
 			return 0, 0, 0, false
 		}
-		for i < len(b) && b[i] == 0xff {
-			i++
-		}
-		if i >= len(b) {
-			return 0, 0, 0, false
-		}
-		m := b[i]
-		i++
-		switch {
-		case m >= 0xd0 && m <= 0xd7 || m == 0x01: // RSTn, TEM: no length
-			continue
-		case m == 0xc0 || m == 0xc1 || m == 0xc2 || m == 0xc9 || m == 0xca:
-			// SOF0/1/2/9/10: P(1) Y(2) X(2) Nf(1) after the length.
-			if i+8 > len(b) {
+		switch m := s.Marker; {
+		case m >= jpegseg.RST0 && m <= jpegseg.RST7 || m == jpegseg.TEM: // no length
+		case m == jpegseg.SOF0 || m == jpegseg.SOF1 || m == jpegseg.SOF2 || m == 0xc9 || m == 0xca:
+			// SOF0/1/2/9/10: P(1) Y(2) X(2) Nf(1).
+			if len(s.Body) < 6 {
 				return 0, 0, 0, false
 			}
-			h = int(b[i+3])<<8 | int(b[i+4])
-			w = int(b[i+5])<<8 | int(b[i+6])
-			ncomp = int(b[i+7])
+			h = int(s.Body[1])<<8 | int(s.Body[2])
+			w = int(s.Body[3])<<8 | int(s.Body[4])
+			ncomp = int(s.Body[5])
 			return w, h, ncomp, w > 0 && h > 0 && ncomp > 0
-		case m == 0xc4 || m == 0xcc || m == 0xdb || m == 0xdd || m == 0xdc ||
-			m >= 0xe0 && m <= 0xef || m == 0xfe:
+		case m == jpegseg.DHT || m == jpegseg.DAC || m == jpegseg.DQT || m == jpegseg.DRI || m == jpegseg.DNL ||
+			m >= jpegseg.APP0 && m <= jpegseg.APP15 || m == jpegseg.COM:
 			// DHT, DAC, DQT, DRI, DNL, APPn, COM: libjpeg consumes exactly
 			// their length or fails.
 		default:
@@ -423,14 +417,6 @@ func frameHeader(b []byte) (w, h, ncomp int, ok bool) {
 			// markers: libjpeg fails or warns.
 			return 0, 0, 0, false
 		}
-		if i+2 > len(b) {
-			return 0, 0, 0, false
-		}
-		n := int(b[i])<<8 | int(b[i+1])
-		if n < 2 || i+n > len(b) {
-			return 0, 0, 0, false
-		}
-		i += n
 	}
 }
 
