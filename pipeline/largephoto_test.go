@@ -122,3 +122,56 @@ func TestOpsOutputReservedFromBudget(t *testing.T) {
 		t.Errorf("the epoch allocated %d MiB", alloc>>20)
 	}
 }
+
+// An image that needs more decode memory than the workers' retained shares leave waits
+// until they give them back, then decodes alone: with a budget that leaves it a bit more
+// than half the decode memory, the large PNG still loads.
+func TestLargeImageDrainsWorkers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("decodes 35 megapixels")
+	}
+	dir := t.TempDir()
+	if _, err := synth.WriteTree(dir, &synth.TreeOptions{Classes: 2, PerClass: 6, Seed: 5, MinSide: 60, MaxSide: 160}); err != nil {
+		t.Fatal(err)
+	}
+	large := filepath.Join(dir, "class01", "large.png")
+	writeLarge(t, large, 5000, 7000, func(w *bytes.Buffer, m image.Image) error {
+		return (&png.Encoder{CompressionLevel: png.BestSpeed}).Encode(w, m)
+	})
+	src, err := Dir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := &Config{BatchSize: 4, Workers: 2, Pack: pack.Options{Normalize: true}, Logf: t.Logf}
+	if err := ApplyRecipe(cfg, "eval", 224); err != nil {
+		t.Fatal(err)
+	}
+	probe := newLoader(t, src, cfg)
+	data, err := os.ReadFile(large)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := probe.workers[0].dec.Config(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	need, _, _, _, err := probe.sampleMemory(probe.workers[0].dec, readItem{data: data}, c, decodePlan{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Decode memory of 1.5 times the need: more than the half the workers' shares leave.
+	cfg.MemoryBudget = probe.Stats().Pinned.BytesMapped + (need*3/2)*5/4 + 8
+	ld := newLoader(t, src, cfg)
+	st := ld.Stats()
+	if free := st.DecodeBudget - 2*ld.dec.retain; need <= free || need > st.DecodeBudget {
+		t.Fatalf("need %d, decode memory %d, %d beside the workers' shares: the test does not make the image wait", need, st.DecodeBudget, free)
+	}
+	d := collect(t, ld, context.Background(), 0, 0)
+	st = ld.Stats()
+	if st.BadSamples != 0 || len(d.indices) != src.Len() {
+		t.Fatalf("%d bad samples, %d of %d loaded: %v", st.BadSamples, len(d.indices), src.Len(), st.RecentBad)
+	}
+	if st.PeakDecode < need || st.PeakHeld > st.Budget {
+		t.Errorf("peak decode %d (need %d), peak held %d of %d", st.PeakDecode, need, st.PeakHeld, st.Budget)
+	}
+}

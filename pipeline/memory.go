@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"image"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -64,25 +65,44 @@ func pageRound(n int64) int64 {
 	return (n + page - 1) / page * page
 }
 
-// sampleMemory estimates the memory a sample with header cfg holds at once: decoding
-// (the decoder's planes, up to 4 bytes a pixel for CMYK, the RGB image, an orientation or
-// resize copy: 10 bytes a pixel of the header) and the augment ops, whose Context keeps
-// two buffers, each at most the largest image an op makes (3 bytes a pixel). That image
-// is worked out from the decoded size when every op is an augment.Sizer, so an eval Resize
-// that would upscale a 1×100000 image is refused before it allocates; otherwise four
-// times the packed size is assumed. ops is the share of the ops, and w×h their largest
-// image (0×0 when unknown), for messages.
-func (l *Loader) sampleMemory(cfg decode.Config, stored bool) (need, ops int64, w, h int) {
-	dw, dh := cfg.Width, cfg.Height
-	if !stored {
-		dw, dh = l.cfg.Decode.Resize.OutputSize(dw, dh)
+// decodePlan is how a sample will be decoded: whole, or (region) the crop rect resized
+// to w×h.
+type decodePlan struct {
+	region bool
+	rect   image.Rectangle
+	w, h   int
+}
+
+// sampleMemory estimates the memory sample it, with header cfg, holds at once: what
+// decoding it as planned holds (decode.Decoder.Footprint: after DCT scaling and
+// resize-first, or for the crop alone; a stored record, 10 bytes a pixel) and what the
+// augment ops hold, their Context's two buffers, each at most the largest image an op makes
+// (3 bytes a pixel). That image is worked out from the decoded size when every op is an
+// augment.Sizer, so an eval Resize that would enlarge a 1×100000 image is refused before
+// it allocates; otherwise four times the packed size is assumed. ops is the ops' share,
+// and w×h their largest image (0×0 when unknown), for messages.
+func (l *Loader) sampleMemory(dec *decode.Decoder, it readItem, cfg decode.Config, d decodePlan) (need, ops int64, w, h int, err error) {
+	ow, oh := cfg.Width, cfg.Height // what the ops start from
+	chain := l.cfg.Augment
+	switch {
+	case it.hit:
+		need = 10 * int64(cfg.Width) * int64(cfg.Height)
+	case d.region:
+		need, err = dec.Footprint(it.data, d.rect, d.w, d.h)
+		ow, oh, chain = d.w, d.h, chain[1:]
+	default:
+		need, err = dec.Footprint(it.data, image.Rectangle{}, 0, 0)
+		ow, oh = l.cfg.Decode.Resize.OutputSize(ow, oh)
+	}
+	if err != nil {
+		return 0, 0, 0, 0, err
 	}
 	ops = 24 * int64(l.cfg.Pack.Width) * int64(l.cfg.Pack.Height)
-	if w, h, ok := l.cfg.Augment.Largest(dw, dh); ok {
+	if w, h, ok := chain.Largest(ow, oh); ok {
 		ops = 6 * int64(w) * int64(h)
-		return 10*int64(cfg.Width)*int64(cfg.Height) + ops, ops, w, h
+		return need + ops, ops, w, h, nil
 	}
-	return 10*int64(cfg.Width)*int64(cfg.Height) + ops, ops, 0, 0
+	return need + ops, ops, 0, 0, nil
 }
 
 // decodeMemory rations the workers' decode working memory: decoders' planes, the RGB

@@ -164,7 +164,23 @@ func (w *worker) sample(r *run, it readItem) error {
 			return err
 		}
 	}
-	if need, ops, ow, oh := l.sampleMemory(cfg, it.hit); need <= l.dec.retain {
+	// The random stream starts here, so drawing the crop before reserving memory for it
+	// takes the same numbers as drawing it when decoding would.
+	w.actx.Seed(l.cfg.Seed, uint64(r.epoch), int64(it.idx)+int64(it.attempt)<<40)
+	var d decodePlan
+	if l.region != nil && !it.store && !it.hit {
+		// Crop-aware decode: draw the crop from the header's size, decode only it.
+		var err error
+		if d.rect, d.w, d.h, err = l.region.Region(w.actx, cfg.Width, cfg.Height); err != nil {
+			return r.opFailure(it.task, err)
+		}
+		d.region = true
+	}
+	need, opsBytes, ow, oh, err := l.sampleMemory(w.dec, it, cfg, d)
+	if err != nil {
+		return err
+	}
+	if need <= l.dec.retain {
 		if w.held == 0 {
 			if err := l.dec.acquire(r.ctx, l.dec.retain); err != nil {
 				return err
@@ -174,7 +190,7 @@ func (w *worker) sample(r *run, it readItem) error {
 	} else {
 		// Larger than what a worker keeps: reserve it on its own, holding nothing else
 		// while waiting (so workers cannot deadlock), and drop the grown scratch after.
-		if need > l.dec.size && ops > need/2 {
+		if need > l.dec.size && opsBytes > need/2 {
 			return fmt.Errorf("%w: the augment ops would make a %dx%d image of this %dx%d one, about %d bytes with decoding, more than the %d bytes of decode memory Config.MemoryBudget leaves", decode.ErrTooLarge, ow, oh, cfg.Width, cfg.Height, need, l.dec.size)
 		}
 		if need > l.dec.size {
@@ -191,20 +207,13 @@ func (w *worker) sample(r *run, it readItem) error {
 		}()
 	}
 	t0 := time.Now()
-	w.actx.Seed(l.cfg.Seed, uint64(r.epoch), int64(it.idx)+int64(it.attempt)<<40)
 	ops := l.cfg.Augment
 	var img *decode.Image
-	var err error
 	switch {
 	case it.hit:
 		img, err = w.coder(it.cache).Decode(&w.img, it.ref, it.data)
-	case l.region != nil && !it.store:
-		// Crop-aware decode: draw the crop from the header's size, decode only it.
-		rect, ow, oh, rerr := l.region.Region(w.actx, cfg.Width, cfg.Height)
-		if rerr != nil {
-			return r.opFailure(it.task, rerr)
-		}
-		img, err = w.dec.DecodeRegion(&w.img, it.data, rect, ow, oh)
+	case d.region:
+		img, err = w.dec.DecodeRegion(&w.img, it.data, d.rect, d.w, d.h)
 		ops = ops[1:]
 	default:
 		img, err = w.dec.Decode(&w.img, it.data)
