@@ -11,8 +11,10 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/image/bmp"
 )
@@ -185,5 +187,40 @@ func TestCapacityAdmitsValidFiles(t *testing.T) {
 		}
 		need, have, unit := fileBound(hd, data)
 		t.Logf("%s: %d bytes claim %d %s, bound %d", name, len(data), need, unit, have)
+	}
+}
+
+// A progressive JPEG of thousands of tiny scans is a CPU bomb: each scan revisits the
+// whole image. Both backends refuse one with more than MaxScans scans before decoding.
+func TestScanLimit(t *testing.T) {
+	base, err := os.ReadFile("../testdata/decode/progressive.jpg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	eoi := bytes.LastIndex(base, []byte{0xff, 0xd9})
+	// A DC refinement scan of the first component with one byte of data, repeated.
+	scan := []byte{0xff, 0xda, 0, 8, 1, 1, 0, 0, 0, 0x10, 0x00}
+	for _, n := range []int{MaxScans / 2, 20000} {
+		bomb := append(append(slices.Clone(base[:eoi]), bytes.Repeat(scan, n)...), 0xff, 0xd9)
+		for _, backend := range []string{BackendAuto, BackendGo} {
+			d, err := NewDecoder(&Options{Backend: backend})
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			_, err = d.Decode(nil, bomb)
+			d.Close()
+			if took := time.Since(start); took > 5*time.Second {
+				t.Errorf("%d scans on %s: %v", n, backend, took)
+			}
+			if n > MaxScans {
+				var fe *FormatError
+				if !errors.Is(err, ErrTooManyScans) || !errors.As(err, &fe) {
+					t.Errorf("%d scans on %s: %v; want a *FormatError wrapping ErrTooManyScans", n, backend, err)
+				}
+			} else if errors.Is(err, ErrTooManyScans) {
+				t.Errorf("%d scans on %s refused as too many", n, backend)
+			}
+		}
 	}
 }

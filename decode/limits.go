@@ -1,6 +1,10 @@
 package decode
 
-import "fmt"
+import (
+	"bytes"
+	"errors"
+	"fmt"
+)
 
 // A header's pixel count is checked twice before any pixel memory is allocated: against
 // Options.MaxPixels (ErrTooLarge), and against what the file's size can possibly hold (a
@@ -85,5 +89,44 @@ func (h header) check(data []byte, limit int64) error {
 	if need, have, unit := fileBound(h, data); have > 0 && need > have {
 		return &FormatError{Format: h.format, Err: fmt.Errorf("header claims %dx%d (%d %s), more than a %d-byte file can hold: truncated or malicious", h.width, h.height, need, unit, len(data))}
 	}
+	if progressive(h.sof) {
+		if n := countScans(data, MaxScans); n > MaxScans {
+			return &FormatError{Format: h.format, Err: fmt.Errorf("%w: more than %d (a progressive JPEG needs about 10)", ErrTooManyScans, MaxScans)}
+		}
+	}
 	return nil
 }
+
+// MaxScans bounds the scans of a progressive JPEG, as libjpeg-turbo's TJFLAG_LIMITSCANS
+// does: every scan revisits the whole image, so a small file of thousands of tiny scans
+// costs minutes of CPU ("Two Issues with the JPEG Standard", libjpeg-turbo's security
+// notes). Ordinary encoders write about 10. Both backends refuse more, before decoding.
+const MaxScans = 500
+
+// ErrTooManyScans is wrapped by the *FormatError of a progressive JPEG with more than
+// MaxScans scans.
+var ErrTooManyScans = errors.New("too many scans")
+
+// progressive reports whether sof starts a progressive frame (Huffman or arithmetic).
+func progressive(sof byte) bool {
+	return sof == 0xc2 || sof == 0xc6 || sof == 0xca || sof == 0xce
+}
+
+// countScans counts start-of-scan markers in data, stopping once it passes limit. Entropy
+// coded data never holds 0xff 0xda (a 0xff there is followed by a stuffed zero or a
+// restart marker), so the count is the scans plus any in metadata such as an EXIF
+// thumbnail: a few more, never fewer. It runs at memchr speed.
+func countScans(data []byte, limit int) int {
+	n := 0
+	for n <= limit {
+		i := bytes.Index(data, sos)
+		if i < 0 {
+			break
+		}
+		n++
+		data = data[i+2:]
+	}
+	return n
+}
+
+var sos = []byte{0xff, 0xda}
