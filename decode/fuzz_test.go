@@ -13,9 +13,17 @@ import (
 // FuzzDecodeRegion (Decoder.DecodeRegion) and FuzzConfig (Sniff, ReadConfig and
 // Decoder.Config), plus FuzzJPEGFast (jpegfast_test.go) for the pure-Go JPEG path alone.
 // Each is seeded with every file in testdata/decode and its hostile/ and sequential/
-// corpora. The pixel limit is small so that no input can allocate much. Run one with e.g.
+// corpora. The pixel limit is small so that no input can allocate much, and inputs over
+// maxFuzzInput bytes are skipped: instrumented decoding of a large input can take the
+// fuzzer minutes per execution, which stalls it without finding anything. Run one with e.g.
 //
 //	go test -run XXX -fuzz FuzzDecodeRegion -fuzztime 1m ./decode
+
+// maxFuzzInput bounds the inputs the decode fuzz targets try.
+const maxFuzzInput = 1 << 20
+
+// fuzzPixels is the decoders' pixel limit in the fuzz targets.
+const fuzzPixels = 1 << 18
 
 // addSeeds adds every fixture and hostile file to f's corpus.
 func addSeeds(f *testing.F) {
@@ -50,7 +58,7 @@ func checkError(t *testing.T, err error) {
 // fuzzDecoders returns decoders with a 1 M pixel limit and policy p: the Go backend, and
 // the turbo backend when libjpeg-turbo is present.
 func fuzzDecoders(f *testing.F, p ResizePolicy) []*Decoder {
-	o := Options{MaxPixels: 1 << 20, Resize: p}
+	o := Options{MaxPixels: fuzzPixels, Resize: p}
 	ds := []*Decoder{goDecoder(f, o)}
 	o.Backend = BackendTurbo
 	if d, err := NewDecoder(&o); err == nil && d.Backend() == BackendTurbo {
@@ -68,13 +76,16 @@ func FuzzDecode(f *testing.F) {
 	plain := fuzzDecoders(f, ResizePolicy{})
 	small := fuzzDecoders(f, ResizePolicy{Mode: ResizeFit, Width: 17, Height: 13})
 	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) > maxFuzzInput {
+			t.Skip("input over maxFuzzInput")
+		}
 		for i, d := range plain {
 			m, err := d.Decode(nil, data)
 			if err != nil {
 				checkError(t, err)
 				continue
 			}
-			if m.Width <= 0 || m.Height <= 0 || len(m.Pix) != 3*m.Width*m.Height || int64(m.Width)*int64(m.Height) > 1<<20 {
+			if m.Width <= 0 || m.Height <= 0 || len(m.Pix) != 3*m.Width*m.Height || int64(m.Width)*int64(m.Height) > fuzzPixels {
 				t.Fatalf("%s: bad image %dx%d with %d bytes", d.Backend(), m.Width, m.Height, len(m.Pix))
 			}
 			cfg, err := d.Config(data)
@@ -99,6 +110,9 @@ func FuzzDecodeRegion(f *testing.F) {
 	addSeeds(f)
 	ds := fuzzDecoders(f, ResizePolicy{})
 	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) > maxFuzzInput {
+			t.Skip("input over maxFuzzInput")
+		}
 		for _, d := range ds {
 			cfg, err := d.Config(data)
 			if err != nil {
@@ -136,8 +150,11 @@ func FuzzDecodeRegion(f *testing.F) {
 // documented errors only, and the three agree.
 func FuzzConfig(f *testing.F) {
 	addSeeds(f)
-	d := goDecoder(f, Options{MaxPixels: 1 << 20})
+	d := goDecoder(f, Options{MaxPixels: fuzzPixels})
 	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) > maxFuzzInput {
+			t.Skip("input over maxFuzzInput")
+		}
 		format := Sniff(data)
 		rc, rerr := ReadConfig(data)
 		dc, derr := d.Config(data)

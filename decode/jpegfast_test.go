@@ -372,11 +372,14 @@ func FuzzJPEGFast(f *testing.F) {
 	addSeeds(f)
 	var d jpegFast
 	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) > maxFuzzInput {
+			t.Skip("input over maxFuzzInput")
+		}
 		cfg, err := jpeg.DecodeConfig(bytes.NewReader(data))
 		if w, h, ok := jpegFrameSize(data); ok && err == nil && (w != cfg.Width || h != cfg.Height) {
 			t.Fatalf("frame size %dx%d, image/jpeg %dx%d", w, h, cfg.Width, cfg.Height)
 		}
-		if err != nil || cfg.Width*cfg.Height > 1<<20 {
+		if err != nil || cfg.Width*cfg.Height > fuzzPixels {
 			return
 		}
 		r := image.Rect(cfg.Width/3, cfg.Height/4, cfg.Width, cfg.Height)
