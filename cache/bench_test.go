@@ -9,10 +9,19 @@ import (
 
 // BenchmarkRead measures a training read of a converted dataset: a ReadOnly cache whose
 // shards are mapped, a record of a 256×192 image (about what a resize to shorter side
-// 256 stores), read (both checksums) and, for Load, decoded into a reused Image.
+// 256 stores) or of a 32×32 one (where per-record costs show), read (both checksums)
+// and, for Load, decoded into a reused Image.
 func BenchmarkRead(b *testing.B) {
-	const n, w, h = 64, 256, 192
-	for _, codec := range []Codec{Raw, S2} {
+	for _, size := range [][2]int{{256, 192}, {32, 32}} {
+		for _, codec := range []Codec{Raw, S2} {
+			benchmarkRead(b, codec, size[0], size[1])
+		}
+	}
+}
+
+func benchmarkRead(b *testing.B, codec Codec, w, h int) {
+	const n = 64
+	{
 		dir := b.TempDir()
 		c := open(b, dir, Options{Codec: codec})
 		d := newCoder(b, c)
@@ -27,14 +36,16 @@ func BenchmarkRead(b *testing.B) {
 		rd := newCoder(b, ro)
 		// The same records read with pread into a reused buffer, as a writable cache
 		// (whose shards are not mapped) reads them.
-		b.Run(fmt.Sprintf("Pread/%s", codec), func(b *testing.B) {
+		b.Run(fmt.Sprintf("Pread/%s/%dx%d", codec, w, h), func(b *testing.B) {
 			b.SetBytes(int64(refs[0].Bytes))
 			b.ReportAllocs()
 			wrefs := make([]Ref, n)
+			most := 0
 			for i := range wrefs {
 				wrefs[i] = mustRef(b, c, testKey(i))
+				most = max(most, wrefs[i].Bytes)
 			}
-			buf := make([]byte, refs[0].Bytes)
+			buf := make([]byte, most)
 			i := 0
 			for b.Loop() {
 				if _, err := c.Read(wrefs[i%n], buf); err != nil {
@@ -43,7 +54,7 @@ func BenchmarkRead(b *testing.B) {
 				i++
 			}
 		})
-		b.Run(fmt.Sprintf("Read/%s", codec), func(b *testing.B) {
+		b.Run(fmt.Sprintf("Read/%s/%dx%d", codec, w, h), func(b *testing.B) {
 			b.SetBytes(int64(refs[0].Bytes))
 			b.ReportAllocs()
 			i := 0
@@ -54,8 +65,8 @@ func BenchmarkRead(b *testing.B) {
 				i++
 			}
 		})
-		b.Run(fmt.Sprintf("Load/%s", codec), func(b *testing.B) {
-			b.SetBytes(3 * w * h)
+		b.Run(fmt.Sprintf("Load/%s/%dx%d", codec, w, h), func(b *testing.B) {
+			b.SetBytes(int64(3 * w * h))
 			b.ReportAllocs()
 			var img decode.Image
 			i := 0
