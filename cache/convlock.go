@@ -15,6 +15,9 @@ import (
 // process opening it.
 const convertLockName = "convert.lock"
 
+// holderLen is the size of what a holder writes in the lock file.
+const holderLen = 128
+
 // ErrLocked reports that another conversion is writing the directory.
 var ErrLocked = errors.New("another conversion is writing this directory")
 
@@ -41,11 +44,11 @@ func (c *Cache) LockConversion() (release func(), err error) {
 		}
 		return nil, fmt.Errorf("cache: %s: %w (%s)", c.dir, ErrLocked, holder)
 	}
+	// Who holds it, for the message of whoever finds it locked: one write of a fixed
+	// size, so that a reader sees this holder or the last one, never an empty file.
 	holder := fmt.Sprintf("pid %d, since %s", os.Getpid(), time.Now().Format(time.DateTime))
-	f.Truncate(0)
-	f.WriteAt([]byte(holder+"\n"), 0) // for the message of whoever finds it locked
+	f.WriteAt(fmt.Appendf(nil, "%-*s\n", holderLen-1, holder), 0)
 	return func() {
-		f.Truncate(0)
 		unlock(f)
 		f.Close()
 	}, nil
@@ -66,11 +69,15 @@ func Converting(dir string) (holder string, running bool) {
 	return lockHolder(f), true
 }
 
-// lockHolder reads who holds the conversion lock f.
+// lockHolder reads who holds the conversion lock f, waiting a little for a holder that
+// has just taken it to say.
 func lockHolder(f *os.File) string {
-	b, _ := io.ReadAll(io.NewSectionReader(f, 0, 256))
-	if s := strings.TrimSpace(string(b)); s != "" {
-		return s
+	for range 20 {
+		b, _ := io.ReadAll(io.NewSectionReader(f, 0, holderLen))
+		if s := strings.TrimSpace(string(b)); s != "" {
+			return s
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
-	return "a process that has not said who it is yet"
+	return "a process that has not said who it is"
 }

@@ -228,7 +228,6 @@ func (c *Cache) CheckDataset(info *Info) []Problem {
 // checkShard compares the files of one recorded shard with m.
 func (c *Cache) checkShard(name, spec string, m *ShardManifest, fc *shardFiles) []Problem {
 	path := filepath.Join(c.dir, name+shardExt)
-	idxPath := filepath.Join(c.dir, name+indexExt)
 	problem := func(kind Kind, records int, format string, a ...any) Problem {
 		return Problem{Kind: kind, Shard: path, Records: records, Err: fmt.Errorf(format, a...)}
 	}
@@ -246,7 +245,11 @@ func (c *Cache) checkShard(name, spec string, m *ShardManifest, fc *shardFiles) 
 		}
 		ps = append(ps, problem(KindTruncated, lost, "%d bytes of the %d the dataset recorded; %d records past its end cannot be read", fc.size, m.Bytes, lost))
 	case fc.size > m.Bytes:
-		ps = append(ps, problem(KindChanged, 0, "%d bytes, the dataset recorded %d", fc.size, m.Bytes))
+		// Bytes that hold no whole record are a torn tail, which readers ignore (Verify
+		// counts it); records are a change.
+		if sh := c.shard(name); sh != nil && sh.broken == nil && c.dataEnd(sh) > m.Bytes {
+			ps = append(ps, problem(KindChanged, 0, "%d bytes, the dataset recorded %d: records were added to it since", fc.size, m.Bytes))
+		}
 	}
 	switch {
 	case fc.hdrCut:
@@ -263,12 +266,12 @@ func (c *Cache) checkShard(name, spec string, m *ShardManifest, fc *shardFiles) 
 	switch {
 	case fc.idxSize < 0:
 		if m.IndexBytes > 0 {
-			ps = append(ps, Problem{Kind: KindIndex, Shard: path, Err: fmt.Errorf("%s is missing", idxPath)})
+			ps = append(ps, Problem{Kind: KindIndex, Shard: path, Err: errors.New("missing")})
 		}
 	case fc.idxBad >= 0:
-		ps = append(ps, Problem{Kind: KindIndex, Shard: path, Offset: fc.idxBad, Err: fmt.Errorf("%s: the entry at byte %d fails its checksum", idxPath, fc.idxBad)})
+		ps = append(ps, Problem{Kind: KindIndex, Shard: path, Offset: fc.idxBad, Err: fmt.Errorf("the entry at byte %d fails its checksum", fc.idxBad)})
 	case fc.idxSize != m.IndexBytes || fc.idxCRC != m.IndexCRC:
-		ps = append(ps, Problem{Kind: KindIndex, Shard: path, Err: fmt.Errorf("%s: %d bytes, checksum %08x; the dataset recorded %d bytes, checksum %08x", idxPath, fc.idxSize, fc.idxCRC, m.IndexBytes, m.IndexCRC)})
+		ps = append(ps, Problem{Kind: KindIndex, Shard: path, Err: fmt.Errorf("%d bytes, checksum %08x; the dataset recorded %d bytes, checksum %08x", fc.idxSize, fc.idxCRC, m.IndexBytes, m.IndexCRC)})
 	}
 	if len(ps) == 0 || (len(ps) == 1 && ps[0].Kind == KindIndex) {
 		// The files look as recorded (or only the index differs, and the shard was
@@ -280,6 +283,12 @@ func (c *Cache) checkShard(name, spec string, m *ShardManifest, fc *shardFiles) 
 		}
 	}
 	return ps
+}
+
+func (c *Cache) dataEnd(sh *shard) int64 {
+	c.wmu.Lock() // dataEnd moves under wmu as records are added
+	defer c.wmu.Unlock()
+	return sh.dataEnd
 }
 
 func (c *Cache) shard(name string) *shard {
@@ -388,14 +397,14 @@ func (c *Cache) fileProblems(fc *shardFiles, recs int) []Problem {
 	switch {
 	case fc.idxSize < 0:
 		if recs > 0 {
-			ps = append(ps, Problem{Kind: KindIndex, Shard: path, Err: fmt.Errorf("%s is missing (the %d records were found by scanning the shard)", idxPath, recs)})
+			ps = append(ps, Problem{Kind: KindIndex, Shard: path, Err: fmt.Errorf("missing (the %d records were found by scanning the shard)", recs)})
 		}
 	case fc.idxBad >= 0:
-		ps = append(ps, Problem{Kind: KindIndex, Shard: path, Offset: fc.idxBad, Err: fmt.Errorf("%s: the entry at byte %d fails its checksum", idxPath, fc.idxBad)})
+		ps = append(ps, Problem{Kind: KindIndex, Shard: path, Offset: fc.idxBad, Err: fmt.Errorf("the entry at byte %d fails its checksum", fc.idxBad)})
 	case recs-len(fc.entries) > 1:
 		// A writer stopped between writing a record and its entry leaves one record
 		// unindexed, never more.
-		ps = append(ps, Problem{Kind: KindIndex, Shard: path, Err: fmt.Errorf("%s lists %d of the %d records found by scanning the shard", idxPath, len(fc.entries), recs)})
+		ps = append(ps, Problem{Kind: KindIndex, Shard: path, Err: fmt.Errorf("lists %d of the %d records found by scanning the shard", len(fc.entries), recs)})
 	}
 	return ps
 }

@@ -211,21 +211,45 @@ func TestDatasetDamage(t *testing.T) {
 	}
 }
 
-// TestDatasetChanged: a shard that grew, or whose header is valid but not the recorded
-// one, differs from the manifest.
+// TestDatasetChanged: bytes appended to a shard that hold no whole record are a torn
+// tail, as for any shard; a record appended is a change from the manifest.
 func TestDatasetChanged(t *testing.T) {
 	dir := t.TempDir()
 	info := dataset(t, dir, 10, 64, 64<<10)
-	names, _ := shardsOf(t, dir)
-	f, err := os.OpenFile(filepath.Join(dir, names[0]), os.O_WRONLY|os.O_APPEND, 0)
+	names, refs := shardsOf(t, dir)
+	shard := filepath.Join(dir, names[0])
+	appendTo := func(b []byte) {
+		f, err := os.OpenFile(shard, os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if _, err := f.Write(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	appendTo(make([]byte, 10))
+	c := open(t, dir, Options{ReadOnly: true})
+	if ps := c.CheckDataset(info); len(ps) != 0 {
+		t.Errorf("CheckDataset with a torn tail: %+v", ps)
+	}
+	if rep, err := c.VerifyDataset(info, nil); err != nil || !rep.OK() || rep.TornShards != 1 || rep.Unreadable != 10 {
+		t.Errorf("VerifyDataset with a torn tail: %+v, %v", rep, err)
+	}
+
+	truncate(t, shard, info.Shards[0].Bytes)
+	r := refs[names[1]][0]
+	rec := make([]byte, r.Bytes)
+	f, err := os.Open(filepath.Join(dir, names[1]))
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.Write(make([]byte, 10))
+	f.ReadAt(rec, r.off)
 	f.Close()
-	c := open(t, dir, Options{ReadOnly: true})
-	if ps := c.CheckDataset(info); len(ps) != 1 || ps[0].Kind != KindChanged {
-		t.Errorf("CheckDataset: %+v, want one changed shard", ps)
+	appendTo(rec)
+	c = open(t, dir, Options{ReadOnly: true})
+	if ps := c.CheckDataset(info); len(ps) != 1 || ps[0].Kind != KindChanged || ps[0].Shard != shard {
+		t.Errorf("CheckDataset with a record appended: %+v, want one changed shard", ps)
 	}
 }
 

@@ -27,6 +27,14 @@ type Problem struct {
 	Err        error
 }
 
+// File is the file the problem is in: the shard's index for KindIndex, else the shard.
+func (p Problem) File() string {
+	if p.Kind == KindIndex {
+		return strings.TrimSuffix(p.Shard, shardExt) + indexExt
+	}
+	return p.Shard
+}
+
 // VerifyReport sums up Verify and VerifyDataset.
 type VerifyReport struct {
 	Shards, Records int
