@@ -75,7 +75,7 @@ func OpenConverted(dir string, opts ...ConvertedOptions) (*Converted, error) {
 	}
 	problems := c.CheckDataset(info)
 	for _, p := range problems {
-		o.Logf("pipeline: %s: %s %s: %v", dir, p.Kind, filepath.Base(p.Shard), p.Err)
+		o.Logf("pipeline: %s: %s %s: %v", dir, p.Kind, filepath.Base(p.File()), p.Err)
 	}
 	refs := c.Records(info.Spec)
 	if why := incomplete(dir, info, len(refs), problems); why != "" {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -300,22 +299,31 @@ func TestConcurrentConverts(t *testing.T) {
 	}
 	close(start)
 	wg.Wait()
-	failed := slices.IndexFunc(errs, func(err error) bool { return err != nil })
-	if failed < 0 || errs[1-failed] != nil {
-		t.Fatalf("errors %v; want exactly one Convert to fail", errs)
+	// Both start at once, so one finds the other running (were the machine so slow that
+	// the first finished before the second began, the second would find every file
+	// stored, and store nothing either).
+	stored, good := 0, 0
+	for i, err := range errs {
+		switch {
+		case err == nil:
+			stored += reps[i].Stored
+			good = src.Len() - reps[i].Bad
+		case !errors.Is(err, cache.ErrLocked) || !strings.Contains(err.Error(), fmt.Sprintf("pid %d", os.Getpid())) || reps[i] != nil:
+			t.Errorf("Convert %d: %v; want cache.ErrLocked naming this process", i, err)
+		default:
+			t.Logf("Convert %d: %v", i, err)
+		}
 	}
-	if err := errs[failed]; !errors.Is(err, cache.ErrLocked) || !strings.Contains(err.Error(), fmt.Sprintf("pid %d", os.Getpid())) || reps[failed] != nil {
-		t.Errorf("the second Convert: %v; want cache.ErrLocked naming this process", err)
+	if errs[0] != nil && errs[1] != nil {
+		t.Fatal("both Converts failed")
 	}
-	ok := reps[1-failed]
 	ro, err := cache.Open(dst, &cache.Options{ReadOnly: true, Logf: t.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ro.Close()
-	good := src.Len() - ok.Bad
-	if st := ro.Stats(); ok.Stored != good || st.Records != good {
-		t.Errorf("%d stored, %d records in the directory; want each of %d files once", ok.Stored, st.Records, good)
+	if st := ro.Stats(); stored != good || st.Records != good {
+		t.Errorf("%d stored, %d records in the directory; want each of %d files once", stored, st.Records, good)
 	}
 	// Once the first is done, another conversion runs, and finds everything stored.
 	rep, err := Convert(context.Background(), src, openCache(t, dst, cache.S2), convertOpts(t))
