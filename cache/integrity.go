@@ -235,7 +235,7 @@ func (c *Cache) checkShard(name, spec string, m *ShardManifest, fc *shardFiles) 
 	switch {
 	case fc.size < 0:
 		ps = append(ps, problem(KindMissing, m.Records, "the dataset lists it with %d records", m.Records))
-		c.adopt(name, spec, m, fc, errors.New("shard file missing"))
+		c.adopt(name, spec, m, fc, errors.New("file missing"))
 		return ps // its index, when there is one, was read for adopt
 	case fc.size < m.Bytes:
 		lost := m.Records
@@ -256,10 +256,10 @@ func (c *Cache) checkShard(name, spec string, m *ShardManifest, fc *shardFiles) 
 		if fc.size >= m.Bytes { // a shard cut inside its header is reported as truncated
 			ps = append(ps, problem(KindHeader, m.Records, "the header is cut short"))
 		}
-		c.adopt(name, spec, m, fc, errors.New("shard header cut short"))
+		c.adopt(name, spec, m, fc, errors.New("header cut short"))
 	case fc.hdrErr != nil:
 		ps = append(ps, problem(KindHeader, m.Records, "%v; none of its %d records can be read", fc.hdrErr, m.Records))
-		c.adopt(name, spec, m, fc, fmt.Errorf("shard header damaged: %v", fc.hdrErr))
+		c.adopt(name, spec, m, fc, fc.hdrErr)
 	case fc.hdrCRC != m.HeaderCRC || fc.spec != spec || fc.codec != m.Codec:
 		ps = append(ps, problem(KindHeader, m.Records, "the header (spec %q, codec %s) is not the one the dataset recorded; none of its %d records can be read", fc.spec, fc.codec, m.Records))
 	}

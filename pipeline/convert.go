@@ -9,6 +9,7 @@ import (
 	"maps"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -156,6 +157,9 @@ func Convert(ctx context.Context, src Source, c *cache.Cache, opts *ConvertOptio
 			last = time.Now()
 			o.Progress(progress(done))
 		}
+	}
+	if why := c.Stats().Disabled; why != "" && stopErr != nil && strings.HasSuffix(stopErr.Error(), cache.ErrDisabled.Error()) {
+		stopErr = fmt.Errorf("%w (%s)", stopErr, why) // say why writing stopped: a full disk, say
 	}
 	rep := &ConvertReport{ConvertProgress: progress(done), Spec: ld.spec}
 	for _, i := range slices.Sorted(maps.Keys(cv.bad)) {

@@ -7,11 +7,15 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/conveyor-ml/conveyor/cache"
+	"github.com/conveyor-ml/conveyor/internal/synth"
 )
 
 // theShard returns the one shard of the converted dataset in dir and its index.
@@ -180,5 +184,43 @@ func TestConvertLocked(t *testing.T) {
 	release()
 	if _, _, err := runConvert(t, src, dst, "--size", "32"); err != nil {
 		t.Errorf("convert once the lock is released: %v", err)
+	}
+}
+
+// A conversion that fills its disk (a real, small file system) says so in dataset.json,
+// and bench refuses the part it stored.
+func TestConvertDiskFull(t *testing.T) {
+	if runtime.GOOS != "linux" || os.Geteuid() != 0 {
+		t.Skip("mounting a tmpfs needs root on Linux")
+	}
+	mnt := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", mnt).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs: %v: %s", err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", mnt).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v: %s", mnt, err, out)
+		}
+	})
+	src := t.TempDir()
+	if _, err := synth.WriteTree(src, &synth.TreeOptions{Classes: 2, PerClass: 6, Seed: 5, MinSide: 200, MaxSide: 240}); err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(mnt, "dst")
+	_, _, err := runConvert(t, src, dst, "--size", "0", "--codec", "raw", "--workers", "1")
+	if !errors.Is(err, syscall.ENOSPC) && !strings.Contains(fmt.Sprint(err), "no space left") {
+		t.Fatalf("convert into a full disk: %v", err)
+	}
+	info, rerr := cache.ReadInfo(dst)
+	if rerr != nil || info.Complete {
+		t.Fatalf("dataset.json: %+v, %v", info, rerr)
+	}
+	t.Logf("stopped: %q", info.Stopped) // empty when the disk had no room left to say why
+	err = benchTo([]string{dst, "--epochs", "1", "--size", "16", "--batch", "4"}, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "not known to be complete") {
+		t.Errorf("bench of a conversion stopped by a full disk: %v", err)
+	}
+	if err := verify([]string{dst}, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), "incomplete") {
+		t.Errorf("verify: %v", err)
 	}
 }
