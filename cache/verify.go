@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -64,7 +65,7 @@ func (r *VerifyReport) OK() bool {
 // VerifyDataset.
 func (c *Cache) Verify(problem func(Problem)) (VerifyReport, error) {
 	var rep VerifyReport
-	err := c.verifyRecords(&rep, nil, nil, problem)
+	err := c.verifyRecords(&rep, true, nil, problem)
 	return rep, err
 }
 
@@ -105,10 +106,8 @@ func (c *Cache) VerifyDataset(info *Info, problem func(Problem)) (VerifyReport, 
 		}
 	}
 	var rep VerifyReport
-	checked := map[string]*shardFiles{}
 	for _, name := range names {
 		fc := c.checkFiles(name)
-		checked[name] = fc
 		var ps []Problem
 		if m := manifest[name]; m != nil {
 			ps = c.checkShard(name, info.Spec, m, fc)
@@ -120,6 +119,14 @@ func (c *Cache) VerifyDataset(info *Info, problem func(Problem)) (VerifyReport, 
 				c.mu.RUnlock()
 			}
 			ps = c.shardProblems(fc, recs)
+			if info.Manifested() {
+				// Left over, from an earlier conversion whose samples were stored again
+				// (or of another spec): damage, but none to the dataset.
+				for i := range ps {
+					ps[i].Records = 0
+					ps[i].Err = fmt.Errorf("%w; the dataset does not use it (%s does not list it): delete it", ps[i].Err, InfoName)
+				}
+			}
 		}
 		if len(ps) > 0 {
 			rep.DamagedShards++
@@ -129,13 +136,14 @@ func (c *Cache) VerifyDataset(info *Info, problem func(Problem)) (VerifyReport, 
 			problem(p)
 		}
 	}
-	return rep, c.verifyRecords(&rep, checked, used, problem)
+	return rep, c.verifyRecords(&rep, false, used, problem)
 }
 
-// verifyRecords reads every record of every shard c lists. With files (VerifyDataset),
-// records past a shard's end are left to its truncated-shard problem and shards that
-// cannot be read are skipped; with used, a damaged record not in it is superseded.
-func (c *Cache) verifyRecords(rep *VerifyReport, checked map[string]*shardFiles, used map[string]recAt, problem func(Problem)) error {
+// verifyRecords reads every record of every shard c lists but those that cannot be read
+// (reported whole by CheckDataset). With pastEnd false (VerifyDataset), records past a
+// shard's end are left to its truncated-shard problem; with used, a damaged record of a
+// path that used maps to another record is superseded.
+func (c *Cache) verifyRecords(rep *VerifyReport, pastEnd bool, used map[string]recAt, problem func(Problem)) error {
 	c.mu.RLock()
 	shards := make([]*shard, 0, len(c.shards))
 	for _, sh := range c.shards {
@@ -162,7 +170,7 @@ func (c *Cache) verifyRecords(rep *VerifyReport, checked map[string]*shardFiles,
 		recs := slices.Clone(sh.recs)
 		c.mu.RUnlock()
 		for _, r := range recs {
-			if checked != nil && r.off+int64(r.Bytes) > fi.Size() {
+			if !pastEnd && r.off+int64(r.Bytes) > fi.Size() {
 				continue // past the end: the shard's truncated problem counts it
 			}
 			rep.Records++

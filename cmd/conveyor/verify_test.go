@@ -224,3 +224,35 @@ func TestConvertDiskFull(t *testing.T) {
 		t.Errorf("verify: %v", err)
 	}
 }
+
+// A rerun of convert after a shard's header was damaged stores its samples again, and
+// the dataset is whole; verify still names the damaged file, which nothing reads, until
+// it is deleted.
+func TestVerifyAfterRepair(t *testing.T) {
+	src, dst, _ := converted(t)
+	shard, idx := theShard(t, dst)
+	flipAt(t, shard, 20)
+	out, _, err := runConvert(t, src, dst, "--size", "32")
+	if err != nil || !strings.Contains(out, "stored=24 ") {
+		t.Fatalf("rerun: %v\n%s", err, out)
+	}
+	var bout bytes.Buffer
+	if err := benchTo([]string{dst, "--epochs", "1", "--json", "--size", "16", "--batch", "4", "--workers", "2"}, &bout, io.Discard); err != nil {
+		t.Fatalf("bench after the repair: %v", err)
+	}
+	var vout bytes.Buffer
+	err = verify([]string{dst}, &vout, io.Discard)
+	if err == nil || !strings.Contains(vout.String(), "damaged shard header "+shard) || !strings.Contains(vout.String(), "delete it") ||
+		!strings.Contains(vout.String(), "lost_records=0 ") {
+		t.Errorf("verify with the damaged shard left over: %v\n%s", err, vout.String())
+	}
+	for _, f := range []string{shard, idx} {
+		if err := os.Remove(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	vout.Reset()
+	if err := verify([]string{dst}, &vout, io.Discard); err != nil {
+		t.Errorf("verify once it is deleted: %v\n%s", err, vout.String())
+	}
+}
