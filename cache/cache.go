@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -136,6 +137,11 @@ type shard struct {
 	gone    bool   // evicted
 	m       []byte // read-only mapping of the shard's records, ReadOnly caches only
 	oldMaps [][]byte
+	// broken, when set, is why none of the shard's records can be read: its header is
+	// damaged or the file is gone. Its records come from its index (see CheckDataset).
+	broken error
+	// faulted is set once a read of the mapping faulted: the file shrank under it.
+	faulted atomic.Bool
 }
 
 type loc struct {
@@ -164,7 +170,8 @@ type Cache struct {
 
 	wmu      sync.Mutex // serialises writes, rotation and eviction
 	writers  map[string]*writer
-	bytes    int64 // directory bytes as far as this process knows, under wmu
+	ignored  map[string]string // shards that did not open, and why: logged once, under wmu
+	bytes    int64             // directory bytes as far as this process knows, under wmu
 	full     bool
 	closed   bool
 	disabled atomic.Pointer[string]
@@ -241,7 +248,13 @@ func (c *Cache) Refresh() error {
 		if sh == nil {
 			sh, err = c.openShard(name)
 			if err != nil {
-				c.opts.Logf("cache: ignoring %s: %v", filepath.Join(c.dir, name+shardExt), err)
+				if why := err.Error(); c.ignored[name] != why {
+					if c.ignored == nil {
+						c.ignored = map[string]string{}
+					}
+					c.ignored[name] = why
+					c.opts.Logf("cache: ignoring %s: %v", filepath.Join(c.dir, name+shardExt), err)
+				}
 				continue
 			}
 			if sh == nil {
@@ -270,36 +283,24 @@ func (c *Cache) openShard(name string) (*shard, error) {
 	if err != nil {
 		return nil, err
 	}
-	buf := make([]byte, 64)
-	for {
-		n, err := f.ReadAt(buf, 0)
-		if err != nil && err != io.EOF {
-			f.Close()
-			return nil, err
-		}
-		codec, spec, hl, need, perr := parseShardHeader(buf[:n])
-		if perr != nil {
-			f.Close()
-			return nil, perr
-		}
-		if need == 0 {
-			sh := &shard{name: name, f: f, codec: codec, spec: spec, hdrLen: int64(hl), dataEnd: int64(hl)}
-			c.mu.Lock()
-			c.shards[name] = sh
-			c.mu.Unlock()
-			return sh, nil
-		}
-		if n < len(buf) || need <= len(buf) {
-			f.Close()
-			return nil, nil
-		}
-		buf = make([]byte, need)
+	codec, spec, hl, hdr, err := readShardHeader(f)
+	if err != nil || hdr == nil {
+		f.Close()
+		return nil, err
 	}
+	sh := &shard{name: name, f: f, codec: codec, spec: spec, hdrLen: int64(hl), dataEnd: int64(hl)}
+	c.mu.Lock()
+	c.shards[name] = sh
+	c.mu.Unlock()
+	return sh, nil
 }
 
 // catchUp adds the records appended to sh since it was last read: first from its index,
 // then by scanning the shard past the last indexed record.
 func (c *Cache) catchUp(sh *shard) error {
+	if sh.broken != nil {
+		return nil // its records were listed from its index when it was found broken
+	}
 	fi, err := sh.f.Stat()
 	if err != nil {
 		return err
@@ -315,8 +316,9 @@ func (c *Cache) catchUp(sh *shard) error {
 			}
 			if off < sh.hdrLen || off+int64(h.recordLen()) > size {
 				// Past the size read above (a live writer appended since; or a shard cut
-				// short): stop, so that the next call reads this entry again. Consuming it
-				// would let the next entry move dataEnd past a record never added.
+				// short, which CheckDataset finds): stop, so that the next call reads this
+				// entry again. Consuming it would let the next entry move dataEnd past a
+				// record never added.
 				break
 			}
 			c.add(sh, off, &h)
@@ -417,7 +419,10 @@ func (c *Cache) Lookup(k Key) (Ref, bool) {
 //
 // A ReadOnly cache maps its shards, and then the payload is read-only memory of the
 // mapping rather than buf: it must not be written to.
-func (c *Cache) Read(r Ref, buf []byte) ([]byte, error) {
+func (c *Cache) Read(r Ref, buf []byte) (_ []byte, err error) {
+	if r.sh.broken != nil {
+		return nil, c.damaged(r, fmt.Errorf("%w: %v", ErrCorrupt, r.sh.broken))
+	}
 	mapped := false
 	switch m, end := c.mapping(r.sh), r.off+int64(r.Bytes); {
 	case end <= int64(len(m)):
@@ -428,10 +433,12 @@ func (c *Cache) Read(r Ref, buf []byte) ([]byte, error) {
 		buf = buf[:r.Bytes]
 	}
 	if mapped {
-		// Nothing to read: the page cache is the buffer.
+		// Nothing to read: the page cache is the buffer. A shard cut short under the
+		// mapping faults instead of reading: that becomes an error (fault.go).
+		defer c.guardFault(r, &err, debug.SetPanicOnFault(true))
 	} else if _, err := r.sh.f.ReadAt(buf, r.off); err != nil {
 		if err == io.EOF {
-			return nil, c.damaged(r, fmt.Errorf("%w: record cut short", ErrCorrupt))
+			return nil, c.damaged(r, fmt.Errorf("%w: record cut short: the shard ends before it", ErrCorrupt))
 		}
 		return nil, fmt.Errorf("cache: %s: %w", r.Shard(), err)
 	}
@@ -449,8 +456,12 @@ func (c *Cache) Read(r Ref, buf []byte) ([]byte, error) {
 	return payload, nil
 }
 
-// mapping returns sh's current mapping, which Refresh may replace.
+// mapping returns sh's current mapping, which Refresh may replace; nil once a read of
+// it faulted.
 func (c *Cache) mapping(sh *shard) []byte {
+	if sh.faulted.Load() {
+		return nil
+	}
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	return sh.m
@@ -791,5 +802,7 @@ func (sh *shard) close() {
 		}
 	}
 	sh.m, sh.oldMaps = nil, nil
-	sh.f.Close()
+	if sh.f != nil {
+		sh.f.Close()
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"image"
 	"image/jpeg"
+	"runtime/debug"
 
 	"github.com/conveyor-ml/conveyor/decode"
 	"github.com/klauspost/compress/s2"
@@ -68,6 +69,7 @@ type Coder struct {
 	jdec *decode.Decoder
 	rgba *image.RGBA
 	jbuf bytes.Buffer
+	jin  []byte // a JPEG payload, copied out of the mapping for the decoder
 }
 
 // NewCoder returns a Coder for c.
@@ -157,7 +159,11 @@ func (d *Coder) rgbaOf(img *decode.Image) *image.RGBA {
 // dst is nil) and returns the image. A payload that does not
 // decode to exactly r's size is ErrCorrupt: it is counted and the record forgotten, as
 // Read does for a checksum mismatch.
-func (d *Coder) Decode(dst *decode.Image, r Ref, payload []byte) (*decode.Image, error) {
+//
+// The payload may be a mapping of the shard (see Read): a fault reading it, the file cut
+// short under the mapping, is returned as a damaged record rather than crashing.
+func (d *Coder) Decode(dst *decode.Image, r Ref, payload []byte) (_ *decode.Image, err error) {
+	defer d.c.guardFault(r, &err, debug.SetPanicOnFault(true))
 	w, h := int(r.Width), int(r.Height)
 	n := 3 * w * h
 	bad := func(why string, err error) error {
@@ -224,6 +230,11 @@ func (d *Coder) Decode(dst *decode.Image, r Ref, payload []byte) (*decode.Image,
 				return nil, fmt.Errorf("cache: %w", err)
 			}
 		}
+		// The JPEG decoder may be native code (libjpeg-turbo), where a fault in mapped
+		// memory could not be recovered: it reads a copy, which costs little beside the
+		// decode.
+		d.jin = append(d.jin[:0], payload...)
+		payload = d.jin
 		cfg, err := d.jdec.Config(payload)
 		if err != nil || cfg.Width != w || cfg.Height != h {
 			return nil, bad(fmt.Sprintf("jpeg of %dx%d for %dx%d", cfg.Width, cfg.Height, w, h), err)

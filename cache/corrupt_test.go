@@ -108,7 +108,7 @@ func TestCorruptPayload(t *testing.T) {
 	}
 }
 
-func mustRef(t *testing.T, c *Cache, k Key) Ref {
+func mustRef(t testing.TB, c *Cache, k Key) Ref {
 	t.Helper()
 	r, ok := c.Lookup(k)
 	if !ok {

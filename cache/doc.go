@@ -17,6 +17,14 @@
 // lock file, and Refresh picks up what other processes wrote. A writer killed at any
 // point leaves every complete record readable.
 //
+// A converted dataset (conveyor convert) adds dataset.json (Info): whether the conversion
+// completed, and a manifest of its shards (sizes, record counts, checksums of headers and
+// indexes) that CheckDataset and VerifyDataset compare the directory with, so that a lost,
+// truncated or damaged shard is reported rather than silently missing. A conversion holds
+// the directory's conversion lock (LockConversion) while it runs. A read-only cache maps
+// its shards; a read that faults because a shard was cut short under its mapping returns
+// ErrCorrupt instead of crashing the process.
+//
 // A Cache is safe for concurrent use; a Coder, which holds one goroutine's codec state
 // and buffers, is not. The package starts no goroutines.
 package cache

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"maps"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -63,7 +65,17 @@ type ConvertReport struct {
 // resumes, and repairs records whose checksum fails), and every bad file is recorded in
 // the report instead of stopping. It stops with an error when ctx is done or c stops
 // accepting records (full, or a write failed); what was stored stays, and the dataset's
-// Info says whether it is complete.
+// Info says whether it is complete and, if not, why.
+//
+// The dataset's Info (dataset.json) is written incomplete when the run starts and, when
+// it ends, with the manifest of the shards holding its records (cache.Info.Shards), which
+// OpenConverted and conveyor verify check the directory against. OpenConverted refuses a
+// dataset whose conversion did not complete, or is still running, unless asked not to.
+//
+// One conversion writes a directory at a time: Convert holds its conversion lock for the
+// whole run (cache.Cache.LockConversion), and a second one into the same directory, from
+// this process or another, fails at once with an error wrapping cache.ErrLocked that
+// names the holder, rather than waiting or storing every sample a second time.
 func Convert(ctx context.Context, src Source, c *cache.Cache, opts *ConvertOptions) (*ConvertReport, error) {
 	var o ConvertOptions
 	if opts != nil {
@@ -94,6 +106,11 @@ func Convert(ctx context.Context, src Source, c *cache.Cache, opts *ConvertOptio
 	if src.Len() == 0 {
 		return nil, errors.New("pipeline: convert: empty source")
 	}
+	release, err := c.LockConversion()
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: convert: %w; wait for that conversion to end, or stop it (a later run resumes where it stopped)", err)
+	}
+	defer release()
 	start := time.Now()
 	cv := &converting{maxFileBytes: o.MaxFileBytes, bad: map[int]SampleError{}}
 	// Samples are stored, never packed: the batches only pace the stages and carry no
@@ -109,7 +126,7 @@ func Convert(ctx context.Context, src Source, c *cache.Cache, opts *ConvertOptio
 		return nil, fmt.Errorf("pipeline: convert: %w", err)
 	}
 	defer ld.Close()
-	info := &cache.Info{FormatVersion: cache.FormatVersion, Spec: ld.spec, Codec: c.Options().Codec, Source: o.Source, Samples: src.Len(), Classes: src.Classes()}
+	info := &cache.Info{Version: cache.InfoVersion, FormatVersion: cache.FormatVersion, Spec: ld.spec, Codec: c.Options().Codec, Source: o.Source, Samples: src.Len(), Classes: src.Classes()}
 	if old, err := cache.ReadInfo(c.Dir()); err == nil && (old.Spec != info.Spec || old.Codec != info.Codec) {
 		o.Logf("pipeline: convert: %s held a dataset of spec %q, codec %s; converting again as %q, codec %s",
 			c.Dir(), old.Spec, old.Codec, info.Spec, info.Codec)
@@ -141,12 +158,25 @@ func Convert(ctx context.Context, src Source, c *cache.Cache, opts *ConvertOptio
 			o.Progress(progress(done))
 		}
 	}
+	if why := c.Stats().Disabled; why != "" && stopErr != nil && strings.HasSuffix(stopErr.Error(), cache.ErrDisabled.Error()) {
+		stopErr = fmt.Errorf("%w (%s)", stopErr, why) // say why writing stopped: a full disk, say
+	}
 	rep := &ConvertReport{ConvertProgress: progress(done), Spec: ld.spec}
 	for _, i := range slices.Sorted(maps.Keys(cv.bad)) {
 		rep.BadFiles = append(rep.BadFiles, cv.bad[i])
 	}
+	// The manifest records what this run leaves, complete or not, so that a dataset opened
+	// with AllowIncomplete is checked too.
+	if m, err := c.Manifest(ld.spec); err != nil {
+		stopErr = cmp.Or(stopErr, err)
+	} else {
+		info.Shards = m
+	}
 	info.Complete = stopErr == nil
 	info.Stored = len(c.Records(ld.spec))
+	if stopErr != nil {
+		info.Stopped = fmt.Sprintf("stopped with %d of %d files stored: %v", info.Stored, info.Samples, stopErr)
+	}
 	info.Bad = rep.Bad
 	info.Updated = time.Now().UTC()
 	if err := cache.WriteInfo(c.Dir(), info); err != nil && stopErr == nil {

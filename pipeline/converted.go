@@ -4,22 +4,64 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log"
+	"path/filepath"
+	"strings"
 
 	"github.com/conveyor-ml/conveyor/cache"
 )
+
+// ErrIncomplete reports a converted dataset that OpenConverted cannot vouch for: its
+// conversion did not finish (or is still running), it records no manifest to check it
+// against, or it lost samples. ConvertedOptions.AllowIncomplete opens it anyway.
+var ErrIncomplete = errors.New("not known to be complete")
 
 // Converted is a dataset that Convert (conveyor convert) stored in a cache directory: a
 // PixelSource. Its samples are pixels already resized first, so a Loader over it reads and
 // unpacks records instead of decoding files, and its Config.Decode is not used.
 type Converted struct {
-	cache *cache.Cache
-	info  *cache.Info
-	refs  []cache.Ref
+	cache    *cache.Cache
+	info     *cache.Info
+	refs     []cache.Ref
+	problems []cache.Problem
+}
+
+// ConvertedOptions configures OpenConverted.
+type ConvertedOptions struct {
+	// AllowIncomplete opens a dataset that is not known to be complete, to train on the
+	// samples it holds: one whose conversion failed, was interrupted or is still running;
+	// one converted by a conveyor that recorded no manifest (dataset.json version 1); one
+	// that lost samples with a shard and its index. Default false: OpenConverted refuses
+	// such a dataset with an error wrapping ErrIncomplete that says why and what to do.
+	AllowIncomplete bool
+	// Logf receives what opening found: each damaged or missing shard, and what
+	// AllowIncomplete let through. Default log.Printf.
+	Logf func(format string, args ...any)
 }
 
 // OpenConverted opens the converted dataset in dir, read-only. Its samples are the
-// records stored under the dataset's spec, one per source path, in path order.
-func OpenConverted(dir string) (*Converted, error) {
+// records stored under the dataset's spec, one per source path, in path order. opts,
+// at most one, defaults to the zero ConvertedOptions.
+//
+// It checks the directory against the manifest the conversion recorded (cache.Info,
+// cache.Cache.CheckDataset), reading shard headers and indexes but no record, and logs
+// every difference naming the shard. A shard whose header is damaged, whose file is gone
+// or that was cut short keeps its samples, listed from its index: reading them fails, so
+// a Loader counts them as bad samples (Config.MaxBadFraction applies) and logs each with
+// its shard. A dataset whose samples cannot all be listed, like one whose conversion did
+// not complete, is refused unless opts.AllowIncomplete. conveyor verify reads every record.
+func OpenConverted(dir string, opts ...ConvertedOptions) (*Converted, error) {
+	var o ConvertedOptions
+	switch len(opts) {
+	case 0:
+	case 1:
+		o = opts[0]
+	default:
+		return nil, fmt.Errorf("pipeline: OpenConverted takes one ConvertedOptions at most, got %d", len(opts))
+	}
+	if o.Logf == nil {
+		o.Logf = log.Printf
+	}
 	info, err := cache.ReadInfo(dir)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -27,11 +69,22 @@ func OpenConverted(dir string) (*Converted, error) {
 		}
 		return nil, fmt.Errorf("pipeline: %w", err)
 	}
-	c, err := cache.Open(dir, &cache.Options{ReadOnly: true, Codec: info.Codec})
+	c, err := cache.Open(dir, &cache.Options{ReadOnly: true, Codec: info.Codec, Logf: o.Logf})
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: %w", err)
 	}
+	problems := c.CheckDataset(info)
+	for _, p := range problems {
+		o.Logf("pipeline: %s: %s %s: %v", dir, p.Kind, filepath.Base(p.File()), p.Err)
+	}
 	refs := c.Records(info.Spec)
+	if why := incomplete(dir, info, len(refs), problems); why != "" {
+		if !o.AllowIncomplete {
+			c.Close()
+			return nil, fmt.Errorf("pipeline: %s: %w: %s", dir, ErrIncomplete, why)
+		}
+		o.Logf("pipeline: %s is incomplete: %s; training on the %d samples it holds, as AllowIncomplete asks", dir, firstClause(why), len(refs))
+	}
 	if len(refs) == 0 {
 		c.Close()
 		return nil, fmt.Errorf("pipeline: %s holds no samples for its spec %q", dir, info.Spec)
@@ -44,7 +97,47 @@ func OpenConverted(dir string) (*Converted, error) {
 			}
 		}
 	}
-	return &Converted{cache: c, info: info, refs: refs}, nil
+	return &Converted{cache: c, info: info, refs: refs, problems: problems}, nil
+}
+
+// incomplete says why the dataset in dir is not known to be complete, and what to do;
+// "" when it is.
+func incomplete(dir string, info *cache.Info, listed int, problems []cache.Problem) string {
+	convert := "conveyor convert SRC " + dir
+	if info.Source != "" {
+		convert = "conveyor convert " + info.Source + " " + dir
+	}
+	allow := fmt.Sprintf("or set ConvertedOptions.AllowIncomplete (conveyor bench --allow-incomplete) to train on the %d samples stored", listed)
+	switch {
+	case !info.Complete:
+		if holder, running := cache.Converting(dir); running {
+			return fmt.Sprintf("its conversion is still running (%s); wait for it to finish, %s so far", holder, allow)
+		}
+		what := "its conversion did not finish (it was killed, or could not record why: a full disk?)"
+		if info.Stopped != "" {
+			what = "its conversion " + info.Stopped
+		}
+		return fmt.Sprintf("%s; run %s again to finish it (it resumes where it stopped), %s", what, convert, allow)
+	case !info.Manifested():
+		return fmt.Sprintf("its %s was written by an older conveyor (version 1) and records no manifest to check its shards against; run %s again, which keeps every stored record and records one, %s",
+			cache.InfoName, convert, allow)
+	case listed < info.Stored:
+		var shards []string
+		for _, p := range problems {
+			if p.Kind != cache.KindRecord && p.Kind != cache.KindIndex {
+				shards = append(shards, fmt.Sprintf("%s %s", p.Kind, filepath.Base(p.Shard)))
+			}
+		}
+		return fmt.Sprintf("%d of its %d samples are lost (%s); conveyor verify %s lists the damage and %s again stores them again, %s",
+			info.Stored-listed, info.Stored, strings.Join(shards, ", "), dir, convert, allow)
+	}
+	return ""
+}
+
+// firstClause is why up to its first semicolon: the reason without the advice.
+func firstClause(why string) string {
+	before, _, _ := strings.Cut(why, ";")
+	return before
 }
 
 // Len is the number of samples.
@@ -67,6 +160,11 @@ func (s *Converted) Info() cache.Info { return *s.info }
 
 // Ref is sample i's record.
 func (s *Converted) Ref(i int) cache.Ref { return s.refs[i] }
+
+// Problems lists the differences between the directory and its manifest found when it
+// was opened: damaged, missing or truncated shards and damaged indexes (see
+// cache.Cache.CheckDataset). Records are not read; conveyor verify reads them.
+func (s *Converted) Problems() []cache.Problem { return s.problems }
 
 // Cache is the underlying cache, opened read-only.
 func (s *Converted) Cache() *cache.Cache { return s.cache }

@@ -66,6 +66,10 @@ the stages' time went and how full the queues were.
   --on-error fail    end the run at the first file that cannot be read or decoded,
                      instead of replacing it; --max-bad bounds the share replaced
 
+A converted DIR is checked against the manifest its conversion recorded: samples in a
+damaged or truncated shard are bad samples (--max-bad applies), and a dataset whose
+conversion did not complete, or is still running, is refused unless --allow-incomplete.
+
 flags:
 `, cache.InfoName)
 		fs.PrintDefaults()
@@ -98,6 +102,7 @@ flags:
 	fullDecode := fs.Bool("full-decode", false, "decode whole images even where the recipe's random crop allows decoding only the crop")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof FILE)")
 	onError := fs.String("on-error", pipeline.Skip.String(), "bad files (unreadable, undecodable): skip (log, count and replace them) or fail (end the run at the first)")
+	allowIncomplete := fs.Bool("allow-incomplete", false, "train on a converted DIR that is not known to be complete (its conversion stopped or is still running, it lost samples, or it has no manifest) instead of refusing it")
 	maxBad := fs.Float64("max-bad", 0.01, "with --on-error skip, end the run once more than this fraction of an epoch's samples are bad; 0: at the first (as --on-error fail), negative: no limit")
 	var cacheMax, budget byteSize
 	fs.Var(&cacheMax, "cache-max-bytes", "bound on --cache's size, e.g. 50G (0: none)")
@@ -195,12 +200,14 @@ flags:
 		if *cacheDir != "" {
 			return fmt.Errorf("%s is a converted dataset, a cache already; leave out --cache", dir)
 		}
-		conv, err := pipeline.OpenConverted(dir)
+		conv, err := pipeline.OpenConverted(dir, pipeline.ConvertedOptions{AllowIncomplete: *allowIncomplete, Logf: logf})
 		if err != nil {
 			return err
 		}
 		defer conv.Close() // after the loaders' Close
 		src = conv
+	} else if *allowIncomplete {
+		return usagef("--allow-incomplete applies to a converted dataset (a DIR holding %s)", cache.InfoName)
 	} else if src, err = openImageFolder(dir); err != nil {
 		return err
 	}

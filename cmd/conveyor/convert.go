@@ -34,8 +34,14 @@ pipeline.OpenConverted read without decoding. A rerun skips the files already st
 so an interrupted conversion (Ctrl-C) resumes. Files that fail to decode are listed in
 DST/%s and do not change the exit status.
 
+DST/%s says whether the conversion completed and, once it ends, lists its shards
+with their sizes, record counts and checksums, which bench and verify check DST
+against; bench refuses a DST whose conversion did not complete or is still running
+(--allow-incomplete trains on it anyway). One conversion writes DST at a time: a
+second one started while the first runs exits at once, naming the first's pid.
+
 flags:
-`, reportName)
+`, reportName, cache.InfoName)
 		fs.PrintDefaults()
 	}
 	size := fs.Int("size", 256, "resize so the shorter side is this many pixels (never enlarging); 0 stores full size")

@@ -23,13 +23,20 @@ type inspectResult struct {
 	FormatVersion int    `json:"format_version"`
 	Dataset       bool   `json:"dataset"` // the directory holds dataset.json
 
-	Spec     string       `json:"spec,omitempty"`
-	Codec    string       `json:"codec,omitempty"`
-	Source   string       `json:"source,omitempty"`
-	Samples  int          `json:"samples"` // records stored under Spec; without dataset.json, under any spec
-	Listed   int          `json:"listed"`  // source files the conversion listed
-	Bad      int          `json:"bad"`
-	Complete bool         `json:"complete"`
+	Spec     string `json:"spec,omitempty"`
+	Codec    string `json:"codec,omitempty"`
+	Source   string `json:"source,omitempty"`
+	Samples  int    `json:"samples"` // records stored under Spec; without dataset.json, under any spec
+	Listed   int    `json:"listed"`  // source files the conversion listed
+	Bad      int    `json:"bad"`
+	Complete bool   `json:"complete"`
+	// Incomplete says why the conversion did not complete: still running, stopped (and
+	// why), or killed.
+	Incomplete string `json:"incomplete,omitempty"`
+	// Manifest: dataset.json records the dataset's shards, which Problems compares the
+	// directory with (shard headers and indexes; records are not read).
+	Manifest bool         `json:"manifest"`
+	Problems []string     `json:"problems,omitempty"`
 	Updated  *time.Time   `json:"updated,omitempty"`
 	Classes  []classCount `json:"classes,omitempty"`
 
@@ -85,6 +92,13 @@ func inspect(args []string, stdout, stderr io.Writer) error {
 	}
 	defer c.Close()
 	res := describe(c, info)
+	if info != nil {
+		res.Incomplete = datasetState(dir, info)
+		res.Manifest = info.Manifested()
+		for _, p := range c.CheckDataset(info) {
+			res.Problems = append(res.Problems, fmt.Sprintf("%s %s: %v", problemKind(p.Kind), p.File(), p.Err))
+		}
+	}
 	if *jsonOut {
 		return json.NewEncoder(stdout).Encode(res)
 	}
@@ -115,6 +129,21 @@ func openReadOnly(dir string, stderr io.Writer) (*cache.Cache, *cache.Info, erro
 		return nil, nil, fmt.Errorf("%s: not a cache directory (no shards and no %s); conveyor convert SRC DIR makes one", dir, cache.InfoName)
 	}
 	return c, info, nil
+}
+
+// datasetState says why the conversion of the dataset in dir, which info describes, did
+// not complete; "" when it did.
+func datasetState(dir string, info *cache.Info) string {
+	switch {
+	case info.Complete:
+		return ""
+	case info.Stopped != "":
+		return "its conversion " + info.Stopped
+	}
+	if holder, running := cache.Converting(dir); running {
+		return fmt.Sprintf("its conversion is still running (%s)", holder)
+	}
+	return "its conversion did not finish (it was killed, or the disk filled before it could record why)"
 }
 
 // oneDir checks that the positional arguments are one DIR.
@@ -216,7 +245,24 @@ func printInspect(w io.Writer, r *inspectResult) {
 			line("source", "%s", r.Source)
 		}
 		line("samples", "%d stored of %d listed, %d bad", r.Samples, r.Listed, r.Bad)
-		line("complete", "%t", r.Complete)
+		if r.Incomplete != "" {
+			line("complete", "false: %s", r.Incomplete)
+		} else {
+			line("complete", "%t", r.Complete)
+		}
+		switch {
+		case !r.Manifest && r.Complete:
+			line("integrity", "unchecked: %s predates manifests (version 1); conveyor convert again records one", cache.InfoName)
+		case !r.Manifest:
+			line("integrity", "unchecked until the conversion ends and records its manifest")
+		case len(r.Problems) == 0:
+			line("integrity", "shards and indexes as recorded (records not read: conveyor verify reads them)")
+		default:
+			line("integrity", "%d problems (conveyor verify lists them all):", len(r.Problems))
+			for _, p := range r.Problems {
+				fmt.Fprintf(w, "  %s\n", p)
+			}
+		}
 		line("classes", "%s", classSummary(r.Classes))
 		all := ""
 		if len(r.Specs) > 1 {

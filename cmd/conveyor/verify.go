@@ -16,11 +16,18 @@ func verify(args []string, stdout, stderr io.Writer) error {
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `usage: conveyor verify DIR
 
-Reads and decodes every record of the cache directory DIR, read-only, checking both
-checksums, and lists the damaged ones. Exits 1 when any record is damaged. Bytes after
-a shard's last whole record (a writer killed mid-record) are reported, not counted as
-damage: readers ignore them.
-`)
+Checks the cache directory DIR, read-only: every shard's header and index, and every
+record, read and decoded, against both its checksums. For a converted dataset it also
+checks the directory against the manifest in DIR/%s: every shard it lists present,
+of the recorded size and record count, its header and index unchanged.
+
+Prints one line per problem: a damaged record, a damaged shard header or index, a
+missing, truncated or changed shard. Exits 1 when there is any, or when the
+dataset's conversion did not complete. Bytes after a shard's last whole record (a
+writer killed mid-record) are reported, not counted as damage: readers ignore them.
+So is a damaged record that a later conversion run stored again, which the dataset
+no longer uses.
+`, cache.InfoName)
 	}
 	pos, err := parseFlags(fs, args, stdout)
 	if err != nil {
@@ -30,38 +37,74 @@ damage: readers ignore them.
 		return err
 	}
 	dir := pos[0]
-	c, _, err := openReadOnly(dir, stderr)
+	c, info, err := openReadOnly(dir, stderr)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	var damaged []string
-	rep, err := c.Verify(func(p cache.Problem) {
+	rep, err := c.VerifyDataset(info, func(p cache.Problem) {
+		if p.Kind != cache.KindRecord {
+			fmt.Fprintf(stdout, "%s %s: %v\n", problemKind(p.Kind), p.File(), p.Err)
+			damaged = append(damaged, fmt.Sprintf("%s %s", p.Kind, filepath.Base(p.File())))
+			return
+		}
 		path := p.Path
 		if path == "" {
 			path = "(unknown source)"
 		}
 		// The error names the record again; say it once.
 		msg := strings.TrimPrefix(p.Err.Error(), fmt.Sprintf("cache: %s at %s+%d: ", p.Path, filepath.Base(p.Shard), p.Offset))
+		if p.Superseded {
+			fmt.Fprintf(stdout, "superseded %s+%d %s: %s (stored again later; the dataset reads the later copy)\n", p.Shard, p.Offset, path, msg)
+			return
+		}
 		fmt.Fprintf(stdout, "damaged %s+%d %s: %s\n", p.Shard, p.Offset, path, msg)
 		damaged = append(damaged, path)
 	})
 	if err != nil {
 		return fmt.Errorf("%s: %w", dir, err)
 	}
-	fmt.Fprintf(stdout, "conveyor verify shards=%d records=%d bytes=%d damaged=%d unreadable_bytes=%d torn_shards=%d\n",
-		rep.Shards, rep.Records, rep.Bytes, rep.Damaged, rep.Unreadable, rep.TornShards)
+	fmt.Fprintf(stdout, "conveyor verify shards=%d records=%d bytes=%d damaged=%d unreadable_bytes=%d torn_shards=%d damaged_shards=%d lost_records=%d superseded=%d\n",
+		rep.Shards, rep.Records, rep.Bytes, rep.Damaged-rep.Superseded, rep.Unreadable, rep.TornShards, rep.DamagedShards, rep.Lost, rep.Superseded)
 	if rep.TornShards > 0 {
 		fmt.Fprintf(stdout, "%d shards end in %d bytes past their last whole record (a writer stopped mid-record); readers ignore them\n",
 			rep.TornShards, rep.Unreadable)
 	}
-	if rep.Damaged > 0 {
+	incomplete := ""
+	if info != nil {
+		if incomplete = datasetState(dir, info); incomplete != "" {
+			fmt.Fprintf(stdout, "incomplete: %s\n", incomplete)
+		} else if !info.Manifested() {
+			fmt.Fprintf(stdout, "no manifest: %s predates them (version 1), so shards were checked by themselves only; conveyor convert SRC %s again records one\n", cache.InfoName, dir)
+		}
+	}
+	var parts []string
+	if n := rep.Damaged - rep.Superseded; n > 0 {
+		parts = append(parts, fmt.Sprintf("%d of %d records are damaged", n, rep.Records))
+	}
+	if rep.DamagedShards > 0 {
+		parts = append(parts, fmt.Sprintf("%d of %d shards are damaged or missing (%d records lost)", rep.DamagedShards, max(rep.Shards, rep.DamagedShards), rep.Lost))
+	}
+	if len(parts) > 0 {
 		const shown = 3
 		names := strings.Join(damaged[:min(len(damaged), shown)], ", ")
 		if len(damaged) > shown {
 			names += fmt.Sprintf(", ... %d more", len(damaged)-shown)
 		}
-		return fmt.Errorf("%d of %d records in %s are damaged: %s", rep.Damaged, rep.Records, dir, names)
+		return fmt.Errorf("%s in %s: %s", strings.Join(parts, "; "), dir, names)
+	}
+	if incomplete != "" {
+		return fmt.Errorf("%s is incomplete: %s", dir, incomplete)
 	}
 	return nil
+}
+
+// problemKind is how verify and inspect name a kind of damage to a shard.
+func problemKind(k cache.Kind) string {
+	switch k {
+	case cache.KindHeader, cache.KindIndex:
+		return "damaged " + string(k)
+	}
+	return string(k)
 }

@@ -1,0 +1,410 @@
+package cache
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// Kind is a kind of damage that VerifyDataset and CheckDataset report.
+type Kind string
+
+// Kinds of damage.
+const (
+	// KindRecord: a record fails a checksum or does not decode.
+	KindRecord Kind = "record"
+	// KindHeader: a shard's header does not parse, or differs from the one the dataset
+	// recorded; none of its records can be read.
+	KindHeader Kind = "shard header"
+	// KindIndex: a shard's index is missing, an entry fails its checksum, or it differs
+	// from the one the dataset recorded. Its records are still found by scanning the
+	// shard, as far as the shard's own record headers are intact.
+	KindIndex Kind = "index"
+	// KindMissing: the dataset (or an index) lists a shard the directory lacks.
+	KindMissing Kind = "missing shard"
+	// KindTruncated: a shard is shorter than its index or the dataset says; the records
+	// past its end cannot be read.
+	KindTruncated Kind = "truncated shard"
+	// KindChanged: a shard is longer than the dataset recorded, or holds fewer records.
+	KindChanged Kind = "changed shard"
+)
+
+// ShardManifest is what a converted dataset's Info records of one of its shards, so that
+// a shard lost, cut short or damaged anywhere is found, not silently left out.
+type ShardManifest struct {
+	Name       string `json:"name"`    // the shard's file name
+	Codec      Codec  `json:"codec"`   // the codec its header names
+	Records    int    `json:"records"` // records in it (copies superseded by a later one included)
+	Bytes      int64  `json:"bytes"`   // the shard file's size
+	HeaderCRC  uint32 `json:"header_crc32c"`
+	IndexBytes int64  `json:"index_bytes"` // its index file's size
+	IndexCRC   uint32 `json:"index_crc32c"`
+}
+
+// shardFiles is what a look at one shard file and its index finds, reading no record.
+type shardFiles struct {
+	name   string // without extension
+	size   int64  // the shard's size; -1 when there is no shard file
+	codec  Codec
+	spec   string
+	hdrLen int64
+	hdrCRC uint32
+	hdrErr error // the header does not parse
+	hdrCut bool  // the shard ends inside its header
+
+	idxSize int64 // -1 when there is no index
+	idxCRC  uint32
+	entries []int64 // the record end of every whole entry that passes its checksum
+	idxBad  int64   // where the first entry failing its checksum starts; -1 when none
+}
+
+// past counts the index entries whose record ends past the shard's end.
+func (f *shardFiles) past() int {
+	n := 0
+	for _, end := range f.entries {
+		if end > f.size {
+			n++
+		}
+	}
+	return n
+}
+
+// checkFiles reads name's shard header and whole index.
+func (c *Cache) checkFiles(name string) *shardFiles {
+	fc := &shardFiles{name: name, size: -1, idxSize: -1, idxBad: -1}
+	if f, err := os.Open(filepath.Join(c.dir, name+shardExt)); err == nil {
+		if fi, err := f.Stat(); err == nil {
+			fc.size = fi.Size()
+		}
+		codec, spec, n, hdr, err := readShardHeader(f)
+		switch {
+		case err != nil:
+			fc.hdrErr = err
+		case hdr == nil:
+			fc.hdrCut = true
+		default:
+			fc.codec, fc.spec, fc.hdrLen, fc.hdrCRC = codec, spec, int64(n), checksum(hdr)
+		}
+		f.Close()
+	}
+	data, err := os.ReadFile(filepath.Join(c.dir, name+indexExt))
+	if err != nil {
+		return fc
+	}
+	fc.idxSize, fc.idxCRC = int64(len(data)), checksum(data)
+	for pos := 0; pos < len(data); {
+		off, h, n, err := parseIndexEntry(data[pos:])
+		if err != nil {
+			fc.idxBad = int64(pos)
+			break
+		}
+		if n == 0 {
+			break // torn: a writer stopped inside the entry
+		}
+		fc.entries = append(fc.entries, off+int64(h.recordLen()))
+		pos += n
+	}
+	return fc
+}
+
+// readShardHeader reads the header at the start of f: hdr is its bytes, nil (with no
+// error) when f ends inside it.
+func readShardHeader(f *os.File) (codec Codec, spec string, n int, hdr []byte, err error) {
+	buf := make([]byte, 64)
+	for {
+		m, err := f.ReadAt(buf, 0)
+		if err != nil && err != io.EOF {
+			return "", "", 0, nil, err
+		}
+		codec, spec, n, need, err := parseShardHeader(buf[:m])
+		if err != nil {
+			return "", "", 0, nil, err
+		}
+		if need == 0 {
+			return codec, spec, n, buf[:n], nil
+		}
+		if m < len(buf) || need <= len(buf) {
+			return "", "", 0, nil, nil
+		}
+		buf = make([]byte, need)
+	}
+}
+
+// fileNames lists the shards in the directory, and the indexes without a shard, by name
+// without extension.
+func (c *Cache) fileNames() ([]string, error) {
+	ents, err := os.ReadDir(c.dir)
+	if err != nil {
+		return nil, fmt.Errorf("cache: %w", err)
+	}
+	var names []string
+	for _, e := range ents {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		if name, ok := strings.CutSuffix(e.Name(), shardExt); ok {
+			names = append(names, name)
+		} else if name, ok := strings.CutSuffix(e.Name(), indexExt); ok {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return slices.Compact(names), nil
+}
+
+// Manifest describes the shards holding records of spec, for a converted dataset's Info
+// (Info.Shards). Call it when nothing more is being written under spec.
+func (c *Cache) Manifest(spec string) ([]ShardManifest, error) {
+	if err := c.Refresh(); err != nil {
+		return nil, err
+	}
+	c.wmu.Lock() // no record of this Cache's is half written
+	defer c.wmu.Unlock()
+	c.mu.RLock()
+	var shards []*shard
+	for _, sh := range c.shards {
+		if sh.spec == spec && !sh.gone && sh.broken == nil {
+			shards = append(shards, sh)
+		}
+	}
+	c.mu.RUnlock()
+	slices.SortFunc(shards, func(a, b *shard) int { return strings.Compare(a.name, b.name) })
+	m := make([]ShardManifest, 0, len(shards))
+	for _, sh := range shards {
+		fc := c.checkFiles(sh.name)
+		switch {
+		case fc.size < 0 || fc.hdrErr != nil || fc.hdrCut:
+			return nil, fmt.Errorf("cache: %s: shard unreadable while writing the manifest: %v", filepath.Join(c.dir, sh.name+shardExt), fc.hdrErr)
+		case fc.idxSize < 0:
+			fc.idxSize = 0 // a writer killed before creating it; CheckDataset expects none
+		}
+		m = append(m, ShardManifest{
+			Name: sh.name + shardExt, Codec: sh.codec, Records: c.readable(sh, fc.size), Bytes: fc.size,
+			HeaderCRC: fc.hdrCRC, IndexBytes: fc.idxSize, IndexCRC: fc.idxCRC,
+		})
+	}
+	return m, nil
+}
+
+// readable counts sh's records that end within size bytes.
+func (c *Cache) readable(sh *shard, size int64) int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	n := 0
+	for _, r := range sh.recs {
+		if r.off+int64(r.Bytes) <= size {
+			n++
+		}
+	}
+	return n
+}
+
+// CheckDataset compares the directory with what info, a converted dataset's Info,
+// recorded of its shards (Info.Shards), reading their headers and indexes but no record:
+// the cheap check that opening a converted dataset makes. It returns every difference as
+// a Problem; nil when info has no manifest (see Info.Manifested) or all is as recorded.
+//
+// A ReadOnly cache also lists the records of a recorded shard whose header is damaged,
+// or whose file is gone, from its index, under info's spec: Records includes them and
+// reading one fails with ErrCorrupt naming the shard, so that a loader counts them as
+// bad samples instead of never seeing them.
+func (c *Cache) CheckDataset(info *Info) []Problem {
+	if info == nil || !info.Manifested() {
+		return nil
+	}
+	var problems []Problem
+	for _, m := range info.Shards {
+		name := strings.TrimSuffix(m.Name, shardExt)
+		problems = append(problems, c.checkShard(name, info.Spec, &m, c.checkFiles(name))...)
+	}
+	return problems
+}
+
+// checkShard compares the files of one recorded shard with m.
+func (c *Cache) checkShard(name, spec string, m *ShardManifest, fc *shardFiles) []Problem {
+	path := filepath.Join(c.dir, name+shardExt)
+	problem := func(kind Kind, records int, format string, a ...any) Problem {
+		return Problem{Kind: kind, Shard: path, Records: records, Err: fmt.Errorf(format, a...)}
+	}
+	var ps []Problem
+	switch {
+	case fc.size < 0:
+		ps = append(ps, problem(KindMissing, m.Records, "the dataset lists it with %d records", m.Records))
+		c.adopt(name, spec, m, fc, errors.New("file missing"))
+		return ps // its index, when there is one, was read for adopt
+	case fc.size < m.Bytes:
+		lost := m.Records
+		if sh := c.shard(name); sh != nil && sh.broken == nil {
+			lost -= c.readable(sh, fc.size)
+			c.listPastEnd(sh)
+		}
+		ps = append(ps, problem(KindTruncated, lost, "%d bytes of the %d the dataset recorded; %d records past its end cannot be read", fc.size, m.Bytes, lost))
+	case fc.size > m.Bytes:
+		// Bytes that hold no whole record are a torn tail, which readers ignore (Verify
+		// counts it); records are a change.
+		if sh := c.shard(name); sh != nil && sh.broken == nil && c.dataEnd(sh) > m.Bytes {
+			ps = append(ps, problem(KindChanged, 0, "%d bytes, the dataset recorded %d: records were added to it since", fc.size, m.Bytes))
+		}
+	}
+	switch {
+	case fc.hdrCut:
+		if fc.size >= m.Bytes { // a shard cut inside its header is reported as truncated
+			ps = append(ps, problem(KindHeader, m.Records, "the header is cut short"))
+		}
+		c.adopt(name, spec, m, fc, errors.New("header cut short"))
+	case fc.hdrErr != nil:
+		ps = append(ps, problem(KindHeader, m.Records, "%v; none of its %d records can be read", fc.hdrErr, m.Records))
+		c.adopt(name, spec, m, fc, fc.hdrErr)
+	case fc.hdrCRC != m.HeaderCRC || fc.spec != spec || fc.codec != m.Codec:
+		ps = append(ps, problem(KindHeader, m.Records, "the header (spec %q, codec %s) is not the one the dataset recorded; none of its %d records can be read", fc.spec, fc.codec, m.Records))
+	}
+	switch {
+	case fc.idxSize < 0:
+		if m.IndexBytes > 0 {
+			ps = append(ps, Problem{Kind: KindIndex, Shard: path, Err: errors.New("missing")})
+		}
+	case fc.idxBad >= 0:
+		ps = append(ps, Problem{Kind: KindIndex, Shard: path, Offset: fc.idxBad, Err: fmt.Errorf("the entry at byte %d fails its checksum", fc.idxBad)})
+	case fc.idxSize != m.IndexBytes || fc.idxCRC != m.IndexCRC:
+		ps = append(ps, Problem{Kind: KindIndex, Shard: path, Err: fmt.Errorf("%d bytes, checksum %08x; the dataset recorded %d bytes, checksum %08x", fc.idxSize, fc.idxCRC, m.IndexBytes, m.IndexCRC)})
+	}
+	if len(ps) == 0 || (len(ps) == 1 && ps[0].Kind == KindIndex) {
+		// The files look as recorded (or only the index differs, and the shard was
+		// scanned): do the records the cache found add up?
+		if sh := c.shard(name); sh != nil && sh.broken == nil {
+			if n := c.readable(sh, fc.size); n < m.Records {
+				ps = append(ps, problem(KindChanged, m.Records-n, "%d records found of the %d the dataset recorded", n, m.Records))
+			}
+		}
+	}
+	return ps
+}
+
+func (c *Cache) dataEnd(sh *shard) int64 {
+	c.wmu.Lock() // dataEnd moves under wmu as records are added
+	defer c.wmu.Unlock()
+	return sh.dataEnd
+}
+
+func (c *Cache) shard(name string) *shard {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.shards[name]
+}
+
+// adopt lists the records of a recorded shard that cannot be read (why) from its index,
+// when the cache is ReadOnly and has not listed the shard itself.
+func (c *Cache) adopt(name, spec string, m *ShardManifest, fc *shardFiles, why error) {
+	if !c.opts.ReadOnly || fc.idxSize <= 0 {
+		return
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.shard(name) != nil {
+		return
+	}
+	data, err := os.ReadFile(filepath.Join(c.dir, name+indexExt))
+	if err != nil {
+		return
+	}
+	f, err := os.Open(filepath.Join(c.dir, name+shardExt))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		why = fmt.Errorf("%v; %v", why, err)
+	}
+	hdrLen := int64(len(encodeShardHeader(m.Codec, spec)))
+	sh := &shard{name: name, f: f, codec: m.Codec, spec: spec, hdrLen: hdrLen, dataEnd: hdrLen, broken: fmt.Errorf("shard %s: %w", name+shardExt, why)}
+	c.mu.Lock()
+	c.shards[name] = sh
+	c.mu.Unlock()
+	for len(data) > 0 {
+		off, h, n, err := parseIndexEntry(data)
+		if err != nil || n == 0 {
+			break
+		}
+		if off >= hdrLen {
+			c.add(sh, off, &h)
+		}
+		data = data[n:]
+	}
+}
+
+// listPastEnd lists, in a ReadOnly cache, the records that sh's index places past the
+// end of the shard, which was cut short: reading them fails, so that a loader counts
+// them as bad samples instead of never seeing them.
+func (c *Cache) listPastEnd(sh *shard) {
+	if !c.opts.ReadOnly {
+		return
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	data, err := readFrom(filepath.Join(c.dir, sh.name+indexExt), sh.idxOff)
+	if err != nil {
+		return
+	}
+	for len(data) > 0 {
+		off, h, n, err := parseIndexEntry(data)
+		if err != nil || n == 0 {
+			return
+		}
+		if off >= sh.hdrLen {
+			c.add(sh, off, &h)
+		}
+		data = data[n:]
+		sh.idxOff += int64(n)
+	}
+}
+
+// shardProblems is what the files of a shard the dataset did not record (or of any
+// shard, in a loader's cache) show by themselves: a header that does not parse, an
+// index that is missing or fails a checksum, a shard shorter than its index says. recs
+// is how many records the cache found in it, by index and scan.
+func (c *Cache) shardProblems(fc *shardFiles, recs int) []Problem {
+	ps := c.fileProblems(fc, recs)
+	if len(ps) > 0 && c.liveWriter(&shard{name: fc.name}) {
+		// Being written: what is missing may be on its way. (Asked only now: taking the
+		// lock even briefly could make a writer creating the shard fail to take it.)
+		return nil
+	}
+	return ps
+}
+
+func (c *Cache) fileProblems(fc *shardFiles, recs int) []Problem {
+	path := filepath.Join(c.dir, fc.name+shardExt)
+	idxPath := filepath.Join(c.dir, fc.name+indexExt)
+	var ps []Problem
+	switch {
+	case fc.size < 0:
+		if len(fc.entries) > 0 {
+			ps = append(ps, Problem{Kind: KindMissing, Shard: path, Records: len(fc.entries), Err: fmt.Errorf("its index %s lists %d records", idxPath, len(fc.entries))})
+		}
+		return ps
+	case fc.hdrCut:
+		if len(fc.entries) > 0 {
+			ps = append(ps, Problem{Kind: KindTruncated, Shard: path, Records: len(fc.entries), Err: fmt.Errorf("%d bytes, cut inside its header; its index lists %d records", fc.size, len(fc.entries))})
+		}
+		return ps // without records, what a writer killed as it created the shard leaves
+	case fc.hdrErr != nil:
+		return append(ps, Problem{Kind: KindHeader, Shard: path, Records: len(fc.entries), Err: fmt.Errorf("%v; none of the %d records its index lists can be read", fc.hdrErr, len(fc.entries))})
+	}
+	if n := fc.past(); n > 0 {
+		ps = append(ps, Problem{Kind: KindTruncated, Shard: path, Records: n, Err: fmt.Errorf("%d bytes; its index lists %d records past the end, which cannot be read", fc.size, n)})
+	}
+	switch {
+	case fc.idxSize < 0:
+		if recs > 0 {
+			ps = append(ps, Problem{Kind: KindIndex, Shard: path, Err: fmt.Errorf("missing (the %d records were found by scanning the shard)", recs)})
+		}
+	case fc.idxBad >= 0:
+		ps = append(ps, Problem{Kind: KindIndex, Shard: path, Offset: fc.idxBad, Err: fmt.Errorf("the entry at byte %d fails its checksum", fc.idxBad)})
+	case recs-len(fc.entries) > 1:
+		// A writer stopped between writing a record and its entry leaves one record
+		// unindexed, never more.
+		ps = append(ps, Problem{Kind: KindIndex, Shard: path, Err: fmt.Errorf("lists %d of the %d records found by scanning the shard", len(fc.entries), recs)})
+	}
+	return ps
+}
