@@ -25,8 +25,11 @@ func (r *run) lookup(it *readItem, fi fs.FileInfo, t0 time.Time) bool {
 			l.stats.cacheHits.Add(1)
 			return true
 		}
-		// Damaged (the cache counted it and forgot the record): decode the source.
-		l.cfg.Logf("pipeline: %v; decoding the source instead", err)
+		// Damaged (the cache counted it and forgot the record): decode the source. (A
+		// read abandoned by a stopped run logs nothing: its loader may be closed.)
+		if r.ctx.Err() == nil {
+			l.cfg.Logf("pipeline: %v; decoding the source instead", err)
+		}
 		if l.conv != nil {
 			l.conv.repaired.Add(1)
 		}

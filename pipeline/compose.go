@@ -87,22 +87,30 @@ func Subset(src Source, indices []int) (Source, error) {
 	return &view{parts: []Source{src}, ends: []int{src.Len()}, idx: idx, classes: src.Classes(), desc: fmt.Sprintf("subset(%v, %d samples)", src, len(idx))}, nil
 }
 
-// Concat is the samples of every source, one source after another. The sources must have
-// the same classes (a label means the same class in each); they may be of different kinds
-// (image files and a converted dataset).
+// Concat is the samples of every source, one source after another. A label must mean the
+// same class in each: every source's classes are the longest one's or a beginning of them
+// (a validation folder without the last class, a manifest of integer labels whose largest
+// is smaller). The sources may be of different kinds (image files and a converted
+// dataset).
 func Concat(srcs ...Source) (Source, error) {
 	if len(srcs) == 0 {
 		return nil, errors.New("pipeline: concat: no sources")
 	}
-	v := &view{classes: srcs[0].Classes(), desc: "concat("}
-	n := 0
+	longest := 0
 	for k, s := range srcs {
 		if err := checkKind(s); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("pipeline: concat: source %d: %w", k, err)
 		}
-		if c := s.Classes(); !slices.Equal(c, v.classes) {
-			return nil, fmt.Errorf("pipeline: concat: source %d (%v) has classes %s, source 0 (%v) has %s; labels would mean different classes",
-				k, s, abbrev(c), srcs[0], abbrev(v.classes))
+		if len(s.Classes()) > len(srcs[longest].Classes()) {
+			longest = k
+		}
+	}
+	v := &view{classes: srcs[longest].Classes(), desc: "concat("}
+	n := 0
+	for k, s := range srcs {
+		if c := s.Classes(); !slices.Equal(c, v.classes[:len(c)]) {
+			return nil, fmt.Errorf("pipeline: concat: source %d (%v) has classes %s, source %d (%v) has %s; labels would mean different classes",
+				k, s, abbrev(c), longest, srcs[longest], abbrev(v.classes))
 		}
 		n += s.Len()
 		if n > math.MaxInt32 {

@@ -157,7 +157,8 @@ func TestManifestClassNames(t *testing.T) {
 		{name: "m.csv", text: "1.jpg,2\n2.jpg,0\n", classes: []string{"0", "1", "2"}, labels: []int{2, 0}},
 		{name: "m.jsonl", text: `{"path":"a.jpg","label":"cat"}` + "\n" + `{"path":"b.jpg","label":"7"}` + "\n", classes: []string{"7", "cat"}, labels: []int{1, 0}},
 		{name: "m.jsonl", text: `{"path":"a.jpg","label":"cat"}` + "\n" + `{"path":"b.jpg","label":7}` + "\n", err: "line 2: label 7 is an integer"},
-		{name: "m.csv", text: "a.jpg,1\nb.jpg,cat\n", err: "line 2"},
+		{name: "m.csv", text: "a.jpg,1\nb.jpg,cat\n", classes: []string{"1", "cat"}, labels: []int{0, 1}},
+		{name: "m.csv", text: "a.jpg,cat\nb.jpg,1\n", classes: []string{"1", "cat"}, labels: []int{1, 0}},
 		{name: "m.jsonl", text: `{"path":"a.jpg","label":[1]}` + "\n", err: "neither an integer nor a class name"},
 	} {
 		t.Run(tc.text, func(t *testing.T) {
@@ -217,5 +218,53 @@ func TestEmptyClassFolder(t *testing.T) {
 	}
 	if src.Len() != 6 || len(src.Classes()) != 3 {
 		t.Fatalf("%d samples, classes %q", src.Len(), src.Classes())
+	}
+}
+
+func TestConcatClassPrefixAndNil(t *testing.T) {
+	mk := func(text string) Source {
+		s, err := Manifest(fstest.MapFS{"m.csv": {Data: []byte(text)}}, "m.csv")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	full, part := mk("a.jpg,0\nb.jpg,9\n"), mk("c.jpg,3\n")
+	cat, err := Concat(part, full)
+	if err != nil || len(cat.Classes()) != 10 || cat.Label(0) != 3 || cat.Label(2) != 9 {
+		t.Fatalf("integer manifests with different largest labels: %v", err)
+	}
+	if _, err := Concat(mk("a.jpg,cat\n"), mk("b.jpg,dog\n")); err == nil {
+		t.Error("sources whose classes differ were concatenated")
+	}
+	if _, err := Concat(full, nil); err == nil || !strings.Contains(err.Error(), "source 1") {
+		t.Errorf("Concat with a nil source: %v", err)
+	}
+}
+
+// Convert refuses a view whose samples include stored pixels: they have no files to
+// convert, and skipping them would write a short dataset.
+func TestConvertRefusesStoredSamples(t *testing.T) {
+	src, err := Dir(sharedTree(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := t.TempDir()
+	opts := &ConvertOptions{Decode: decode.Options{Resize: decode.ResizePolicy{Mode: decode.ResizeShorter, Size: 32}}, Workers: 2, Logf: t.Logf}
+	if _, err := Convert(context.Background(), src, openCache(t, dst, cache.S2), opts); err != nil {
+		t.Fatal(err)
+	}
+	conv, err := OpenConverted(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conv.Close()
+	mixed, err := Concat(src, conv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Convert(context.Background(), mixed, openCache(t, t.TempDir(), cache.S2), opts)
+	if err == nil || !strings.Contains(err.Error(), "is stored pixels, not an image file") {
+		t.Fatalf("Convert of files and a converted dataset: %v", err)
 	}
 }

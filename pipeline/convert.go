@@ -103,6 +103,15 @@ func Convert(ctx context.Context, src Source, c *cache.Cache, opts *ConvertOptio
 	if _, ok := src.(FileSource); !ok {
 		return nil, fmt.Errorf("pipeline: convert: %v holds stored pixels, not image files", src)
 	}
+	if ps, ok := src.(PixelSource); ok {
+		// A view over a converted dataset is a FileSource too; its stored samples have no
+		// files to convert.
+		for i := range src.Len() {
+			if _, _, stored := ps.Stored(i); stored {
+				return nil, fmt.Errorf("pipeline: convert: sample %d (%q) of %v is stored pixels, not an image file; convert the image files it came from", i, src.Path(i), src)
+			}
+		}
+	}
 	if src.Len() == 0 {
 		return nil, errors.New("pipeline: convert: empty source")
 	}

@@ -155,10 +155,12 @@ func TestLargeImageDrainsWorkers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	need, _, _, _, err := probe.sampleMemory(probe.workers[0].dec, readItem{data: data}, c, decodePlan{})
+	need, w, h, err := probe.decodeNeed(probe.workers[0].dec, readItem{data: data}, c, decodePlan{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	ops, _, _ := probe.opsNeed(cfg.Augment, w, h)
+	need += ops
 	// Decode memory of 1.5 times the need: more than the half the workers' shares leave.
 	cfg.MemoryBudget = probe.Stats().Pinned.BytesMapped + (need*3/2)*5/4 + 8
 	ld := newLoader(t, src, cfg)

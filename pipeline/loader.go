@@ -89,8 +89,10 @@ func build(src Source, cfg *Config, conv *converting) (*Loader, error) {
 	l := &Loader{cfg: c, src: src, conv: conv, packer: packer, sampleBytes: packer.SampleBytes(), nbuf: c.Prefetch + 1}
 	l.fill = cache.NewFillPolicy(c.CacheFill)
 	l.files, _ = src.(FileSource)
-	if l.pixels, _ = src.(PixelSource); l.pixels != nil {
+	if l.pixels, _ = src.(PixelSource); l.pixels != nil && conv == nil {
 		l.stored, _, _ = l.pixels.Stored(0)
+	} else {
+		l.pixels = nil // converting reads files only; Convert refuses stored samples
 	}
 	if !c.FullDecode && c.Decode.Resize.Mode == decode.ResizeNone && len(c.Augment) > 0 {
 		l.region, _ = c.Augment[0].(augment.RegionOp)

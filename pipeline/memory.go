@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/conveyor-ml/conveyor/augment"
 	"github.com/conveyor-ml/conveyor/decode"
 	"golang.org/x/sync/semaphore"
 )
@@ -73,36 +74,33 @@ type decodePlan struct {
 	w, h   int
 }
 
-// sampleMemory estimates the memory sample it, with header cfg, holds at once: what
-// decoding it as planned holds (decode.Decoder.Footprint: after DCT scaling and
-// resize-first, or for the crop alone; a stored record, 10 bytes a pixel) and what the
-// augment ops hold, their Context's two buffers, each at most the largest image an op makes
-// (3 bytes a pixel). That image is worked out from the decoded size when every op is an
-// augment.Sizer, so an eval Resize that would enlarge a 1×100000 image is refused before
-// it allocates; otherwise four times the packed size is assumed. ops is the ops' share,
-// and w×h their largest image (0×0 when unknown), for messages.
-func (l *Loader) sampleMemory(dec *decode.Decoder, it readItem, cfg decode.Config, d decodePlan) (need, ops int64, w, h int, err error) {
-	ow, oh := cfg.Width, cfg.Height // what the ops start from
-	chain := l.cfg.Augment
+// decodeNeed is what decoding sample it, with header cfg, as planned holds at once
+// (decode.Decoder.Footprint: after DCT scaling and resize-first, or for the crop alone; a
+// stored record, 10 bytes a pixel), and the size of the image the augment ops start from.
+func (l *Loader) decodeNeed(dec *decode.Decoder, it readItem, cfg decode.Config, d decodePlan) (need int64, w, h int, err error) {
 	switch {
 	case it.hit:
-		need = 10 * int64(cfg.Width) * int64(cfg.Height)
+		return 10 * int64(cfg.Width) * int64(cfg.Height), cfg.Width, cfg.Height, nil
 	case d.region:
 		need, err = dec.Footprint(it.data, d.rect, d.w, d.h)
-		ow, oh, chain = d.w, d.h, chain[1:]
-	default:
-		need, err = dec.Footprint(it.data, image.Rectangle{}, 0, 0)
-		ow, oh = l.cfg.Decode.Resize.OutputSize(ow, oh)
+		return need, d.w, d.h, err
 	}
-	if err != nil {
-		return 0, 0, 0, 0, err
+	need, err = dec.Footprint(it.data, image.Rectangle{}, 0, 0)
+	w, h = l.cfg.Decode.Resize.OutputSize(cfg.Width, cfg.Height)
+	return need, w, h, err
+}
+
+// opsNeed is what the augment ops chain (after the crop, for a region decode) holds for a
+// width×height input: their Context's two buffers, each at most the largest image an op
+// makes (3 bytes a pixel). That image is worked out when every op is an augment.Sizer, so
+// an eval Resize that would enlarge a 1×100000 image is refused before it allocates;
+// otherwise four times the packed size is assumed. w×h is the largest image (0×0 when
+// unknown), for messages.
+func (l *Loader) opsNeed(chain augment.Pipeline, width, height int) (need int64, w, h int) {
+	if w, h, ok := chain.Largest(width, height); ok {
+		return 6 * int64(w) * int64(h), w, h
 	}
-	ops = 24 * int64(l.cfg.Pack.Width) * int64(l.cfg.Pack.Height)
-	if w, h, ok := chain.Largest(ow, oh); ok {
-		ops = 6 * int64(w) * int64(h)
-		return need + ops, ops, w, h, nil
-	}
-	return need + ops, ops, 0, 0, nil
+	return 24 * int64(l.cfg.Pack.Width) * int64(l.cfg.Pack.Height), 0, 0
 }
 
 // decodeMemory rations the workers' decode working memory: decoders' planes, the RGB
@@ -110,15 +108,15 @@ func (l *Loader) sampleMemory(dec *decode.Decoder, it readItem, cfg decode.Confi
 // up to retain bytes reserved between samples for the scratch it reuses (half its share:
 // half the total over the workers). A larger sample reserves what it needs on its own;
 // when that does not fit beside every worker's retained share, the workers give their
-// shares back (draining) until it is done, so an image that fits the whole decode memory
-// waits for it instead of failing. semaphore.Weighted serves waiters in order, so a large
+// shares back (draining) until it has reserved its memory, so an image that fits the
+// whole decode memory waits for it instead of failing. semaphore.Weighted serves waiters in order, so a large
 // sample is not overtaken by workers reserving their shares again.
 type decodeMemory struct {
 	*budget
 	retain, workers int64
 
 	mu    sync.Mutex
-	large int           // samples waiting for or holding more than the retained shares leave
+	large int           // samples waiting for more than the retained shares leave
 	drain chan struct{} // closed while large > 0
 }
 
@@ -126,7 +124,7 @@ func newDecodeMemory(size int64, workers int, total *heldTotal) *decodeMemory {
 	return &decodeMemory{budget: newBudget(size, total), retain: size / int64(2*workers), workers: int64(workers), drain: make(chan struct{})}
 }
 
-// draining returns a channel that is closed while a large sample needs the workers'
+// draining returns a channel that is closed while a large sample waits for the workers'
 // retained shares.
 func (m *decodeMemory) draining() <-chan struct{} {
 	m.mu.Lock()
@@ -155,9 +153,12 @@ func (m *decodeMemory) acquireLarge(ctx context.Context, n int64) (release func(
 		}
 		m.mu.Unlock()
 	}
-	if err := m.acquire(ctx, n); err != nil {
-		done()
+	err = m.acquire(ctx, n)
+	// The workers need only give their shares back until the sample has its memory;
+	// those that reserve them again meanwhile wait for what is left.
+	done()
+	if err != nil {
 		return nil, err
 	}
-	return func() { m.release(n); done() }, nil
+	return func() { m.release(n) }, nil
 }

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"image"
 	"io/fs"
 	"os"
 	"strings"
@@ -186,5 +187,36 @@ func TestBadFilesCountedOncePerEpoch(t *testing.T) {
 	d := collect(t, ld, context.Background(), 0, 0)
 	if st := ld.Stats(); st.BadSamples != 1 || len(d.indices) != 93 {
 		t.Errorf("one truncated file among 93: %d bad samples, %d delivered", st.BadSamples, len(d.indices))
+	}
+}
+
+// regionPanic is a RandomResizedCrop whose Region panics: op code, like Apply.
+type regionPanic struct{ *augment.RandomResizedCrop }
+
+func (regionPanic) Region(*augment.Context, int, int) (image.Rectangle, int, int, error) {
+	panic("region bug")
+}
+
+// A panic in an op's Region, which runs before decoding, ends the epoch like a panic in
+// Apply; it is not a bad file.
+func TestRegionPanicEndsTheEpoch(t *testing.T) {
+	src, err := Dir(sharedTree(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(2)
+	cfg.Augment[0] = regionPanic{augment.NewRandomResizedCrop(24, 24)}
+	ld := newLoader(t, src, cfg)
+	var got error
+	for b, err := range ld.Epoch(context.Background(), 0) {
+		if err != nil {
+			got = err
+			break
+		}
+		b.Release()
+	}
+	var pe *PanicError
+	if !errors.As(got, &pe) || ld.Stats().BadSamples != 0 {
+		t.Fatalf("epoch ended with %v, %d bad samples; want a *PanicError and none", got, ld.Stats().BadSamples)
 	}
 }

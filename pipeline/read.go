@@ -124,7 +124,9 @@ func (r *run) fetch(t task) (it readItem, ok bool) {
 	)
 	go func() {
 		it := readItem{task: t}
-		r.loadGuarded(&it, r.loadFile)
+		if r.ctx.Err() == nil {
+			r.loadGuarded(&it, r.loadFile)
+		}
 		mu.Lock()
 		defer mu.Unlock()
 		if abandoned {

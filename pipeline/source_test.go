@@ -70,7 +70,8 @@ func TestManifest(t *testing.T) {
 		err        string
 	}{
 		{name: "data/list.csv", text: "path,label\nimg/a.jpg,3\n img/b.png , 1\n", want: []string{"img/a.jpg", "img/b.png"}, labels: []int{3, 1}},
-		{name: "list.csv", text: "a.jpg,0\nb.jpg,x\n", err: "line 2"},
+		{name: "list.csv", text: "a.jpg,0\nb.jpg,x\n", want: []string{"a.jpg", "b.jpg"}, labels: []int{0, 1}}, // names: "0", "x"
+		{name: "list.csv", text: "a.jpg,4194304\n", err: "above the largest class index"},
 		{name: "list.csv", text: "../a.jpg,0\n", err: "relative"},
 		{name: "list.csv", text: "a.jpg,-1\n", err: "negative"},
 		{name: "d/list.jsonl", text: "{\"path\":\"a.jpg\",\"label\":2}\n\n{\"path\":\"s/b.jpg\",\"label\":0}\n", want: []string{"a.jpg", "s/b.jpg"}, labels: []int{2, 0}},

@@ -46,7 +46,7 @@ func (r *run) process(w *worker, it readItem) {
 	err := it.err
 	switch {
 	case err != nil:
-	case l.conv != nil && it.hit:
+	case l.conv != nil && it.hit && !it.pixels:
 		l.conv.skipped.Add(1) // stored before, unchanged and intact: nothing to convert
 	case l.cfg.StopAfter != ReadStage:
 		err = w.guarded(r, it)
@@ -168,6 +168,7 @@ func (w *worker) sample(r *run, it readItem) error {
 	// takes the same numbers as drawing it when decoding would.
 	w.actx.Seed(l.cfg.Seed, uint64(r.epoch), int64(it.idx)+int64(it.attempt)<<40)
 	var d decodePlan
+	w.inOps = true // the ops' own code: a panic in Region ends the epoch, as one in Apply
 	if l.region != nil && !it.store && !it.hit {
 		// Crop-aware decode: draw the crop from the header's size, decode only it.
 		var err error
@@ -176,10 +177,19 @@ func (w *worker) sample(r *run, it readItem) error {
 		}
 		d.region = true
 	}
-	need, opsBytes, ow, oh, err := l.sampleMemory(w.dec, it, cfg, d)
+	w.inOps = false
+	need, iw, ih, err := l.decodeNeed(w.dec, it, cfg, d)
 	if err != nil {
 		return err
 	}
+	chain := l.cfg.Augment
+	if d.region {
+		chain = chain[1:]
+	}
+	w.inOps = true
+	opsBytes, ow, oh := l.opsNeed(chain, iw, ih)
+	w.inOps = false
+	need += opsBytes
 	if need <= l.dec.retain {
 		if w.held == 0 {
 			if err := l.dec.acquire(r.ctx, l.dec.retain); err != nil {
