@@ -13,7 +13,6 @@ import (
 	"flag"
 	"fmt"
 	"log"
-	"os"
 
 	"github.com/conveyor-ml/conveyor/augment"
 	"github.com/conveyor-ml/conveyor/decode"
@@ -77,17 +76,11 @@ func main() {
 }
 
 func run(dir string) error {
-	if dir == "" {
-		tmp, err := os.MkdirTemp("", "conveyor-customop-")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(tmp)
-		if err := toy.WriteImageFolder(tmp, 6, 60, 1); err != nil {
-			return err
-		}
-		dir = tmp
+	dir, cleanup, err := toy.DataDir(dir)
+	if err != nil {
+		return err
 	}
+	defer cleanup()
 	src, err := pipeline.Dir(dir)
 	if err != nil {
 		return err

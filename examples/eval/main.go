@@ -15,7 +15,6 @@ import (
 	"flag"
 	"fmt"
 	"log"
-	"os"
 
 	"github.com/conveyor-ml/conveyor/examples/toy"
 	"github.com/conveyor-ml/conveyor/pack"
@@ -35,17 +34,11 @@ func main() {
 }
 
 func run(dir string, epochs, size int, lr float32, seed uint64) error {
-	if dir == "" {
-		tmp, err := os.MkdirTemp("", "conveyor-eval-")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(tmp)
-		if err := toy.WriteImageFolder(tmp, 6, 60, 1); err != nil {
-			return err
-		}
-		dir = tmp
+	dir, cleanup, err := toy.DataDir(dir)
+	if err != nil {
+		return err
 	}
+	defer cleanup()
 	src, err := pipeline.Dir(dir)
 	if err != nil {
 		return err

@@ -10,7 +10,6 @@ import (
 	"flag"
 	"fmt"
 	"log"
-	"os"
 
 	"github.com/conveyor-ml/conveyor/examples/toy"
 	"github.com/conveyor-ml/conveyor/pack"
@@ -27,17 +26,11 @@ func main() {
 }
 
 func run(dir string, epochs int) error {
-	if dir == "" {
-		tmp, err := os.MkdirTemp("", "conveyor-quickstart-")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(tmp)
-		if err := toy.WriteImageFolder(tmp, 6, 60, 1); err != nil {
-			return err
-		}
-		dir = tmp
+	dir, cleanup, err := toy.DataDir(dir)
+	if err != nil {
+		return err
 	}
+	defer cleanup()
 	return train(context.Background(), dir, epochs)
 }
 

@@ -22,6 +22,24 @@ var palette = []color.RGBA{
 	{200, 60, 210, 255}, {40, 210, 210, 255}, {240, 140, 30, 255}, {235, 235, 235, 255},
 }
 
+// DataDir returns dir when it is set; otherwise it writes the examples' generated set (6
+// classes of 60 images) into a new temporary directory and returns that. Call cleanup
+// when done: it removes what DataDir made.
+func DataDir(dir string) (path string, cleanup func(), err error) {
+	if dir != "" {
+		return dir, func() {}, nil
+	}
+	tmp, err := os.MkdirTemp("", "conveyor-example-")
+	if err != nil {
+		return "", nil, err
+	}
+	if err := WriteImageFolder(tmp, 6, 60, 1); err != nil {
+		os.RemoveAll(tmp)
+		return "", nil, err
+	}
+	return tmp, func() { os.RemoveAll(tmp) }, nil
+}
+
 // WriteImageFolder writes classes×perClass JPEGs of 64 to 128 pixels a side into dir, an
 // ImageFolder tree (dir/class0/000.jpg, ...): each a dark background of a random colour
 // with one square in its class's colour (jittered), of random size and place. The same

@@ -13,7 +13,6 @@ import (
 	"flag"
 	"fmt"
 	"log"
-	"os"
 
 	"github.com/conveyor-ml/conveyor/examples/toy"
 	"github.com/conveyor-ml/conveyor/pack"
@@ -32,17 +31,11 @@ func main() {
 }
 
 func run(dir string, epochs, size int, lr float32) error {
-	if dir == "" {
-		tmp, err := os.MkdirTemp("", "conveyor-train-")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(tmp)
-		if err := toy.WriteImageFolder(tmp, 6, 60, 1); err != nil {
-			return err
-		}
-		dir = tmp
+	dir, cleanup, err := toy.DataDir(dir)
+	if err != nil {
+		return err
 	}
+	defer cleanup()
 	src, err := pipeline.Dir(dir)
 	if err != nil {
 		return err
