@@ -86,7 +86,7 @@ type worker struct {
 	actx   *augment.Context
 	img    decode.Image
 	held   int64 // decode memory reserved for the scratch above, kept between samples
-	inOps  bool  // the sample has been decoded: the augment ops or the packer run
+	inOps  bool  // the augment ops' code (Region, OutputSize, Apply) or the packer is running
 }
 
 // guarded runs sample, turning a panic into an error that carries the stack: in the
