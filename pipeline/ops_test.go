@@ -86,14 +86,7 @@ func TestOpPanicsAndErrorsEndTheEpoch(t *testing.T) {
 			cfg.Sequential = true
 			cfg.Augment = append(cfg.Augment, tc.op)
 			ld := newLoader(t, src, cfg)
-			var got error
-			for b, err := range ld.Epoch(context.Background(), 0) {
-				if err != nil {
-					got = err
-					break
-				}
-				b.Release()
-			}
+			got := epochErr(ld)
 			var se *SampleError
 			if !errors.As(got, &se) || !strings.Contains(got.Error(), tc.want) || se.Path != src.Path(se.Index) {
 				t.Fatalf("epoch ended with %v; want a *SampleError naming the sample and saying %q", got, tc.want)
@@ -207,16 +200,20 @@ func TestRegionPanicEndsTheEpoch(t *testing.T) {
 	cfg := testConfig(2)
 	cfg.Augment[0] = regionPanic{augment.NewRandomResizedCrop(24, 24)}
 	ld := newLoader(t, src, cfg)
-	var got error
-	for b, err := range ld.Epoch(context.Background(), 0) {
-		if err != nil {
-			got = err
-			break
-		}
-		b.Release()
-	}
+	got := epochErr(ld)
 	var pe *PanicError
 	if !errors.As(got, &pe) || ld.Stats().BadSamples != 0 {
 		t.Fatalf("epoch ended with %v, %d bad samples; want a *PanicError and none", got, ld.Stats().BadSamples)
 	}
+}
+
+// epochErr runs epoch 0, releasing every batch, and returns the error that ended it.
+func epochErr(ld *Loader) error {
+	for b, err := range ld.Epoch(context.Background(), 0) {
+		if err != nil {
+			return err
+		}
+		b.Release()
+	}
+	return nil
 }
