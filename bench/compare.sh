@@ -3,8 +3,9 @@
 # same ImageFolder tree, same recipe, batch size and workers, and prints each one's median
 # images/s and the ratio. These machines are noisy: only ratios from one run mean anything.
 #
-#   bench/compare.sh [DIR] [--recipe train|eval] [--workers 2] [--batch 64] [--rounds 5]
-#                    [--images 1000] [--size 224] [--epochs 2] [--go-decoder]
+#   bench/compare.sh [DIR] [--recipe train|eval|randaugment] [--workers 2] [--batch 64]
+#                    [--rounds 5] [--images 1000] [--size 224] [--epochs 2] [--go-decoder]
+#                    [--mixup A] [--cutmix A]
 #
 # Each round runs conveyor then the peer, each for --epochs epochs; a round's figure is the
 # last epoch's images/s. --go-decoder adds a column for conveyor with its pure-Go JPEG
@@ -12,12 +13,13 @@
 # output (such as the reference anchor script bench/RESULTS.md cites).
 #
 # Without DIR it uses conveyor's built-in synthetic set (~500x375 JPEGs), written once to
-# $CONVEYOR_SYNTH_DIR (default /tmp/conveyor-synth-N).
+# $CONVEYOR_SYNTH_DIR (default /tmp/conveyor-synth-N). --mixup and --cutmix are passed to
+# both sides (batch-level mixing with soft labels).
 # Needs: apt-get install -y python3-torch python3-torchvision python3-pil
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/lib.sh
-dir="" recipe=train workers=2 batch=64 rounds=5 images=1000 size=224 epochs=2 godec=0
+dir="" recipe=train workers=2 batch=64 rounds=5 images=1000 size=224 epochs=2 godec=0 mix=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --recipe) recipe=$2; shift 2 ;;
@@ -28,7 +30,8 @@ while [ $# -gt 0 ]; do
     --size) size=$2; shift 2 ;;
     --epochs) epochs=$2; shift 2 ;;
     --go-decoder) godec=1; shift ;;
-    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --mixup|--cutmix) mix+=("$1" "$2"); shift 2 ;;
+    -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "unknown flag $1" >&2; exit 2 ;;
     *) dir=$1; shift ;;
   esac
@@ -37,10 +40,10 @@ peer=${PEER:-bench/peers/torch_dataloader.py}
 [ -f "$peer" ] || { echo "compare.sh: no peer script $peer" >&2; exit 2; }
 build_conveyor
 [ -n "$dir" ] || dir=$(synth_set "$images")
-common=(--recipe "$recipe" --workers "$workers" --batch "$batch" --size "$size" --epochs "$epochs")
+common=(--recipe "$recipe" --workers "$workers" --batch "$batch" --size "$size" --epochs "$epochs" ${mix[@]+"${mix[@]}"})
 # The JPEG decoder conveyor uses here (turbo, or go without cgo/libjpeg-turbo), from a tiny set.
 backend=$("$bin" bench --images 10 --synthetic-dir "$tmp/tiny" --batch 5 --workers 1 --json 2>/dev/null | sed -n 's/.*"decode_backend":"\([a-z]*\)".*/\1/p' || true)
-echo "dir=$dir recipe=$recipe workers=$workers batch=$batch size=$size epochs=$epochs rounds=$rounds peer=$peer"
+echo "dir=$dir recipe=$recipe ${mix[*]+${mix[*]} }workers=$workers batch=$batch size=$size epochs=$epochs rounds=$rounds peer=$peer"
 echo "each figure is the last epoch's images/s (steady state when --epochs > 1: worker start-up excluded on both sides)"
 machine
 # Warm the page cache so neither side pays for the first read.
