@@ -93,6 +93,10 @@ type Softmax struct {
 	w       []float32 // out×in
 	bias    []float32
 	logits  []float32
+
+	// Gradients accumulated by Accumulate until Update, and the samples they cover.
+	gw, gbias []float32
+	acc       int
 }
 
 // NewSoftmax returns a classifier of in-value samples into classes classes.
@@ -141,6 +145,50 @@ func (m *Softmax) Step(x []float32, labels []int32, lr float32) (loss float64, c
 		}
 	}
 	return loss / float64(len(labels)), correct
+}
+
+// Accumulate adds the cross-entropy gradient of a batch with soft targets (one row of
+// classes probabilities per sample, as MixUp, CutMix or label smoothing make them) to the
+// model's accumulated gradient without changing the weights, and returns the batch's mean
+// loss. Update applies what several calls accumulated, so micro-batches of one batch train
+// as the whole batch would.
+func (m *Softmax) Accumulate(x, targets []float32) (loss float64) {
+	if m.gw == nil {
+		m.gw, m.gbias = make([]float32, len(m.w)), make([]float32, m.out)
+	}
+	n := len(targets) / m.out
+	for i := range n {
+		xi, ti := x[i*m.in:(i+1)*m.in], targets[i*m.out:(i+1)*m.out]
+		best := m.predict(xi)
+		var sum float64
+		for k := range m.out {
+			sum += math.Exp(float64(m.logits[k] - m.logits[best]))
+		}
+		for k := range m.out {
+			p := math.Exp(float64(m.logits[k]-m.logits[best])) / sum
+			loss -= float64(ti[k]) * math.Log(max(p, 1e-12))
+			// The gradient of cross-entropy with soft targets is p - t.
+			g := float32(p) - ti[k]
+			axpy(m.gw[k*m.in:(k+1)*m.in], xi, g)
+			m.gbias[k] += g
+		}
+	}
+	m.acc += n
+	return loss / float64(max(n, 1))
+}
+
+// Update takes one SGD step with the mean of the gradients accumulated since the last
+// Update, and clears them.
+func (m *Softmax) Update(lr float32) {
+	if m.acc == 0 {
+		return
+	}
+	scale := -lr / float32(m.acc)
+	axpy(m.w, m.gw, scale)
+	axpy(m.bias, m.gbias, scale)
+	clear(m.gw)
+	clear(m.gbias)
+	m.acc = 0
 }
 
 // Correct returns the number of samples of a batch classified correctly, without training.
