@@ -53,13 +53,14 @@ type Stats struct {
 	// memory the loader holds, fixed from New to Close: its ring of buffers, each sized
 	// for one delivered batch (one micro-batch with Config.MicroBatches), plus
 	// DeviceConvert's staging buffer; 0 on the cpu device without DeviceConvert, whose
-	// batches stay in the pinned buffers. DeviceSlotBytes is one ring buffer's size (0
-	// when DeviceBytes is). Copies counts batches copied; CopyWaits and CopyWaitTime the
+	// batches stay in the pinned buffers. DeviceSlots is the ring's buffers and
+	// DeviceSlotBytes one buffer's size (both 0 when DeviceBytes is). Copies counts batches copied; CopyWaits and CopyWaitTime the
 	// consumer's Wait calls that found their copy still running and the time they
 	// blocked: zero when copies never hold up training. SlotWait is the time finished
 	// batches waited for a free device buffer, that is, for the consumer to release one.
 	Device                 string
 	DeviceBytes, Copies    int64
+	DeviceSlots            int
 	DeviceSlotBytes        int64
 	CopyWaits              int64
 	CopyWaitTime, SlotWait time.Duration
@@ -136,7 +137,7 @@ func (l *Loader) Stats() Stats {
 	rs := l.ring.Stats()
 	s.Device, s.DeviceBytes, s.Copies = l.dev.String(), rs.DeviceBytes, rs.Uploads
 	if rs.DeviceBytes > 0 {
-		s.DeviceSlotBytes = rs.SlotBytes
+		s.DeviceSlots, s.DeviceSlotBytes = rs.Slots, rs.SlotBytes
 	}
 	s.CopyWaits, s.CopyWaitTime, s.SlotWait = rs.Blocked, rs.BlockedTime, time.Duration(l.stats.slotWait.Load())
 	s.CacheHits, s.CacheStored, s.CacheDeferred = l.stats.cacheHits.Load(), l.stats.cacheStored.Load(), l.stats.cacheDeferred.Load()
