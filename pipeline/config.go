@@ -52,9 +52,9 @@ type Config struct {
 	// each, so their memory shrinks by this factor; Prefetch, the consumer's limit on
 	// batches held at once, Stats.Batches and Stats.Copies count micro-batches, while
 	// BatchSize, DropLast, Loader.Len, Batch.Number, sharding and bad-sample replacement
-	// keep their meaning for whole batches. A short last batch is delivered as
-	// ceil(Len/micro) micro-batches, the last of them short (Batch.Micros and
-	// Batch.BatchLen say so). An error ends the epoch at the micro-batch holding it, after
+	// keep their meaning for whole batches. A short last batch of n samples is delivered
+	// as ceil(n/(BatchSize/MicroBatches)) micro-batches, the last of them short
+	// (Batch.Micros and Batch.BatchLen say so). An error ends the epoch at the micro-batch holding it, after
 	// the batch's earlier micro-batches were delivered: the step they began is not
 	// taken. Batch-level ops that mix samples, such as MixUp and CutMix, apply to each
 	// delivered micro-batch. Default 1: whole batches.
@@ -65,8 +65,9 @@ type Config struct {
 	// IOWorkers is the number of concurrent file reads, separate from Workers so a slow
 	// disk does not idle the decoders; default max(4, Workers).
 	IOWorkers int
-	// Prefetch is how many batches may be in flight (being assembled or ready) ahead of the
-	// consumer; the pinned pool holds Prefetch+1 batch buffers. Default 2.
+	// Prefetch is how many batches (micro-batches with MicroBatches) may be in flight
+	// (being assembled or ready) ahead of the consumer; the pinned pool holds Prefetch+1
+	// batch buffers. Default 2.
 	Prefetch int
 
 	// Seed decides the order and every random augmentation; default 0.
