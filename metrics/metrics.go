@@ -22,7 +22,7 @@ const MaxRecentBad = 8
 // since the loader was created.
 type Snapshot struct {
 	Epochs      int64   `json:"epochs"`       // epochs started
-	Batches     int64   `json:"batches"`      // batches delivered to the consumer
+	Batches     int64   `json:"batches"`      // batches delivered to the consumer (micro-batches with Config.MicroBatches)
 	WaitSeconds float64 `json:"wait_seconds"` // time the consumer waited for them
 	Stages      Stages  `json:"stages"`
 	Queues      Queues  `json:"queues"` // occupancy of the running epoch; zero when idle

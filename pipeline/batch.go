@@ -19,13 +19,30 @@ import (
 // On a GPU the batch arrives with its copy started, not necessarily finished: before
 // reading DevicePtr's memory, call Wait, or better WaitOn the stream of the training step,
 // which orders the step after the copy without blocking the CPU.
+//
+// With Config.MicroBatches K, a Batch is one micro-batch: the Micro-th of the Micros
+// consecutive parts of whole batch Number. Its fields describe the micro-batch (Len,
+// Data, Labels, Indices, Shape, DevicePtr), except Number and BatchLen, which are the
+// whole batch's. Concatenated in order, a batch's micro-batches are exactly the batch a
+// loader without MicroBatches delivers. A step accumulating gradients weights each
+// micro-batch's mean loss by Len/BatchLen, which also holds for a short last batch.
 type Batch struct {
-	Epoch  int // the epoch it belongs to
-	Number int // its position in the epoch, from 0
-	// Cursor is the epoch position after this batch: EpochFrom(ctx, Epoch, Cursor)
-	// resumes with the next batch.
+	Epoch int // the epoch it belongs to
+	// Number is the batch's position in the epoch, from 0; a batch's micro-batches share
+	// it.
+	Number int
+	// Micro is this micro-batch's position in its batch, from 0, and Micros how many
+	// micro-batches make up the batch: Config.MicroBatches, fewer for a short last batch
+	// (ceil(BatchLen/(BatchSize/MicroBatches))). Without MicroBatches, 0 and 1.
+	Micro, Micros int
+	// Cursor is the epoch position after this batch (micro-batch):
+	// EpochFrom(ctx, Epoch, Cursor) resumes with the next one, within the same batch if
+	// this is not its last micro-batch.
 	Cursor int
-	Len    int // samples in this batch; BatchSize except perhaps the epoch's last
+	Len    int // samples in this batch (micro-batch); BatchSize/MicroBatches except perhaps in the epoch's last batch
+	// BatchLen is the number of samples in the whole batch: BatchSize except perhaps the
+	// epoch's last; Len without MicroBatches.
+	BatchLen int
 
 	// Data is the batch in host memory: Len samples in Layout and DType, or, with
 	// Config.DeviceConvert, the uint8 NHWC pixels the device converts from.
@@ -105,7 +122,7 @@ func (b *Batch) Release() {
 		return
 	}
 	if b.released.Swap(true) {
-		panic(fmt.Sprintf("pipeline: batch %d of epoch %d released twice", b.Number, b.Epoch))
+		panic(fmt.Sprintf("pipeline: %s released twice", b.name()))
 	}
 	if b.ld != nil {
 		b.ld.outstanding.Add(-1)
@@ -184,7 +201,16 @@ func (b *Batch) WaitOn(stream uintptr) error {
 
 // deviceErr names the batch in a device error.
 func (b *Batch) deviceErr(err error) error {
-	return fmt.Errorf("pipeline: batch %d of epoch %d: copy to the device: %w", b.Number, b.Epoch, err)
+	return fmt.Errorf("pipeline: %s: copy to the device: %w", b.name(), err)
+}
+
+// name names the batch in messages: "batch 3 of epoch 1", or with micro-batches
+// "batch 3 (micro-batch 2 of 4) of epoch 1".
+func (b *Batch) name() string {
+	if b.Micros > 1 {
+		return fmt.Sprintf("batch %d (micro-batch %d of %d) of epoch %d", b.Number, b.Micro, b.Micros, b.Epoch)
+	}
+	return fmt.Sprintf("batch %d of epoch %d", b.Number, b.Epoch)
 }
 
 // Float32 views Data as float32 values. It panics unless DType is Float32.

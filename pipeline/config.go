@@ -43,14 +43,31 @@ type Config struct {
 	// DropLast drops the epoch's last batch when it would be short; default false (the last
 	// batch holds the remainder, Batch.Len says how many).
 	DropLast bool
+	// MicroBatches delivers each batch as this many micro-batches of
+	// BatchSize/MicroBatches samples, one after another, for gradient accumulation: the
+	// same samples in the same order as the whole batch, so a training step that cannot
+	// fit BatchSize samples in GPU memory accumulates gradients over the micro-batches
+	// and steps the optimiser after the last (Batch.Micro == Batch.Micros-1). It must
+	// divide BatchSize. The pinned host buffers and the device ring hold one micro-batch
+	// each, so their memory shrinks by this factor; Prefetch, the consumer's limit on
+	// batches held at once, Stats.Batches and Stats.Copies count micro-batches, while
+	// BatchSize, DropLast, Loader.Len, Batch.Number, sharding and bad-sample replacement
+	// keep their meaning for whole batches. A short last batch of n samples is delivered
+	// as ceil(n/(BatchSize/MicroBatches)) micro-batches, the last of them short
+	// (Batch.Micros and Batch.BatchLen say so). An error ends the epoch at the micro-batch holding it, after
+	// the batch's earlier micro-batches were delivered: the step they began is not
+	// taken. Batch-level ops that mix samples, such as MixUp and CutMix, apply to each
+	// delivered micro-batch. Default 1: whole batches.
+	MicroBatches int
 
 	// Workers is the number of CPU workers (decode, augment, pack); default GOMAXPROCS.
 	Workers int
 	// IOWorkers is the number of concurrent file reads, separate from Workers so a slow
 	// disk does not idle the decoders; default max(4, Workers).
 	IOWorkers int
-	// Prefetch is how many batches may be in flight (being assembled or ready) ahead of the
-	// consumer; the pinned pool holds Prefetch+1 batch buffers. Default 2.
+	// Prefetch is how many batches (micro-batches with MicroBatches) may be in flight
+	// (being assembled or ready) ahead of the consumer; the pinned pool holds Prefetch+1
+	// batch buffers. Default 2.
 	Prefetch int
 
 	// Seed decides the order and every random augmentation; default 0.
@@ -151,6 +168,9 @@ func (c *Config) EnsureDefaults() {
 	if c.BatchSize == 0 {
 		c.BatchSize = 64
 	}
+	if c.MicroBatches == 0 {
+		c.MicroBatches = 1
+	}
 	if c.Workers == 0 {
 		c.Workers = runtime.GOMAXPROCS(0)
 	}
@@ -183,6 +203,12 @@ func (c *Config) Validate() error {
 	var errs []error
 	if c.BatchSize < 1 {
 		errs = append(errs, fmt.Errorf("BatchSize %d < 1", c.BatchSize))
+	}
+	switch {
+	case c.MicroBatches < 1:
+		errs = append(errs, fmt.Errorf("MicroBatches %d < 1", c.MicroBatches))
+	case c.BatchSize >= 1 && c.BatchSize%c.MicroBatches != 0:
+		errs = append(errs, fmt.Errorf("MicroBatches %d does not divide BatchSize %d", c.MicroBatches, c.BatchSize))
 	}
 	if c.Workers < 1 || c.IOWorkers < 1 || c.Prefetch < 1 {
 		errs = append(errs, fmt.Errorf("Workers %d, IOWorkers %d and Prefetch %d must be ≥ 1", c.Workers, c.IOWorkers, c.Prefetch))
@@ -234,6 +260,9 @@ func (c *Config) String() string {
 		fmt.Fprintf(&b, " device=%s", c.GPU.Name())
 	} else {
 		fmt.Fprintf(&b, " device=%s", c.Device)
+	}
+	if c.MicroBatches > 1 {
+		fmt.Fprintf(&b, " micro_batches=%d", c.MicroBatches)
 	}
 	if c.DeviceConvert {
 		b.WriteString(" device_convert=true")

@@ -15,8 +15,9 @@ func (l *Loader) Epoch(ctx context.Context, e int) iter.Seq2[*Batch, error] {
 }
 
 // EpochFrom resumes epoch e at cursor, the number of this epoch's samples already consumed
-// (a multiple of BatchSize, as Batch.Cursor reports): the batches it yields are exactly
-// those an uninterrupted Epoch would have yielded from there on.
+// (a multiple of BatchSize, or of BatchSize/MicroBatches with Config.MicroBatches, as
+// Batch.Cursor reports): the batches it yields are exactly those an uninterrupted Epoch
+// would have yielded from there on, starting mid-batch with the next micro-batch.
 func (l *Loader) EpochFrom(ctx context.Context, e, cursor int) iter.Seq2[*Batch, error] {
 	return func(yield func(*Batch, error) bool) {
 		r, err := l.start(ctx, e, cursor)

@@ -13,16 +13,17 @@ type task struct {
 	noCache bool  // its cached record was damaged: decode the source
 }
 
-// dispatch walks the epoch order batch by batch: it takes a buffer (waiting while all are
-// in use: this is what bounds memory), queues the batch for in-order delivery, then hands
-// its slots to the readers.
+// dispatch walks the epoch order batch by batch (micro-batch by micro-batch with
+// Config.MicroBatches): it takes a buffer (waiting while all are in use: this is what
+// bounds memory), queues the batch for in-order delivery, then hands its slots to the
+// readers.
 func (r *run) dispatch(cursor int) {
 	defer r.wg.Done()
 	defer close(r.ready)
 	l := r.l
-	bs := l.cfg.BatchSize
+	bs, m := l.cfg.BatchSize, l.micro
 	var inflight []*Batch
-	for start := cursor; start < len(r.order); start += bs {
+	for start := cursor; start < len(r.order); start += m {
 		buf, ok := l.pool.TryGet()
 		if !ok {
 			// Every buffer is full or in the consumer's hands: the consumer is the slower
@@ -35,9 +36,15 @@ func (r *run) dispatch(cursor int) {
 			}
 			l.fill.Idled(time.Since(t0) * time.Duration(l.cfg.Workers))
 		}
-		n := min(bs, len(r.order)-start)
+		// The whole batch this micro-batch belongs to starts at position first and holds
+		// whole samples; a short last batch is cut into fewer micro-batches, the last
+		// short. Without MicroBatches m == bs, and this is the whole batch.
+		first := start - start%bs
+		whole := min(bs, len(r.order)-first)
+		n := min(m, len(r.order)-start)
 		b := &Batch{
-			Epoch: r.epoch, Number: start / bs, Cursor: start + n, Len: n,
+			Epoch: r.epoch, Number: start / bs, Micro: (start - first) / m, Micros: (whole + m - 1) / m,
+			Cursor: start + n, Len: n, BatchLen: whole,
 			Data: buf.Bytes()[:n*l.sampleBytes], Layout: l.cfg.Pack.Layout, DType: l.cfg.Pack.DType,
 			Labels: make([]int32, n), Indices: make([]int64, n),
 			buf: buf, ld: l, done: make(chan struct{}), hostU8: l.cfg.DeviceConvert,

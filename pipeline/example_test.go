@@ -69,6 +69,55 @@ func imageFolder(classes, perClass int) string {
 	return dir
 }
 
+// Gradient accumulation: each batch of 8 arrives as 4 micro-batches of 2, and the
+// optimiser steps after the last. The pinned (and device) buffers hold 2 samples each.
+func ExampleConfig_microBatches() {
+	dir := imageFolder(3, 7) // 21 images: batches of 8, 8 and 5
+	defer os.RemoveAll(dir)
+	src, err := pipeline.Dir(dir)
+	if err != nil {
+		log.Fatal(err)
+	}
+	cfg := &pipeline.Config{BatchSize: 8, MicroBatches: 4, Seed: 1, Pack: pack.Options{DType: pack.Float32}}
+	if err := pipeline.ApplyRecipe(cfg, "train", 32); err != nil {
+		log.Fatal(err)
+	}
+	ld, err := pipeline.New(src, cfg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer ld.Close()
+
+	for b, err := range ld.Epoch(context.Background(), 0) {
+		if err != nil {
+			log.Fatal(err)
+		}
+		// The step's loss on this micro-batch, a mean over its samples, weighted so the
+		// gradients accumulated over the batch are those of its mean loss.
+		weight := float64(b.Len) / float64(b.BatchLen)
+		fmt.Printf("batch %d micro %d/%d: %d samples, weight %.3f, cursor %d", b.Number, b.Micro, b.Micros, b.Len, weight, b.Cursor)
+		if b.Micro == b.Micros-1 {
+			fmt.Print(" → optimiser step")
+		}
+		fmt.Println()
+		b.Release()
+	}
+	fmt.Printf("pinned: %d buffers of %d bytes\n", ld.Stats().Pinned.Buffers, ld.Stats().Pinned.BufferSize)
+	// Output:
+	// batch 0 micro 0/4: 2 samples, weight 0.250, cursor 2
+	// batch 0 micro 1/4: 2 samples, weight 0.250, cursor 4
+	// batch 0 micro 2/4: 2 samples, weight 0.250, cursor 6
+	// batch 0 micro 3/4: 2 samples, weight 0.250, cursor 8 → optimiser step
+	// batch 1 micro 0/4: 2 samples, weight 0.250, cursor 10
+	// batch 1 micro 1/4: 2 samples, weight 0.250, cursor 12
+	// batch 1 micro 2/4: 2 samples, weight 0.250, cursor 14
+	// batch 1 micro 3/4: 2 samples, weight 0.250, cursor 16 → optimiser step
+	// batch 2 micro 0/3: 2 samples, weight 0.400, cursor 18
+	// batch 2 micro 1/3: 2 samples, weight 0.400, cursor 20
+	// batch 2 micro 2/3: 1 samples, weight 0.200, cursor 21 → optimiser step
+	// pinned: 3 buffers of 24576 bytes
+}
+
 // On a GPU the loader copies each batch into device memory while the training step uses
 // the previous one. (Compiled, not run: it needs a GPU and a dataset.)
 func Example_cuda() {

@@ -25,7 +25,8 @@ type Loader struct {
 	read        *budget
 	dec         *decodeMemory
 	sampleBytes int
-	nbuf        int // pinned batch buffers
+	micro       int // samples per delivered batch: BatchSize/MicroBatches
+	nbuf        int // pinned batch buffers, each holding one delivered (micro-)batch
 
 	workers []*worker // per-worker reusable state, kept across epochs
 	stats   counters
@@ -86,7 +87,7 @@ func build(src Source, cfg *Config, conv *converting) (*Loader, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: %w", err)
 	}
-	l := &Loader{cfg: c, src: src, conv: conv, packer: packer, sampleBytes: packer.SampleBytes(), nbuf: c.Prefetch + 1}
+	l := &Loader{cfg: c, src: src, conv: conv, packer: packer, sampleBytes: packer.SampleBytes(), micro: c.BatchSize / c.MicroBatches, nbuf: c.Prefetch + 1}
 	l.fill = cache.NewFillPolicy(c.CacheFill)
 	l.files, _ = src.(FileSource)
 	if l.pixels, _ = src.(PixelSource); l.pixels != nil && conv == nil {
@@ -104,7 +105,8 @@ func build(src Source, cfg *Config, conv *converting) (*Loader, error) {
 	if c.DropLast && l.sampler.shardLen() < c.BatchSize {
 		return nil, fmt.Errorf("pipeline: DropLast with %d samples per epoch and BatchSize %d leaves no batch", l.sampler.shardLen(), c.BatchSize)
 	}
-	batchBytes := int64(c.BatchSize) * int64(l.sampleBytes)
+	// A buffer, host or device, holds what is delivered at once: one micro-batch.
+	batchBytes := int64(l.micro) * int64(l.sampleBytes)
 	pinnedBytes := int64(l.nbuf) * pageRound(batchBytes)
 	if c.MemoryBudget == 0 {
 		l.cfg.MemoryBudget = pinnedBytes + max(640*mib, 64*mib+int64(c.Workers)*64*mib)
@@ -131,7 +133,8 @@ func build(src Source, cfg *Config, conv *converting) (*Loader, error) {
 // Config returns the effective configuration.
 func (l *Loader) Config() Config { return l.cfg }
 
-// Len is the number of batches per epoch.
+// Len is the number of batches per epoch; with Config.MicroBatches each is delivered as
+// that many micro-batches (fewer for a short last batch).
 func (l *Loader) Len() int {
 	n := l.sampler.shardLen()
 	if l.cfg.DropLast {

@@ -63,7 +63,11 @@ func (l *Loader) start(ctx context.Context, e, cursor int) (*run, error) {
 	if l.cfg.DropLast {
 		n -= n % l.cfg.BatchSize
 	}
-	if cursor < 0 || cursor > n || (cursor%l.cfg.BatchSize != 0 && cursor != n) {
+	if cursor < 0 || cursor > n || (cursor%l.micro != 0 && cursor != n) {
+		if l.cfg.MicroBatches > 1 {
+			return nil, fmt.Errorf("pipeline: cursor %d is not a micro-batch boundary of an epoch of %d samples (batch %d in %d micro-batches of %d)",
+				cursor, n, l.cfg.BatchSize, l.cfg.MicroBatches, l.micro)
+		}
 		return nil, fmt.Errorf("pipeline: cursor %d is not a batch boundary of an epoch of %d samples (batch %d)", cursor, n, l.cfg.BatchSize)
 	}
 	r := &run{
@@ -71,7 +75,7 @@ func (l *Loader) start(ctx context.Context, e, cursor int) (*run, error) {
 		epoch:   e,
 		order:   l.order[:n],
 		tasks:   make(chan task, 2*l.cfg.Workers+l.cfg.IOWorkers),
-		retry:   make(chan task, l.nbuf*l.cfg.BatchSize),
+		retry:   make(chan task, l.nbuf*l.micro),
 		decodeQ: make(chan readItem, 2*l.cfg.Workers),
 		ready:   make(chan *Batch, l.nbuf),
 		out:     make(chan *Batch, l.nbuf),

@@ -13,9 +13,10 @@ import (
 type Stats struct {
 	Epochs int64 // epochs started
 
-	// Batches delivered to the consumer, and the time the consumer spent waiting for them
-	// inside Epoch's iterator: the input-bound part of a training loop. Wait divided by
-	// the loop's wall time is the fraction of time the training step starved.
+	// Batches delivered to the consumer (micro-batches, with Config.MicroBatches), and the
+	// time the consumer spent waiting for them inside Epoch's iterator: the input-bound
+	// part of a training loop. Wait divided by the loop's wall time is the fraction of
+	// time the training step starved.
 	Batches int64
 	Wait    time.Duration
 
@@ -41,19 +42,26 @@ type Stats struct {
 	Cache                                 *cache.Stats
 
 	// Memory, in bytes. PeakHeld is the most the loader held at once — pinned buffers plus
-	// read and decode working memory — and never exceeds Budget.
+	// read and decode working memory — and never exceeds Budget. Pinned.BytesMapped is
+	// the pinned batch buffers' size: Prefetch+1 buffers of Pinned.BufferSize, each
+	// holding one delivered batch (one micro-batch with Config.MicroBatches).
 	Budget, PeakHeld, ReadBudget, PeakRead, DecodeBudget, PeakDecode int64
 	Pinned                                                           pinned.Stats
 	Outstanding                                                      int64 // batches held by the caller
 
 	// Device is where batches go ("cpu", "cuda:0 (NVIDIA ...)"); DeviceBytes the device
-	// memory the loader holds, fixed from New to Close. Copies counts batches copied;
-	// CopyWaits and CopyWaitTime the consumer's Wait calls that found their copy still
-	// running and the time they blocked: zero when copies never hold up training.
-	// SlotWait is the time finished batches waited for a free device buffer, that is, for
-	// the consumer to release one.
+	// memory the loader holds, fixed from New to Close: its ring of buffers, each sized
+	// for one delivered batch (one micro-batch with Config.MicroBatches), plus
+	// DeviceConvert's staging buffer; 0 on the cpu device without DeviceConvert, whose
+	// batches stay in the pinned buffers. DeviceSlots is the ring's buffers and
+	// DeviceSlotBytes one buffer's size (both 0 when DeviceBytes is). Copies counts batches copied; CopyWaits and CopyWaitTime the
+	// consumer's Wait calls that found their copy still running and the time they
+	// blocked: zero when copies never hold up training. SlotWait is the time finished
+	// batches waited for a free device buffer, that is, for the consumer to release one.
 	Device                 string
 	DeviceBytes, Copies    int64
+	DeviceSlots            int
+	DeviceSlotBytes        int64
 	CopyWaits              int64
 	CopyWaitTime, SlotWait time.Duration
 }
@@ -128,6 +136,9 @@ func (l *Loader) Stats() Stats {
 	s.PeakHeld = s.Pinned.BytesMapped + l.held.peak.Load()
 	rs := l.ring.Stats()
 	s.Device, s.DeviceBytes, s.Copies = l.dev.String(), rs.DeviceBytes, rs.Uploads
+	if rs.DeviceBytes > 0 {
+		s.DeviceSlots, s.DeviceSlotBytes = rs.Slots, rs.SlotBytes
+	}
 	s.CopyWaits, s.CopyWaitTime, s.SlotWait = rs.Blocked, rs.BlockedTime, time.Duration(l.stats.slotWait.Load())
 	s.CacheHits, s.CacheStored, s.CacheDeferred = l.stats.cacheHits.Load(), l.stats.cacheStored.Load(), l.stats.cacheDeferred.Load()
 	switch {

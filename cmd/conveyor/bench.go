@@ -63,6 +63,9 @@ the stages' time went and how full the queues were.
                      of time the consumer waited for input
   --workers 1,2,4    (likewise --prefetch, --batch) sweep the setting: a table and a PNG
                      plot of images/s against it (--plot)
+  --micro-batches 4  deliver each batch as 4 micro-batches, for gradient accumulation;
+                     the report's pinned and device bytes are those of one micro-batch
+                     per buffer
   --on-error fail    end the run at the first file that cannot be read or decoded,
                      instead of replacing it; --max-bad bounds the share replaced
 
@@ -83,6 +86,7 @@ flags:
 	fs.Var(&workers, "workers", "CPU workers (decode, augment, pack); a list such as 1,2,4 sweeps it")
 	fs.Var(&prefetch, "prefetch", "batches in flight ahead of the consumer; a list sweeps it")
 	ioWorkers := fs.Int("io-workers", 0, "concurrent reads (default max(4, workers))")
+	micro := fs.Int("micro-batches", 1, "deliver each batch as this many micro-batches (it must divide --batch): pinned and device buffers hold one micro-batch, --step and --prefetch count micro-batches")
 	epochs := fs.Int("epochs", 1, "epochs to run")
 	dtype := fs.String("dtype", "float32", "output dtype: uint8, float32, float16, bfloat16")
 	layout := fs.String("layout", "nchw", "output layout: nchw or nhwc")
@@ -139,6 +143,8 @@ flags:
 		return usagef("--size %d < 1", *size)
 	case *epochs < 1:
 		return usagef("--epochs %d < 1", *epochs)
+	case *micro < 1:
+		return usagef("--micro-batches %d < 1", *micro)
 	case *ioWorkers < 0:
 		return usagef("--io-workers %d < 0", *ioWorkers)
 	case *step < 0:
@@ -216,7 +222,7 @@ flags:
 	res.Classes = len(src.Classes())
 
 	base := pipeline.Config{
-		IOWorkers: *ioWorkers, Seed: *seed, MemoryBudget: int64(budget),
+		IOWorkers: *ioWorkers, MicroBatches: *micro, Seed: *seed, MemoryBudget: int64(budget),
 		Pack:      pack.Options{Width: *size, Height: *size, DType: dt, Layout: lay, Normalize: *normalize && dt != pack.Uint8},
 		CacheFill: *cacheFill, FullDecode: *fullDecode, Device: *device, DeviceConvert: *deviceConvert,
 		OnError: policy, MaxBadFraction: *maxBad, Logf: logf,

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/conveyor-ml/conveyor/internal/fakecuda"
 	"github.com/conveyor-ml/conveyor/internal/synth"
 )
 
@@ -270,5 +271,66 @@ func TestBenchErrors(t *testing.T) {
 		if err := benchTo(args, &bytes.Buffer{}, io.Discard); err == nil {
 			t.Errorf("bench %q: no error", args)
 		}
+	}
+}
+
+// --micro-batches delivers the same images in micro-batches and reports pinned and
+// device buffers of one micro-batch each.
+func TestBenchMicroBatches(t *testing.T) {
+	dir := smallTree(t, 10)
+	whole := benchJSON(t, dir, "--batch", "8")
+	micro := benchJSON(t, dir, "--batch", "8", "--micro-batches", "4")
+	if micro.Images != whole.Images || micro.Settings.MicroBatches != 4 || whole.Settings.MicroBatches != 1 {
+		t.Fatalf("micro-batches: %d images, settings %+v; whole batches: %d images, %+v", micro.Images, micro.Settings, whole.Images, whole.Settings)
+	}
+	// 20 images: batches of 8, 8 and 4, delivered as 4+4+2 micro-batches.
+	if micro.Loader.Batches != 10 || whole.Loader.Batches != 3 {
+		t.Errorf("delivered %d micro-batches, %d whole batches", micro.Loader.Batches, whole.Loader.Batches)
+	}
+	mm, wm := micro.Memory, whole.Memory
+	if mm.PinnedBufferBytes*4 != wm.PinnedBufferBytes || mm.PinnedBufferBytes != 2*32*32*3*4 || mm.PinnedBuffers != 3 || mm.Pinned <= 0 || mm.Pinned > wm.Pinned {
+		t.Errorf("pinned: micro-batches %+v, whole batches %+v", mm, wm)
+	}
+	if mm.DeviceBytes != 0 || mm.DeviceBuffers != 0 || mm.DeviceBufferBytes != 0 {
+		t.Errorf("cpu device: %+v", mm)
+	}
+
+	var out bytes.Buffer
+	if err := benchTo([]string{dir, "--size", "32", "--batch", "8", "--micro-batches", "4"}, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "3 buffers of 0.0 MB, one micro-batch (2 samples) each") {
+		t.Errorf("text report does not describe the micro-batch buffers:\n%s", out.String())
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--micro-batches", "0"}, "--micro-batches 0 < 1"},
+		{[]string{"--batch", "8", "--micro-batches", "3"}, "MicroBatches 3 does not divide BatchSize 8"},
+	} {
+		err := benchTo(append([]string{dir, "--size", "32"}, c.args...), io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: got %v, want %q", c.args, err, c.want)
+		}
+	}
+
+	f := fakecuda.Use(t) // the rest skips without the stand-in CUDA driver
+	whole = benchJSON(t, dir, "--batch", "8", "--device", "cuda:0", "--device-convert")
+	micro = benchJSON(t, dir, "--batch", "8", "--device", "cuda:0", "--device-convert", "--micro-batches", "4")
+	if f.Allocated() != 0 {
+		t.Errorf("%d device bytes left after the runs", f.Allocated())
+	}
+	mm, wm = micro.Memory, whole.Memory
+	// Two buffers of 2 float32 samples, and the uint8 staging buffer.
+	if mm.DeviceBytes != 2*2*32*32*3*4+2*32*32*3 || mm.DeviceBytes*4 != wm.DeviceBytes || mm.DeviceBuffers != 2 || mm.DeviceBufferBytes*4 != wm.DeviceBufferBytes {
+		t.Errorf("device: micro-batches %+v, whole batches %+v", mm, wm)
+	}
+	out.Reset()
+	if err := benchTo([]string{dir, "--size", "32", "--batch", "8", "--micro-batches", "4", "--device", "cuda:0"}, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "2 buffers of 0.0 MB, one micro-batch (2 samples) each") {
+		t.Errorf("text report does not describe the device buffers:\n%s", out.String())
 	}
 }

@@ -39,8 +39,16 @@ func printReport(w io.Writer, res *benchResult) {
 		locked = "not locked"
 	}
 	row("memory", "peak RSS %s (%s); loader budget %s, peak held %s", mb(m.PeakRSS), m.PeakRSSScope, mb(m.Budget), mb(m.PeakHeld))
-	row("pinned", "%s of batch buffers, %s", mb(m.Pinned), locked)
-	row("device", "%s, %s", m.Device, mb(m.DeviceBytes))
+	what := "batch"
+	if s := r.Settings; s.MicroBatches > 1 {
+		what = fmt.Sprintf("micro-batch (%d samples)", s.Batch/s.MicroBatches)
+	}
+	row("pinned", "%s: %d buffers of %s, one %s each, %s", mb(m.Pinned), m.PinnedBuffers, mb(m.PinnedBufferBytes), what, locked)
+	if m.DeviceBuffers > 0 {
+		row("device", "%s, %s: %d buffers of %s, one %s each", m.Device, mb(m.DeviceBytes), m.DeviceBuffers, mb(m.DeviceBufferBytes), what)
+	} else {
+		row("device", "%s, %s", m.Device, mb(m.DeviceBytes))
+	}
 	row("bad samples", "%d", r.BadSamples)
 	if c := r.Consumer; c != nil {
 		row("consumer", "step %s: waited for input %.1f%% of the time (%.2f s of %.2f s); %d waits on a device copy (%.3f s)",

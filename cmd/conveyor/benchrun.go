@@ -54,11 +54,13 @@ type runReport struct {
 
 // settings are the swept and most-read parts of the effective configuration.
 type settings struct {
-	Workers   int    `json:"workers"`
-	IOWorkers int    `json:"io_workers"`
-	Prefetch  int    `json:"prefetch"`
-	Batch     int    `json:"batch"`
-	StopAfter string `json:"stop_after"`
+	Workers   int `json:"workers"`
+	IOWorkers int `json:"io_workers"`
+	Prefetch  int `json:"prefetch"`
+	Batch     int `json:"batch"`
+	// MicroBatches is how many micro-batches each batch is delivered as; 1: whole batches.
+	MicroBatches int    `json:"micro_batches"`
+	StopAfter    string `json:"stop_after"`
 }
 
 type cpuReport struct {
@@ -78,8 +80,16 @@ type memoryReport struct {
 	PeakHeld     int64  `json:"peak_held_bytes"`
 	Pinned       int64  `json:"pinned_bytes"`
 	PinnedLocked bool   `json:"pinned_locked"`
-	Device       string `json:"device"`
-	DeviceBytes  int64  `json:"device_bytes"`
+	// PinnedBuffers buffers of PinnedBufferBytes each hold one delivered batch (one
+	// micro-batch with --micro-batches); likewise DeviceBuffers of DeviceBufferBytes,
+	// which with the conversion's staging buffer make up DeviceBytes (all 0 when batches
+	// stay in the pinned buffers).
+	PinnedBuffers     int    `json:"pinned_buffers"`
+	PinnedBufferBytes int64  `json:"pinned_buffer_bytes"`
+	Device            string `json:"device"`
+	DeviceBytes       int64  `json:"device_bytes"`
+	DeviceBuffers     int    `json:"device_buffers"`
+	DeviceBufferBytes int64  `json:"device_buffer_bytes"`
 }
 
 type stageBusy struct {
@@ -159,7 +169,7 @@ func measure(ctx context.Context, src pipeline.Source, cfg *pipeline.Config, opt
 	eff := ld.Config()
 	rep := &runReport{
 		Backend: ld.DecodeBackend(), WebP: ld.WebPBackend(), Config: eff.String(),
-		Settings: settings{Workers: eff.Workers, IOWorkers: eff.IOWorkers, Prefetch: eff.Prefetch, Batch: eff.BatchSize, StopAfter: eff.StopAfter.String()},
+		Settings: settings{Workers: eff.Workers, IOWorkers: eff.IOWorkers, Prefetch: eff.Prefetch, Batch: eff.BatchSize, MicroBatches: eff.MicroBatches, StopAfter: eff.StopAfter.String()},
 	}
 
 	var done atomic.Int64
@@ -259,6 +269,7 @@ func measure(ctx context.Context, src pipeline.Source, cfg *pipeline.Config, opt
 	rep.Memory = memoryReport{
 		PeakRSS: peakRSS(), PeakRSSScope: "run", Budget: st.Budget, PeakHeld: st.PeakHeld,
 		Pinned: st.Pinned.BytesMapped, PinnedLocked: st.Pinned.Locked, Device: st.Device, DeviceBytes: st.DeviceBytes,
+		PinnedBuffers: st.Pinned.Buffers, PinnedBufferBytes: int64(st.Pinned.BufferSize), DeviceBuffers: st.DeviceSlots, DeviceBufferBytes: st.DeviceSlotBytes,
 	}
 	if !scoped {
 		rep.Memory.PeakRSSScope = "process"
