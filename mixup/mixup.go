@@ -21,10 +21,12 @@ type Options struct {
 	// √(1-λ) of the image's. 0 turns CutMix off. Default 0.
 	CutMix float64
 	// SwitchProb is, when MixUp and CutMix are both on, the probability that a batch uses
-	// CutMix rather than MixUp (timm's switch_prob). Default 0.5.
+	// CutMix rather than MixUp (timm's switch_prob). 0 means the default, so for MixUp
+	// alone leave CutMix at 0. Default 0.5.
 	SwitchProb float64
 	// Prob is the probability that a batch is mixed at all; an unmixed batch still gets
-	// smoothed targets. Default 1.
+	// smoothed targets. 0 means the default; for no mixing leave MixUp and CutMix at 0.
+	// Default 1.
 	Prob float64
 	// Smoothing is label smoothing's ε: a target row is ε/classes for every class and
 	// 1-ε+ε/classes for the sample's labels, before mixing. Default 0.
