@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/conveyor-ml/conveyor/gpu"
+	"github.com/conveyor-ml/conveyor/internal/fakecuda"
 	"github.com/conveyor-ml/conveyor/mixup"
 	"github.com/conveyor-ml/conveyor/pack"
 )
@@ -227,5 +229,72 @@ func TestSmoothingOnly(t *testing.T) {
 		} else if !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: %v, want %q", c.mix, err, c.want)
 		}
+	}
+}
+
+// TestMixBeforeDeviceCopy checks where the mix happens with a device: on the host,
+// before the copy. Without DeviceConvert the device holds the host loader's mixed batch;
+// with it, the conversion of the mixed uint8 pixels.
+func TestMixBeforeDeviceCopy(t *testing.T) {
+	fakecuda.Use(t)
+	src, err := Dir(sharedTree(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mix := mixup.Options{MixUp: 0.5, CutMix: 1}
+	for _, convert := range []bool{false, true} {
+		host := testConfig(2)
+		host.Mix, host.DeviceConvert = mix, convert
+		var want []byte
+		conv, err := gpu.NewConverter(host.Pack)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range collectBatches(t, newLoader(t, src, host), 1, 0) {
+			if !convert {
+				want = append(want, b.data...)
+				continue
+			}
+			n := len(b.labels)
+			out := make([]byte, conv.OutBytes(n))
+			if err := conv.Host(out, b.data); err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, out...)
+		}
+		cfg := testConfig(2)
+		cfg.Mix, cfg.DeviceConvert, cfg.Device = mix, convert, "cuda:0"
+		if got := deviceEpoch(t, newLoader(t, src, cfg), 1); !bytes.Equal(got, want) {
+			t.Errorf("DeviceConvert %t: the device batches are not the host's mixed batches", convert)
+		}
+	}
+}
+
+// TestTargetsNoAllocations guards the hot path dense targets add: filling a sample's
+// multi-hot row and mixing a finished batch allocate nothing once warm.
+func TestTargetsNoAllocations(t *testing.T) {
+	src, _ := multiLabelTree(t)
+	cfg := testConfig(1)
+	cfg.BatchSize = 6
+	cfg.Mix = mixup.Options{MixUp: 0.8, CutMix: 1, Smoothing: 0.1}
+	ld := newLoader(t, src, cfg)
+	r := &run{l: ld, epoch: 1}
+	n := cfg.BatchSize
+	b := &Batch{Epoch: 1, Len: n, Data: make([]byte, n*ld.sampleBytes), Targets: ld.takeTargets(n), NumClasses: ld.classes}
+	w := ld.workers[0]
+	allocs := testing.AllocsPerRun(50, func() {
+		for s := range n {
+			if err := w.fillTarget(r, b, s, s); err != nil {
+				t.Fatal(err)
+			}
+		}
+		b.Number++
+		w.mixBatch(r, b)
+	})
+	if allocs != 0 {
+		t.Errorf("%g allocations per batch of %d", allocs, n)
+	}
+	if b.Mix.Lambda == 0 {
+		t.Error("the batch was not mixed")
 	}
 }
