@@ -389,3 +389,28 @@ func TestConvertRefusesMultiLabel(t *testing.T) {
 		t.Fatalf("got %v, want a refusal naming multi-label", err)
 	}
 }
+
+// badLabels is a source whose labels lie outside its classes: a bug in a custom source.
+type badLabels struct{ FileSource }
+
+func (s badLabels) Label(i int) int { return 7 }
+
+// TestLabelOutsideClasses checks that a label without a class ends the epoch naming the
+// sample when the batch needs target rows, instead of writing outside the row.
+func TestLabelOutsideClasses(t *testing.T) {
+	src, err := Dir(sharedTree(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(2)
+	cfg.Mix.Smoothing = 0.1
+	ld := newLoader(t, badLabels{src}, cfg)
+	var last error
+	for b, err := range ld.Epoch(context.Background(), 0) {
+		b.Release()
+		last = err
+	}
+	if last == nil || !strings.Contains(last.Error(), "label 7 outside the source's 3 classes") {
+		t.Fatalf("got %v, want an error about label 7", last)
+	}
+}
