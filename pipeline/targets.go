@@ -98,7 +98,7 @@ func (w *worker) mixBatch(r *run, b *Batch) {
 	p := l.cfg.Mix.Draw(w.rng, h, wd)
 	b.Mix = p
 	o := l.packer.Options() // the host's layout and dtype: uint8 NHWC with DeviceConvert
-	if err := mixup.Pixels(b.Data, b.Len, o.Layout, o.DType, h, wd, p); err != nil {
+	if err := w.mixer.Pixels(b.Data, b.Len, o.Layout, o.DType, h, wd, p); err != nil {
 		b.setErr(-1, fmt.Errorf("pipeline: batch %d of epoch %d: %w", b.Number, b.Epoch, err))
 		return
 	}

@@ -277,6 +277,7 @@ func TestTargetsNoAllocations(t *testing.T) {
 	cfg := testConfig(1)
 	cfg.BatchSize = 6
 	cfg.Mix = mixup.Options{MixUp: 0.8, CutMix: 1, Smoothing: 0.1}
+	cfg.Pack.DType = pack.Float16 // mixed through tables the worker keeps
 	ld := newLoader(t, src, cfg)
 	r := &run{l: ld, epoch: 1}
 	n := cfg.BatchSize

@@ -10,6 +10,7 @@ import (
 	"github.com/conveyor-ml/conveyor/augment"
 	"github.com/conveyor-ml/conveyor/cache"
 	"github.com/conveyor-ml/conveyor/decode"
+	"github.com/conveyor-ml/conveyor/mixup"
 )
 
 // work decodes, augments and packs samples into their slots.
@@ -98,6 +99,7 @@ type worker struct {
 	labels []int      // a sample's labels, for its target row
 	pcg    rand.PCG   // the batch mixing draw's generator, reseeded per batch
 	rng    *rand.Rand // over pcg
+	mixer  mixup.Mixer
 }
 
 // guarded runs sample, turning a panic into an error that carries the stack: in the

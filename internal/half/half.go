@@ -10,7 +10,28 @@ import "math"
 // finite half (65504) by at least half a step become infinities, tiny ones subnormals or
 // zeros, and a NaN stays a quiet NaN.
 func Float16(f float32) uint16 {
+	if h, ok := Float16Normal(f); ok {
+		return h
+	}
+	return float16Slow(math.Float32bits(f))
+}
+
+// Float16Normal is Float16 for an f that rounds to a normal half, 2^-14 ≤ |f| < 65520,
+// and ok false for any other f. It is small enough to inline into a hot loop, with
+// Float16 for the rest.
+func Float16Normal(f float32) (h uint16, ok bool) {
 	b := math.Float32bits(f)
+	a := b & 0x7fffffff
+	if a-0x38800000 >= 0x477ff000-0x38800000 {
+		return 0, false
+	}
+	// Rebias the exponent and round the mantissa to nearest even; a carry moves into the
+	// exponent, as it should.
+	return uint16(b>>16)&0x8000 | uint16((a-0x38000000+0xfff+(a>>13)&1)>>13), true
+}
+
+// float16Slow is Float16 for every float32 bit pattern b, by cases.
+func float16Slow(b uint32) uint16 {
 	sign := uint16(b>>16) & 0x8000
 	exp := int(b>>23) & 0xff
 	mant := b & 0x7fffff
@@ -62,7 +83,8 @@ func BFloat16(f float32) uint16 {
 	if b&0x7fffffff > 0x7f800000 {
 		return uint16(b>>16) | 0x0040
 	}
-	return uint16(roundShift(b, 16))
+	// Without a data-dependent branch: mixed pixels round up or down at random.
+	return uint16((b + 0x7fff + (b>>16)&1) >> 16)
 }
 
 // BFloat16To32 returns the float32 equal to the bfloat16 value h.

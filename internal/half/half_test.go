@@ -47,3 +47,35 @@ func TestRounding(t *testing.T) {
 		}
 	}
 }
+
+// TestFastPath compares Float16's shortcut for normal halves with the general rounding, and
+// BFloat16's branch-free rounding with the rounding by cases, on
+// a sweep of float32 bit patterns: every 61st pattern (all exponents, mantissas of every
+// residue), plus the patterns around each half's rounding boundary.
+func TestFastPath(t *testing.T) {
+	check := func(b uint32) {
+		if got, want := Float16(math.Float32frombits(b)), float16Slow(b); got != want {
+			t.Fatalf("Float16(%#08x = %g) = %#04x, want %#04x", b, math.Float32frombits(b), got, want)
+		}
+		if b&0x7fffffff <= 0x7f800000 {
+			if got, want := BFloat16(math.Float32frombits(b)), uint16(roundShift(b, 16)); got != want {
+				t.Fatalf("BFloat16(%#08x = %g) = %#04x, want %#04x", b, math.Float32frombits(b), got, want)
+			}
+		}
+	}
+	for b := uint64(0); b < 1<<32; b += 61 {
+		check(uint32(b))
+	}
+	for h := range 1 << 15 {
+		f := math.Float32bits(Float16To32(uint16(h)))
+		for d := uint32(0); d < 1<<13+2; d += 1 << 11 {
+			for _, e := range []uint32{d - 1, d, d + 1} {
+				check(f + e)
+				check(f + e | 0x80000000)
+			}
+		}
+		for _, e := range []uint32{0x7fff, 0x8000, 0x8001, 0x17fff, 0x18000, 0x18001} {
+			check(uint32(h)<<17 + e) // around bfloat16 boundaries of every exponent
+		}
+	}
+}
