@@ -60,7 +60,7 @@ type Stages struct {
 	Decode  Stage `json:"decode"`
 	Augment Stage `json:"augment"`
 	Pack    Stage `json:"pack"`
-	Mix     Stage `json:"mix"` // batches mixed (pipeline.Config.Mix); Bytes: bytes mixed
+	Mix     Stage `json:"mix,omitzero"` // batches mixed (pipeline.Config.Mix), bytes mixed; absent without mixing
 }
 
 // Stage is one stage's work. BusySeconds sums over goroutines, so it can exceed wall
