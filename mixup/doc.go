@@ -9,7 +9,7 @@
 // from rows that label smoothing ε makes ε/classes off and 1-ε+ε/classes on.
 //
 // Options.Draw draws one batch's Params from a generator the caller seeds (the loader
-// seeds it from (Seed, epoch, batch number), so batches do not depend on timing); Pixels
+// seeds it from (Seed, Rank, epoch, batch number), so batches do not depend on timing); Pixels
 // and Targets apply them in place. Neither allocates. The functions are safe for
 // concurrent use on different batches.
 //

@@ -79,7 +79,7 @@ type Config struct {
 	// the device, in the batch's host dtype and layout; with DeviceConvert that is uint8
 	// NHWC, where MixUp rounds to the nearest integer (ties to even) as timm's
 	// FastCollateMixup does, up to half a step (0.5/255 before normalisation) from
-	// mixing floats. The draw depends on (Seed, epoch, batch number) only. Default: no
+	// mixing floats. The draw depends on (Seed, Rank, epoch, batch number) only. Default: no
 	// mixing, no smoothing.
 	Mix mixup.Options
 

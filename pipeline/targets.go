@@ -82,8 +82,9 @@ func (w *worker) fillTarget(r *run, b *Batch, slot, idx int) error {
 }
 
 // mixBatch mixes a complete batch's pixels and targets in place, on the worker that wrote
-// its last slot. The draw depends on (Seed, epoch, batch number) only, so the batch is
-// the same for any number of workers and on resume.
+// its last slot. The draw depends on (Seed, Rank, epoch, batch number) only, so the batch
+// is the same for any number of workers and on resume, and ranks draw differently (as
+// timm's per-rank seeds do).
 func (w *worker) mixBatch(r *run, b *Batch) {
 	l := r.l
 	if !l.cfg.Mix.Mixing() || l.cfg.StopAfter != AllStages || b.failure() != nil {
@@ -93,7 +94,7 @@ func (w *worker) mixBatch(r *run, b *Batch) {
 	if w.rng == nil {
 		w.rng = rand.New(&w.pcg)
 	}
-	w.pcg.Seed(mix.Mix(mix.Mix(l.cfg.Seed, uint64(b.Epoch)), uint64(b.Number)), 0x6d69787570)
+	w.pcg.Seed(mix.Mix(mix.Mix(l.cfg.Seed, uint64(b.Epoch)), uint64(b.Number)), mix.Mix(uint64(l.cfg.Rank), 0x6d69787570))
 	h, wd := l.cfg.Pack.Height, l.cfg.Pack.Width
 	p := l.cfg.Mix.Draw(w.rng, h, wd)
 	b.Mix = p

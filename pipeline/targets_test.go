@@ -172,6 +172,17 @@ func TestMixDeterminism(t *testing.T) {
 	if other[0].mix == one[0].mix {
 		t.Errorf("epochs 2 and 3 drew the same first mix %+v", one[0].mix)
 	}
+	// Ranks draw their own λ, as timm's per-rank seeds do.
+	var ranks [2]mixup.Params
+	for rank := range ranks {
+		c := testConfig(2)
+		c.Mix = mixup.Options{MixUp: 0.2, CutMix: 1}
+		c.Rank, c.World = rank, 2
+		ranks[rank] = collectBatches(t, newLoader(t, src, c), 2, 0)[0].mix
+	}
+	if ranks[0] == ranks[1] {
+		t.Errorf("ranks 0 and 1 drew the same mix for batch 0: %+v", ranks[0])
+	}
 }
 
 // TestSmoothingOnly checks rows of smoothed one-hot targets, without mixing, and the
