@@ -125,6 +125,8 @@ func TestManifestBadRows(t *testing.T) {
 		{"m.jsonl", `{"path":"a.jpg","labels":[1,1]}` + "\n", "manifest m.jsonl line 1: label \"1\" appears twice"},
 		{"m.jsonl", `{"path":"a.jpg","labels":[[1]]}` + "\n", "manifest m.jsonl line 1: label [1] is neither"},
 		{"m.jsonl", `{"path":"a.jpg","labels":[-2]}` + "\n", "manifest m.jsonl line 1: negative label -2"},
+		{"m.jsonl", `{"path":"a.jpg","labels":["cat",""]}` + "\n", "manifest m.jsonl line 1: empty label"},
+		{"m.jsonl", `{"path":"a.jpg","labels":[1],"x":1}` + "\n" + `{"path":"b.jpg","label":"2"}` + "\n", "manifest m.jsonl line 2: label \"2\" is a class name but line 1's is an integer"},
 	} {
 		t.Run(tc.text, func(t *testing.T) {
 			_, err := Manifest(fstest.MapFS{tc.name: {Data: []byte(tc.text)}}, tc.name)

@@ -66,6 +66,8 @@ func Manifest(fsys fs.FS, name string) (FileSource, error) {
 		return nil, err
 	}
 	m.trim()
+	m.lends, m.lvals = slices.Clip(m.lends), slices.Clip(m.lvals)
+	m.mends, m.mfields, m.marena = slices.Clip(m.mends), slices.Clip(m.mfields), slices.Clip(m.marena)
 	return &m.manifestSource, nil
 }
 
@@ -144,8 +146,6 @@ type manifest struct {
 	names bool // some label is a name (CSV: not an integer; JSONL: a string)
 	ints  int  // JSONL: the line of the first number label, 0 if none
 	multi bool // some sample has other than one label
-
-	row []int // the label text indices of the row being added
 }
 
 type labelText struct {
@@ -195,7 +195,7 @@ func (m *manifest) readCSV(r io.Reader) error {
 			return err
 		}
 		for k, v := range rec[2:] {
-			m.addMeta(k, []byte(v))
+			m.addMeta(k, v)
 		}
 		if err := m.endMeta(line); err != nil {
 			return err
@@ -237,7 +237,7 @@ func (m *manifest) key(k string) int {
 }
 
 // addMeta adds the value of key id to the sample being added.
-func (m *manifest) addMeta(id int, v []byte) {
+func (m *manifest) addMeta(id int, v string) {
 	m.marena = append(m.marena, v...)
 	m.mfields = append(m.mfields, metaField{key: uint32(id), end: uint32(len(m.marena))})
 }
@@ -318,9 +318,9 @@ func (m *manifest) readJSONL(r io.Reader) error {
 			case string(v) == "null":
 				continue
 			case json.Unmarshal(v, &text) == nil:
-				m.addMeta(m.key(k), []byte(text))
+				m.addMeta(m.key(k), text)
 			default:
-				m.addMeta(m.key(k), v)
+				m.addMeta(m.key(k), string(v))
 			}
 		}
 		if err := m.endMeta(line); err != nil {
@@ -363,7 +363,7 @@ func (m *manifest) add(p string, labels []string, line int) error {
 	if p == "" || path.IsAbs(p) || !fs.ValidPath(path.Clean(p)) {
 		return fmt.Errorf("pipeline: manifest %s line %d: path %q must be relative, inside the manifest's directory", m.name, line, p)
 	}
-	if len(labels) == 1 && labels[0] == "" {
+	if slices.Contains(labels, "") {
 		return fmt.Errorf("pipeline: manifest %s line %d: empty label", m.name, line)
 	}
 	if len(labels) != 1 {
