@@ -49,8 +49,8 @@ type Batch struct {
 	// multi-hot, with label smoothing ε giving ε/NumClasses off and 1-ε+ε/NumClasses on,
 	// and mixed with its partner's as Mix says. It is Go memory of the loader's, reused
 	// for a later batch after Release (one buffer per batch buffer, BatchSize ×
-	// NumClasses × 4 bytes each): valid until Release. It stays on the host; copy it to
-	// the device with the training step's labels.
+	// NumClasses × 4 bytes each, outside Config.MemoryBudget): valid until Release. It
+	// stays on the host; copy it to the device with the training step's labels.
 	Targets    []float32
 	NumClasses int // the width of a Targets row: len(Source.Classes()); 0 without Targets
 
