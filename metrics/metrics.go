@@ -60,6 +60,7 @@ type Stages struct {
 	Decode  Stage `json:"decode"`
 	Augment Stage `json:"augment"`
 	Pack    Stage `json:"pack"`
+	Mix     Stage `json:"mix,omitzero"` // batches mixed (pipeline.Config.Mix), bytes mixed; absent without mixing
 }
 
 // Stage is one stage's work. BusySeconds sums over goroutines, so it can exceed wall
@@ -140,7 +141,7 @@ func Snap(st pipeline.Stats) Snapshot {
 	p := st.Pinned
 	s := Snapshot{
 		Epochs: st.Epochs, Batches: st.Batches, WaitSeconds: st.Wait.Seconds(),
-		Stages: Stages{Read: stage(st.Read), Decode: stage(st.Decode), Augment: stage(st.Augment), Pack: stage(st.Pack)},
+		Stages: Stages{Read: stage(st.Read), Decode: stage(st.Decode), Augment: stage(st.Augment), Pack: stage(st.Pack), Mix: stage(st.Mix)},
 		Queues: Queues{Tasks: queue(st.Tasks), Decoded: queue(st.Decoded), Ready: queue(st.Ready)},
 
 		BadSamples: st.BadSamples,

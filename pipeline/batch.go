@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/conveyor-ml/conveyor/gpu"
+	"github.com/conveyor-ml/conveyor/mixup"
 	"github.com/conveyor-ml/conveyor/pack"
 	"github.com/conveyor-ml/conveyor/pinned"
 )
@@ -54,12 +55,35 @@ type Batch struct {
 	DType  pack.DType
 	Shape  [4]int
 
-	Labels  []int32 // Len labels
+	// Labels are the samples' class labels, Len of them. For a multi-label source each
+	// is the sample's first label, or -1 when it has none; Targets holds them all.
+	Labels  []int32
 	Indices []int64 // Len source indices; a replaced bad sample shows its replacement's index
 
+	// Targets are dense (soft) targets, Len rows of NumClasses float32 values, row i for
+	// sample i (Target(i) slices it), set when Config.Mix mixes or smooths or the source
+	// is multi-label (MultiLabelSource), and nil otherwise. A row is one-hot, or
+	// multi-hot, with label smoothing ε giving ε/NumClasses off and 1-ε+ε/NumClasses on,
+	// and mixed with its partner's as Mix says. It is Go memory of the loader's, reused
+	// for a later batch after Release (one buffer per batch buffer, BatchSize ×
+	// NumClasses × 4 bytes each, outside Config.MemoryBudget): valid until Release. It
+	// stays on the host; copy it to the device with the training step's labels.
+	Targets    []float32
+	NumClasses int // the width of a Targets row: len(Source.Classes()); 0 without Targets
+
+	// Mix is how the batch was mixed (Config.Mix): λ, and CutMix's box. Sample i was
+	// mixed with sample Len-1-i, as timm's Mixup does (within the micro-batch, with
+	// Config.MicroBatches: each has its own Mix); pixels and targets are mixed
+	// already, so Mix is for logging or a loss on integer labels
+	// (λ·loss(Labels[i]) + (1-λ)·loss(Labels[Len-1-i])). Mix.Lambda is 1 for a batch
+	// left unmixed.
+	Mix mixup.Params
+
 	buf       *pinned.Buffer
-	slot      *gpu.Slot // its device buffer; nil when StopAfter skips packing
-	hostU8    bool      // Data is uint8 NHWC for the device to convert
+	tfree     chan []float32 // where Targets goes back on Release
+	meta      MetadataSource // the source's metadata, nil when it has none
+	slot      *gpu.Slot      // its device buffer; nil when StopAfter skips packing
+	hostU8    bool           // Data is uint8 NHWC for the device to convert
 	ld        *Loader
 	remaining atomic.Int32 // slots not yet written
 	completed atomic.Int64 // when the last slot was written, Unix ns (for tests of overlap)
@@ -133,7 +157,13 @@ func (b *Batch) Release() {
 		// write the next batch into it. (Normally it completed long ago.)
 		s.Wait()
 	}
-	b.Data, b.Labels, b.Indices, b.slot = nil, nil, nil, nil
+	if b.Targets != nil {
+		select {
+		case b.tfree <- b.Targets[:cap(b.Targets)]:
+		default:
+		}
+	}
+	b.Data, b.Labels, b.Indices, b.Targets, b.slot, b.meta = nil, nil, nil, nil, nil, nil
 	// The host buffer goes first: after a Close its slab is unregistered now, while the
 	// device the slot keeps alive is still there.
 	b.buf.Release()

@@ -23,6 +23,43 @@ type view struct {
 	idx     []int32 // the view's samples as indices into the concatenation of parts; nil: all of them
 	classes []string
 	desc    string
+	multi   bool     // some part is multi-label
+	keys    []string // the parts' metadata keys, in order of first appearance
+}
+
+// describe sets what v passes through from its parts: multi-label and metadata keys.
+func (v *view) describe() {
+	seen := map[string]bool{}
+	for _, s := range v.parts {
+		v.multi = v.multi || isMultiLabel(s)
+		if m, ok := s.(MetadataSource); ok {
+			for _, k := range m.MetadataKeys() {
+				if !seen[k] {
+					seen[k] = true
+					v.keys = append(v.keys, k)
+				}
+			}
+		}
+	}
+}
+
+// MultiLabel reports whether a source the view draws from is multi-label.
+func (v *view) MultiLabel() bool { return v.multi }
+
+// Labels appends sample i's labels, asking its source.
+func (v *view) Labels(dst []int, i int) []int { s, j := v.at(i); return labelsOf(s, dst, j) }
+
+// MetadataKeys lists the metadata keys of the view's sources, in order of first
+// appearance.
+func (v *view) MetadataKeys() []string { return v.keys }
+
+// Metadata returns sample i's value under key, asking its source.
+func (v *view) Metadata(i int, key string) ([]byte, bool) {
+	s, j := v.at(i)
+	if m, ok := s.(MetadataSource); ok {
+		return m.Metadata(j, key)
+	}
+	return nil, false
 }
 
 func (v *view) Len() int {
@@ -84,7 +121,9 @@ func Subset(src Source, indices []int) (Source, error) {
 	if len(idx) == 0 {
 		return nil, errors.New("pipeline: subset: no indices")
 	}
-	return &view{parts: []Source{src}, ends: []int{src.Len()}, idx: idx, classes: src.Classes(), desc: fmt.Sprintf("subset(%v, %d samples)", src, len(idx))}, nil
+	v := &view{parts: []Source{src}, ends: []int{src.Len()}, idx: idx, classes: src.Classes(), desc: fmt.Sprintf("subset(%v, %d samples)", src, len(idx))}
+	v.describe()
+	return v, nil
 }
 
 // Concat is the samples of every source, one source after another. A label must mean the
@@ -124,12 +163,14 @@ func Concat(srcs ...Source) (Source, error) {
 		v.desc += fmt.Sprint(s)
 	}
 	v.desc += ")"
+	v.describe()
 	return v, nil
 }
 
 // Split divides src into a training and a validation set: valFraction of every class's
 // samples, drawn at random from seed, are validation samples, the rest are training
-// samples (a stratified split, as scikit-learn's train_test_split with stratify). Both
+// samples (a stratified split, as scikit-learn's train_test_split with stratify; a
+// multi-label sample counts under its smallest label, Label). Both
 // keep src's index order, so a Sequential validation loader visits them in that order.
 // The same seed gives the same split on every machine. Every class with at least two
 // samples keeps at least one on each side.

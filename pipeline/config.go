@@ -11,6 +11,7 @@ import (
 	"github.com/conveyor-ml/conveyor/cache"
 	"github.com/conveyor-ml/conveyor/decode"
 	"github.com/conveyor-ml/conveyor/gpu"
+	"github.com/conveyor-ml/conveyor/mixup"
 	"github.com/conveyor-ml/conveyor/pack"
 )
 
@@ -89,6 +90,17 @@ type Config struct {
 	Augment augment.Pipeline
 	// Pack says how samples are written into batches. Width and Height are required.
 	Pack pack.Options
+	// Mix mixes every batch after packing — MixUp, CutMix or timm's random switch between
+	// them — and smooths labels, giving each Batch soft Targets (see mixup.Options and
+	// Batch.Mix). The mix runs on the worker that finishes the batch, before its copy to
+	// the device, in the batch's host dtype and layout; with DeviceConvert that is uint8
+	// NHWC, where MixUp rounds to the nearest integer (ties to even) as timm's
+	// FastCollateMixup does, up to half a step (0.5/255 before normalisation) from
+	// mixing floats. The draw depends on (Seed, Rank, epoch, batch number) only; with
+	// MicroBatches each micro-batch is mixed on its own, with its own draw. Default: no
+	// mixing, no smoothing.
+	Mix mixup.Options
+
 	// Device is where batches are delivered: "cpu" (the host backend: batches stay in the
 	// pinned host buffers), "cuda" or "cuda:N" (GPU N: each finished batch is copied
 	// asynchronously into a ring of Prefetch device buffers, allocated by New, while the
@@ -196,6 +208,7 @@ func (c *Config) EnsureDefaults() {
 		c.Logf = log.Printf
 	}
 	c.Decode.EnsureDefaults()
+	c.Mix.EnsureDefaults()
 }
 
 // Validate reports the first invalid field.
@@ -234,6 +247,9 @@ func (c *Config) Validate() error {
 	if c.MemoryBudget < 0 {
 		errs = append(errs, fmt.Errorf("MemoryBudget %d < 0", c.MemoryBudget))
 	}
+	if err := c.Mix.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("Mix: %w", err))
+	}
 	if err := c.Decode.Validate(); err != nil {
 		errs = append(errs, err)
 	}
@@ -266,6 +282,9 @@ func (c *Config) String() string {
 	}
 	if c.DeviceConvert {
 		b.WriteString(" device_convert=true")
+	}
+	if c.Mix.Dense() {
+		fmt.Fprintf(&b, " mix={%v}", c.Mix)
 	}
 	if c.FullDecode {
 		b.WriteString(" full_decode=true")

@@ -103,6 +103,10 @@ func Convert(ctx context.Context, src Source, c *cache.Cache, opts *ConvertOptio
 	if _, ok := src.(FileSource); !ok {
 		return nil, fmt.Errorf("pipeline: convert: %v holds stored pixels, not image files", src)
 	}
+	if isMultiLabel(src) {
+		// A record holds one label: converting would keep each sample's smallest one.
+		return nil, fmt.Errorf("pipeline: convert: %v is multi-label, and a converted dataset stores one label per sample; train from the manifest", src)
+	}
 	if ps, ok := src.(PixelSource); ok {
 		// A view over a converted dataset is a FileSource too; its stored samples have no
 		// files to convert.

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"log"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/conveyor-ml/conveyor/cache"
@@ -24,6 +25,7 @@ type Converted struct {
 	info     *cache.Info
 	refs     []cache.Ref
 	problems []cache.Problem
+	classes  []string
 }
 
 // ConvertedOptions configures OpenConverted.
@@ -97,7 +99,20 @@ func OpenConverted(dir string, opts ...ConvertedOptions) (*Converted, error) {
 			}
 		}
 	}
-	return &Converted{cache: c, info: info, refs: refs, problems: problems}, nil
+	classes := info.Classes
+	if len(classes) == 0 {
+		// Recorded without class names (a source that had none): the labels' indices,
+		// as a manifest of integer labels names them.
+		top := 0
+		for _, r := range refs {
+			top = max(top, int(r.Label))
+		}
+		classes = make([]string, top+1)
+		for i := range classes {
+			classes[i] = strconv.Itoa(i)
+		}
+	}
+	return &Converted{cache: c, info: info, refs: refs, problems: problems, classes: classes}, nil
 }
 
 // incomplete says why the dataset in dir is not known to be complete, and what to do;
@@ -152,8 +167,9 @@ func (s *Converted) Path(i int) string { return s.refs[i].Path }
 // Stored returns the record holding sample i's pixels.
 func (s *Converted) Stored(i int) (*cache.Cache, cache.Ref, bool) { return s.cache, s.refs[i], true }
 
-// Classes returns the class names, index = label.
-func (s *Converted) Classes() []string { return s.info.Classes }
+// Classes returns the class names, index = label: those the conversion recorded, or the
+// labels' indices as text ("0" to the largest) when it recorded none.
+func (s *Converted) Classes() []string { return s.classes }
 
 // Info describes the dataset.
 func (s *Converted) Info() cache.Info { return *s.info }

@@ -50,6 +50,10 @@ func (r *run) dispatch(cursor int) {
 			buf: buf, ld: l, done: make(chan struct{}), hostU8: l.cfg.DeviceConvert,
 		}
 		b.Shape = l.shape(n)
+		if l.classes > 0 {
+			b.Targets, b.NumClasses, b.tfree = l.takeTargets(n), l.classes, l.tfree
+		}
+		b.meta, b.Mix.Lambda = l.meta, 1
 		b.remaining.Store(int32(n))
 		r.ready <- b // never blocks: capacity is the number of buffers
 		for s := range n {

@@ -10,6 +10,7 @@ import (
 	"github.com/conveyor-ml/conveyor/cache"
 	"github.com/conveyor-ml/conveyor/decode"
 	"github.com/conveyor-ml/conveyor/gpu"
+	"github.com/conveyor-ml/conveyor/mixup"
 	"github.com/conveyor-ml/conveyor/pack"
 	"github.com/conveyor-ml/conveyor/pinned"
 )
@@ -30,6 +31,13 @@ type Loader struct {
 
 	workers []*worker // per-worker reusable state, kept across epochs
 	stats   counters
+
+	// Dense targets (Batch.Targets): the row width, 0 without them; a row's off and on
+	// values; the free-list of target buffers, one per batch buffer.
+	classes int
+	off, on float32
+	tfree   chan []float32
+	meta    MetadataSource // src's metadata, nil when it has none
 
 	region augment.RegionOp // the first augment op, decoded with the crop; nil: decode in full
 
@@ -89,6 +97,19 @@ func build(src Source, cfg *Config, conv *converting) (*Loader, error) {
 	}
 	l := &Loader{cfg: c, src: src, conv: conv, packer: packer, sampleBytes: packer.SampleBytes(), micro: c.BatchSize / c.MicroBatches, nbuf: c.Prefetch + 1}
 	l.fill = cache.NewFillPolicy(c.CacheFill)
+	if l.classes, err = denseClasses(src, &c, conv); err != nil {
+		return nil, err
+	}
+	if l.classes > 0 {
+		l.off, l.on = mixup.SmoothValues(c.Mix.Smoothing, l.classes)
+		l.tfree = make(chan []float32, l.nbuf)
+		for range l.nbuf {
+			l.tfree <- make([]float32, c.BatchSize*l.classes)
+		}
+	}
+	if m, ok := src.(MetadataSource); ok && len(m.MetadataKeys()) > 0 {
+		l.meta = m
+	}
 	l.files, _ = src.(FileSource)
 	if l.pixels, _ = src.(PixelSource); l.pixels != nil && conv == nil {
 		l.stored, _, _ = l.pixels.Stored(0)

@@ -173,7 +173,7 @@ func TestIndexBytesPerSample(t *testing.T) {
 	}
 	runtime.GC()
 	runtime.ReadMemStats(&after)
-	idx := src.(*fsSource).index.bytes()
+	idx := src.(*manifestSource).index.bytes()
 	perSample := float64(idx) / n
 	heap := float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / n
 	t.Logf("1,000,000-entry manifest: index %.1f bytes/sample (30-byte paths + 8), heap growth %.1f bytes/sample", perSample, heap)

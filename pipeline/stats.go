@@ -24,6 +24,8 @@ type Stats struct {
 	// exceed wall time) and bytes (read: file bytes; decode: output pixels; pack: bytes
 	// written into batches).
 	Read, Decode, Augment, Pack StageStats
+	// Mix counts batches mixed (Config.Mix), their bytes and the time it took.
+	Mix StageStats
 
 	// Queue occupancy of the running epoch at the time of the snapshot (zero when idle).
 	Tasks, Decoded, Ready QueueStats
@@ -101,7 +103,7 @@ func (s *stage) snapshot() StageStats {
 type counters struct {
 	epochs, batches, wait                 atomic.Int64
 	slotWait                              atomic.Int64 // transfer waiting for a free device buffer
-	read, decode, augment, pack           stage
+	read, decode, augment, pack, mix      stage
 	cacheHits, cacheStored, cacheDeferred atomic.Int64
 	badDraws                              atomic.Int64
 
@@ -126,7 +128,7 @@ func (l *Loader) Stats() Stats {
 	s := Stats{
 		Epochs: l.stats.epochs.Load(), Batches: l.stats.batches.Load(), Wait: time.Duration(l.stats.wait.Load()),
 		Read: l.stats.read.snapshot(), Decode: l.stats.decode.snapshot(),
-		Augment: l.stats.augment.snapshot(), Pack: l.stats.pack.snapshot(),
+		Augment: l.stats.augment.snapshot(), Pack: l.stats.pack.snapshot(), Mix: l.stats.mix.snapshot(),
 		Budget:     l.cfg.MemoryBudget,
 		ReadBudget: l.read.size, PeakRead: l.read.peak.Load(),
 		DecodeBudget: l.dec.size, PeakDecode: l.dec.peak.Load(),

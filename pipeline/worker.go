@@ -3,12 +3,14 @@ package pipeline
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"runtime/debug"
 	"time"
 
 	"github.com/conveyor-ml/conveyor/augment"
 	"github.com/conveyor-ml/conveyor/cache"
 	"github.com/conveyor-ml/conveyor/decode"
+	"github.com/conveyor-ml/conveyor/mixup"
 )
 
 // work decodes, augments and packs samples into their slots.
@@ -72,8 +74,14 @@ func (r *run) process(w *worker, it readItem) {
 	} else {
 		it.b.Labels[it.slot] = int32(l.src.Label(it.idx))
 		it.b.Indices[it.slot] = int64(it.idx)
+		if it.b.Targets != nil {
+			if err := w.fillTarget(r, it.b, it.slot, it.idx); err != nil {
+				it.b.setErr(it.slot, err)
+			}
+		}
 	}
 	if it.b.remaining.Add(-1) == 0 {
+		w.mixBatch(r, it.b) // the last slot is written: the batch is this worker's alone
 		it.b.completed.Store(time.Now().UnixNano())
 		close(it.b.done)
 	}
@@ -87,6 +95,11 @@ type worker struct {
 	img    decode.Image
 	held   int64 // decode memory reserved for the scratch above, kept between samples
 	inOps  bool  // the augment ops' code (Region, OutputSize, Apply) or the packer is running
+
+	labels []int      // a sample's labels, for its target row
+	pcg    rand.PCG   // the batch mixing draw's generator, reseeded per batch
+	rng    *rand.Rand // over pcg
+	mixer  mixup.Mixer
 }
 
 // guarded runs sample, turning a panic into an error that carries the stack: in the

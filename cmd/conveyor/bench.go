@@ -17,6 +17,7 @@ import (
 
 	"github.com/conveyor-ml/conveyor/cache"
 	"github.com/conveyor-ml/conveyor/internal/synth"
+	"github.com/conveyor-ml/conveyor/mixup"
 	"github.com/conveyor-ml/conveyor/pack"
 	"github.com/conveyor-ml/conveyor/pipeline"
 )
@@ -66,6 +67,9 @@ the stages' time went and how full the queues were.
   --micro-batches 4  deliver each batch as 4 micro-batches, for gradient accumulation;
                      the report's pinned and device bytes are those of one micro-batch
                      per buffer
+  --mixup 0.8 --cutmix 1.0
+                     mix every batch after packing (timm's Mixup: each batch picks
+                     MixUp or CutMix), with soft targets; --smoothing 0.1 smooths them
   --on-error fail    end the run at the first file that cannot be read or decoded,
                      instead of replacing it; --max-bad bounds the share replaced
 
@@ -107,6 +111,11 @@ flags:
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof FILE)")
 	onError := fs.String("on-error", pipeline.Skip.String(), "bad files (unreadable, undecodable): skip (log, count and replace them) or fail (end the run at the first)")
 	allowIncomplete := fs.Bool("allow-incomplete", false, "train on a converted DIR that is not known to be complete (its conversion stopped or is still running, it lost samples, or it has no manifest) instead of refusing it")
+	mixUp := fs.Float64("mixup", 0, "mix every batch with MixUp, λ ~ Beta(A, A), as timm's Mixup (0: off); soft targets")
+	cutMix := fs.Float64("cutmix", 0, "mix every batch with CutMix, λ ~ Beta(A, A) (0: off); with --mixup too, each batch picks one (--mix-switch)")
+	mixSwitch := fs.Float64("mix-switch", 0.5, "with --mixup and --cutmix, the probability that a batch uses CutMix")
+	mixProb := fs.Float64("mix-prob", 1, "the probability that a batch is mixed at all")
+	smoothing := fs.Float64("smoothing", 0, "label smoothing ε of the soft targets, in [0, 1)")
 	maxBad := fs.Float64("max-bad", 0.01, "with --on-error skip, end the run once more than this fraction of an epoch's samples are bad; 0: at the first (as --on-error fail), negative: no limit")
 	var cacheMax, budget byteSize
 	fs.Var(&cacheMax, "cache-max-bytes", "bound on --cache's size, e.g. 50G (0: none)")
@@ -157,6 +166,14 @@ flags:
 		return usagef("--max-bad %g > 1 (a fraction of an epoch's samples; negative: no limit)", *maxBad)
 	case len(pos) == 0 && *images < 10:
 		return usagef("--images %d: need at least 10", *images)
+	case !(*mixUp >= 0) || !(*cutMix >= 0):
+		return usagef("--mixup %g and --cutmix %g must be ≥ 0 (0: off)", *mixUp, *cutMix)
+	case !(*mixSwitch > 0 && *mixSwitch <= 1):
+		return usagef("--mix-switch %g not in (0, 1]; for MixUp alone leave out --cutmix", *mixSwitch)
+	case !(*mixProb > 0 && *mixProb <= 1):
+		return usagef("--mix-prob %g not in (0, 1]; for no mixing leave out --mixup and --cutmix", *mixProb)
+	case !(*smoothing >= 0 && *smoothing < 1):
+		return usagef("--smoothing %g not in [0, 1)", *smoothing)
 	}
 	if *maxBad == 0 {
 		// No bad sample allowed: pipeline.Config reads MaxBadFraction 0 as its default
@@ -226,6 +243,7 @@ flags:
 		Pack:      pack.Options{Width: *size, Height: *size, DType: dt, Layout: lay, Normalize: *normalize && dt != pack.Uint8},
 		CacheFill: *cacheFill, FullDecode: *fullDecode, Device: *device, DeviceConvert: *deviceConvert,
 		OnError: policy, MaxBadFraction: *maxBad, Logf: logf,
+		Mix: mixup.Options{MixUp: *mixUp, CutMix: *cutMix, SwitchProb: *mixSwitch, Prob: *mixProb, Smoothing: *smoothing},
 	}
 	if *cacheDir != "" {
 		c, err := cache.Open(*cacheDir, &cache.Options{Codec: codec, MaxBytes: int64(cacheMax), Logf: logf})

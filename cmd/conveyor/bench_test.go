@@ -45,6 +45,24 @@ func TestBenchJSON(t *testing.T) {
 	}
 }
 
+// TestBenchMix runs the bench with batch mixing and smoothing: the configuration it
+// reports says so, and the mix stage did one item per batch.
+func TestBenchMix(t *testing.T) {
+	res := benchJSON(t, smallTree(t, 6), "--workers", "2", "--mixup", "0.8", "--cutmix", "1", "--mix-switch", "0.3", "--smoothing", "0.1")
+	if want := "mix={mixup=0.8 cutmix=1 switch=0.3 prob=1 smoothing=0.1}"; !strings.Contains(res.Config, want) {
+		t.Errorf("config %q does not say %q", res.Config, want)
+	}
+	var mixed int64
+	for _, s := range res.StageBusy {
+		if s.Stage == "mix" {
+			mixed = s.Items
+		}
+	}
+	if mixed != 3 {
+		t.Errorf("mix stage did %d batches, want 3 (12 images in batches of 4): %+v", mixed, res.StageBusy)
+	}
+}
+
 // benchJSON runs bench with --json on a small tree and decodes its report.
 func benchJSON(t *testing.T, dir string, args ...string) *benchResult {
 	t.Helper()
@@ -267,6 +285,11 @@ func TestBenchErrors(t *testing.T) {
 		{"--step", "-1s"},
 		{"--stages", "--workers", "1,2"},
 		{"--plot", "x.png"},
+		{"--mixup", "-1"},
+		{"--cutmix", "NaN"},
+		{"--mixup", "1", "--mix-switch", "0"},
+		{"--mix-prob", "1.5"},
+		{"--smoothing", "1"},
 	} {
 		if err := benchTo(args, &bytes.Buffer{}, io.Discard); err == nil {
 			t.Errorf("bench %q: no error", args)

@@ -300,6 +300,13 @@ func stageBusyOf(st *pipeline.Stats, wall time.Duration, workers, ioWorkers int)
 	}{
 		{"read", st.Read, ioWorkers}, {"decode", st.Decode, workers}, {"augment", st.Augment, workers}, {"pack", st.Pack, workers},
 	}
+	if st.Mix.Items > 0 {
+		stages = append(stages, struct {
+			name string
+			s    pipeline.StageStats
+			n    int
+		}{"mix", st.Mix, workers})
+	}
 	var sum time.Duration
 	for _, s := range stages {
 		sum += s.s.Busy
