@@ -99,11 +99,27 @@ func (s Sample) put(i int, e uint32) {
 // Encode does: torchvision's F.erase with a per-channel value.
 func (s Sample) Fill(r image.Rectangle, v [3]float32) {
 	r = r.Intersect(image.Rect(0, 0, s.Width, s.Height))
+	step := 1 // elements between horizontally adjacent values of a channel
+	if s.Layout == NHWC {
+		step = 3
+	}
 	for c := range 3 {
 		e := s.Encode(v[c])
 		for y := r.Min.Y; y < r.Max.Y; y++ {
-			for x := r.Min.X; x < r.Max.X; x++ {
-				s.put(s.index(c, x, y), e)
+			i, end := s.index(c, r.Min.X, y), s.index(c, r.Max.X, y)
+			switch s.DType.Size() {
+			case 1:
+				for ; i < end; i += step {
+					s.Data[i] = uint8(e)
+				}
+			case 2:
+				for ; i < end; i += step {
+					binary.LittleEndian.PutUint16(s.Data[2*i:], uint16(e))
+				}
+			default:
+				for ; i < end; i += step {
+					binary.LittleEndian.PutUint32(s.Data[4*i:], e)
+				}
 			}
 		}
 	}
