@@ -211,8 +211,8 @@ func (o *RandomAffine) String() string {
 type RandomPerspective struct {
 	DistortionScale float64 // how far corners move, in [0, 1]; torchvision's default is 0.5
 	P               float64 // probability of a warp; torchvision's default is 0.5
-	// Interpolation is Nearest or Bilinear; the zero value is Nearest, while torchvision
-	// and NewRandomPerspective default to Bilinear.
+	// Interpolation is Nearest or Bilinear. torchvision and NewRandomPerspective use
+	// Bilinear; the zero value is Nearest.
 	Interpolation Interpolation
 	Fill          [3]uint8 // the colour of areas outside the source; default black
 }
@@ -366,12 +366,11 @@ func (m PaddingMode) String() string {
 // each output pixel is read from its source pixel or the padding rule (about 10 µs for
 // 224×224).
 type RandomCrop struct {
-	Width, Height int    // output size; required
-	Padding       [4]int // padding on the left, top, right and bottom, ≥ 0; default none
-	PadIfNeeded   bool   // pad an image smaller than the crop; default false
-	Fill          [3]uint8
-	// PaddingMode is how padding is filled; default PadConstant, with Fill (default black).
-	PaddingMode PaddingMode
+	Width, Height int         // output size; required
+	Padding       [4]int      // padding on the left, top, right and bottom, ≥ 0; default none
+	PadIfNeeded   bool        // pad an image smaller than the crop; default false
+	Fill          [3]uint8    // the colour of PadConstant padding; default black
+	PaddingMode   PaddingMode // how padding is filled; default PadConstant
 }
 
 // NewRandomCrop returns a RandomCrop to width×height with padding pixels on every side

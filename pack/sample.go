@@ -13,10 +13,10 @@ import (
 // packed values through it, in place. A Sample does not own Data; it is valid as long as
 // the slot is.
 type Sample struct {
-	Data          []byte
-	Width, Height int
-	Layout        Layout
-	DType         DType
+	Data          []byte // the slot: Width×Height×3 values of DType; required
+	Width, Height int    // the sample's size; required
+	Layout        Layout // the order of values; default NCHW
+	DType         DType  // the element type; default Float32
 }
 
 // Sample returns the view of dst, a slot of SampleBytes bytes that p packs into.
