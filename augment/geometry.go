@@ -397,19 +397,27 @@ func bilinear(out []uint8, src *decode.Image, xin, yin float64) {
 	yin -= 0.5
 	x, y := floorC(xin), floorC(yin)
 	dx, dy := xin-float64(x), yin-float64(y)
-	in := src.Row(min(max(y, 0), h-1))
+	o0 := min(max(y, 0), h-1) * src.Stride
 	x0, x1 := 3*min(max(x, 0), w-1), 3*min(max(x+1, 0), w-1)
-	var in2 []uint8
-	if y+1 >= 0 && y+1 < h {
-		in2 = src.Row(y + 1)
+	a, b := src.Pix[o0+x0:o0+x0+3:o0+x0+3], src.Pix[o0+x1:o0+x1+3:o0+x1+3]
+	out = out[:3:3]
+	if y+1 < 0 || y+1 >= h {
+		// Pillow reuses the first row's blend: no vertical blend.
+		out[0] = uint8(lerp(a[0], b[0], dx))
+		out[1] = uint8(lerp(a[1], b[1], dx))
+		out[2] = uint8(lerp(a[2], b[2], dx))
+		return
 	}
-	for b := range 3 {
-		v1 := float64(in[x0+b]) + float64(float64(int(in[x1+b])-int(in[x0+b]))*dx)
-		v2 := v1
-		if in2 != nil {
-			v2 = float64(in2[x0+b]) + float64(float64(int(in2[x1+b])-int(in2[x0+b]))*dx)
-		}
-		v1 += float64((v2 - v1) * dy)
-		out[b] = uint8(v1)
+	o1 := (y + 1) * src.Stride
+	c, d := src.Pix[o1+x0:o1+x0+3:o1+x0+3], src.Pix[o1+x1:o1+x1+3:o1+x1+3]
+	for k := range 3 {
+		v1, v2 := lerp(a[k], b[k], dx), lerp(c[k], d[k], dx)
+		out[k] = uint8(v1 + float64((v2-v1)*dy))
 	}
+}
+
+// lerp is Pillow's BILINEAR macro on two 8-bit values: p + (q - p)·d, the difference
+// taken in integers.
+func lerp(p, q uint8, d float64) float64 {
+	return float64(p) + float64(float64(int(q)-int(p))*d)
 }

@@ -256,7 +256,8 @@ func (w *worker) sample(r *run, it readItem) error {
 		return r.opFailure(it.task, fmt.Errorf("%w (the augment ops must produce the packed size)", err))
 	}
 	if l.tensorOps {
-		// Ops on the packed sample (RandomErasing) continue the sample's random stream.
+		// Ops on the packed sample (RandomErasing) continue the sample's random stream;
+		// their time counts as packing.
 		if err := ops.ApplyTensor(w.actx, l.packer.Sample(slot)); err != nil {
 			return r.opFailure(it.task, err)
 		}
