@@ -11,8 +11,9 @@
 // The geometric ops (RandomRotation, RandomAffine, RandomPerspective, and the functional
 // Affine and Rotate) compute torchvision's matrices (_get_inverse_affine_matrix,
 // _get_perspective_coeffs) and sample as Pillow's Image.transform does: output pixel
-// centres mapped to the source, nearest in 16.16 fixed point or bilinear over the 2×2
-// neighbourhood, Fill outside. RandomCrop pads as torchvision (constant, edge, reflect,
+// centres mapped to the source, nearest in 16.16 fixed point, bilinear over the 2×2 or
+// bicubic over the 4×4 neighbourhood, Fill outside; testdata/geometry holds torchvision's
+// outputs, which they match pixel for pixel. RandomCrop pads as torchvision (constant, edge, reflect,
 // symmetric) without building the padded image.
 //
 // RandomErasing is a TensorOp: it runs on the packed, normalised sample (a pack.Sample),

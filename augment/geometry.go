@@ -19,6 +19,9 @@ const (
 	// Bilinear blends the 2×2 source pixels around the sampling point (PIL's BILINEAR
 	// in Image.transform: no antialiasing, unlike Resize).
 	Bilinear
+	// Bicubic blends the 4×4 source pixels around the sampling point with Pillow's cubic
+	// (a = -1) and clamps to [0, 255] (PIL's BICUBIC in Image.transform).
+	Bicubic
 )
 
 func (i Interpolation) String() string {
@@ -27,14 +30,16 @@ func (i Interpolation) String() string {
 		return "nearest"
 	case Bilinear:
 		return "bilinear"
+	case Bicubic:
+		return "bicubic"
 	}
 	return fmt.Sprintf("Interpolation(%d)", int(i))
 }
 
-// checkInterpolation reports an Interpolation other than Nearest and Bilinear.
+// checkInterpolation reports an Interpolation other than Nearest, Bilinear and Bicubic.
 func checkInterpolation(op string, i Interpolation) error {
-	if i != Nearest && i != Bilinear {
-		return paramErrorf(op, "Interpolation %d is neither Nearest nor Bilinear", int(i))
+	if i < Nearest || i > Bicubic {
+		return paramErrorf(op, "Interpolation %d is not Nearest, Bilinear or Bicubic", int(i))
 	}
 	return nil
 }
@@ -367,10 +372,13 @@ func genericTransform(dst, src *decode.Image, m []float64, perspective bool, int
 				ys = float64(m[3]*xin) + float64(m[4]*yin) + m[5]
 			}
 			px := out[3*x : 3*x+3 : 3*x+3]
-			if interp == Nearest {
+			switch interp {
+			case Nearest:
 				nearest(px, src, xs, ys)
-			} else {
+			case Bilinear:
 				bilinear(px, src, xs, ys)
+			default:
+				bicubic(px, src, xs, ys)
 			}
 		}
 	}
@@ -420,4 +428,69 @@ func bilinear(out []uint8, src *decode.Image, xin, yin float64) {
 // taken in integers.
 func lerp(p, q uint8, d float64) float64 {
 	return float64(p) + float64(float64(int(q)-int(p))*d)
+}
+
+// bicubic is Pillow's bicubic_filter32RGB: the 4×4 pixel centres around the sample point,
+// columns clamped to the image; rows past the bottom repeat the previous row's blend (the
+// first row is clamped), as Pillow does. The result is clamped to [0, 255] and truncated.
+func bicubic(out []uint8, src *decode.Image, xin, yin float64) {
+	w, h := src.Width, src.Height
+	if xin < 0 || xin >= float64(w) || yin < 0 || yin >= float64(h) {
+		return
+	}
+	xin -= 0.5
+	yin -= 0.5
+	x, y := floorC(xin), floorC(yin)
+	dx, dy := xin-float64(x), yin-float64(y)
+	x--
+	y--
+	var xo [4]int
+	for i := range xo {
+		xo[i] = 3 * min(max(x+i, 0), w-1)
+	}
+	row := func(yy int) []uint8 { o := yy * src.Stride; return src.Pix[o : o+3*w] }
+	for k := range 3 {
+		in := row(min(max(y, 0), h-1))
+		v1 := cubicInt(in[xo[0]+k], in[xo[1]+k], in[xo[2]+k], in[xo[3]+k], dx)
+		v2, v3, v4 := v1, v1, v1
+		if y+1 >= 0 && y+1 < h {
+			in = row(y + 1)
+			v2 = cubicInt(in[xo[0]+k], in[xo[1]+k], in[xo[2]+k], in[xo[3]+k], dx)
+		}
+		v3 = v2
+		if y+2 >= 0 && y+2 < h {
+			in = row(y + 2)
+			v3 = cubicInt(in[xo[0]+k], in[xo[1]+k], in[xo[2]+k], in[xo[3]+k], dx)
+		}
+		v4 = v3
+		if y+3 >= 0 && y+3 < h {
+			in = row(y + 3)
+			v4 = cubicInt(in[xo[0]+k], in[xo[1]+k], in[xo[2]+k], in[xo[3]+k], dx)
+		}
+		// Pillow's BICUBIC macro on doubles.
+		p1 := v2
+		p2 := -v1 + v3
+		p3 := float64(2*(v1-v2)) + v3 - v4
+		p4 := -v1 + v2 - v3 + v4
+		v := p1 + float64(dy*(p2+float64(dy*(p3+float64(dy*p4)))))
+		switch {
+		case v <= 0:
+			out[k] = 0
+		case v >= 255:
+			out[k] = 255
+		default:
+			out[k] = uint8(v)
+		}
+	}
+}
+
+// cubicInt is Pillow's BICUBIC macro on four 8-bit values: the polynomial's coefficients
+// in integers, then evaluated at d in floating point.
+func cubicInt(a, b, c, d uint8, t float64) float64 {
+	v1, v2, v3, v4 := int(a), int(b), int(c), int(d)
+	p1 := v2
+	p2 := -v1 + v3
+	p3 := 2*(v1-v2) + v3 - v4
+	p4 := -v1 + v2 - v3 + v4
+	return float64(p1) + float64(t*(float64(p2)+float64(t*(float64(p3)+float64(t*float64(p4))))))
 }

@@ -124,7 +124,7 @@ func TestRotateRightAngles(t *testing.T) {
 		{"-90 square", sq, -90, func(x, y int) (int, int) { return y, 6 - x }, 7, 7},
 	}
 	for _, tt := range tests {
-		for _, interp := range []Interpolation{Nearest, Bilinear} {
+		for _, interp := range []Interpolation{Nearest, Bilinear, Bicubic} {
 			t.Run(tt.name+"/"+interp.String(), func(t *testing.T) {
 				c := NewContext()
 				got := Rotate(c, tt.src, tt.angle, interp, [3]uint8{1, 2, 3})
@@ -155,7 +155,7 @@ func TestRotate90NonSquare(t *testing.T) {
 	src := photo(t, 3, w, h)
 	fill := [3]uint8{9, 8, 7}
 	cx, cy := w/2, h/2
-	for _, interp := range []Interpolation{Nearest, Bilinear} {
+	for _, interp := range []Interpolation{Nearest, Bilinear, Bicubic} {
 		t.Run(interp.String(), func(t *testing.T) {
 			got := Rotate(NewContext(), src, 90, interp, fill)
 			for y := range h {
@@ -182,7 +182,7 @@ func TestAffineTranslate(t *testing.T) {
 	src := photo(t, 4, w, h)
 	fill := [3]uint8{200, 100, 50}
 	for _, tr := range [][2]float64{{3, -2}, {-5, 0}, {0, 7}, {20, 0}} {
-		for _, interp := range []Interpolation{Nearest, Bilinear} {
+		for _, interp := range []Interpolation{Nearest, Bilinear, Bicubic} {
 			got := Affine(NewContext(), src, 0, tr, 1, [2]float64{}, interp, fill)
 			for y := range h {
 				for x := range w {
@@ -314,7 +314,7 @@ func TestRotateFloatPathFarOut(t *testing.T) {
 func TestGeometryAllocs(t *testing.T) {
 	src := photo(t, 8, 64, 48)
 	c := NewContext()
-	for _, interp := range []Interpolation{Nearest, Bilinear} {
+	for _, interp := range []Interpolation{Nearest, Bilinear, Bicubic} {
 		Affine(c, src, 20, [2]float64{2, 3}, 1.1, [2]float64{5, 0}, interp, [3]uint8{})
 		Rotate(c, src, 33, interp, [3]uint8{})
 		if n := testing.AllocsPerRun(20, func() {

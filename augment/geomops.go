@@ -25,7 +25,7 @@ type RandomRotation struct {
 	// Degrees is the range the angle is drawn from, in degrees; torchvision's single
 	// number d means (-d, d). Required (zero rotates by 0).
 	Degrees       [2]float64
-	Interpolation Interpolation // Nearest or Bilinear; default Nearest, as torchvision
+	Interpolation Interpolation // Nearest, Bilinear or Bicubic; default Nearest, as torchvision
 	Expand        bool          // grow the output to hold the rotated image; default false
 	Fill          [3]uint8      // the colour of areas outside the source; default black
 }
@@ -110,7 +110,7 @@ type RandomAffine struct {
 	// single number s is (-s, s, 0, 0) and its pair (a, b) is (a, b, 0, 0). Default zero:
 	// no shear.
 	Shear         [4]float64
-	Interpolation Interpolation // Nearest or Bilinear; default Nearest, as torchvision
+	Interpolation Interpolation // Nearest, Bilinear or Bicubic; default Nearest, as torchvision
 	Fill          [3]uint8      // the colour of areas outside the source; default black
 }
 
@@ -211,7 +211,7 @@ func (o *RandomAffine) String() string {
 type RandomPerspective struct {
 	DistortionScale float64 // how far corners move, in [0, 1]; torchvision's default is 0.5
 	P               float64 // probability of a warp; torchvision's default is 0.5
-	// Interpolation is Nearest or Bilinear. torchvision and NewRandomPerspective use
+	// Interpolation is Nearest, Bilinear or Bicubic. torchvision and NewRandomPerspective use
 	// Bilinear; the zero value is Nearest.
 	Interpolation Interpolation
 	Fill          [3]uint8 // the colour of areas outside the source; default black

@@ -19,6 +19,7 @@ func TestGeomOpsValidate(t *testing.T) {
 		{&RandomRotation{Degrees: [2]float64{10, -10}}, "augment: RandomRotation: Degrees (10, -10) must be finite and ascending"},
 		{&RandomRotation{Degrees: [2]float64{0, math.Inf(1)}}, "augment: RandomRotation: Degrees"},
 		{&RandomRotation{Interpolation: 7}, "augment: RandomRotation: Interpolation 7"},
+		{&RandomRotation{Interpolation: Bicubic}, ""},
 		{&RandomAffine{Degrees: [2]float64{-10, 10}, Translate: [2]float64{0.1, 0.2}, Scale: [2]float64{0.8, 1.2}, Shear: [4]float64{-5, 5, -3, 3}}, ""},
 		{&RandomAffine{Translate: [2]float64{1.5, 0}}, "augment: RandomAffine: Translate[0] 1.5 not in [0, 1]"},
 		{&RandomAffine{Translate: [2]float64{0, -0.1}}, "augment: RandomAffine: Translate[1] -0.1 not in [0, 1]"},
@@ -270,7 +271,7 @@ func TestRandomPerspective(t *testing.T) {
 
 	src := photo(t, 4, w, h)
 	// No distortion: the corners stay and the warp is the identity.
-	for _, interp := range []Interpolation{Nearest, Bilinear} {
+	for _, interp := range []Interpolation{Nearest, Bilinear, Bicubic} {
 		id := &RandomPerspective{DistortionScale: 0, P: 1, Interpolation: interp}
 		got, err := id.Apply(seeded(1), src)
 		if err != nil || !equalImages(got, src) || got == src {
@@ -450,6 +451,7 @@ func TestGeomOpsAllocs(t *testing.T) {
 	ops := []Op{
 		&RandomRotation{Degrees: [2]float64{-30, 30}, Interpolation: Bilinear},
 		&RandomRotation{Degrees: [2]float64{-30, 30}, Expand: true},
+		&RandomRotation{Degrees: [2]float64{-30, 30}, Interpolation: Bicubic},
 		&RandomAffine{Degrees: [2]float64{-10, 10}, Translate: [2]float64{0.1, 0.1}, Scale: [2]float64{0.9, 1.1}, Shear: [4]float64{-5, 5, -5, 5}},
 		NewRandomPerspective(0.5, 1),
 		&RandomCrop{Width: 60, Height: 60, PadIfNeeded: true, Padding: [4]int{4, 4, 4, 4}, PaddingMode: PadReflect},

@@ -48,7 +48,8 @@ def perspective_coeffs(startpoints, endpoints):
     return torch.linalg.lstsq(a, b, driver="gels").solution.to(torch.float32).tolist()
 
 
-MODES = {"nearest": InterpolationMode.NEAREST, "bilinear": InterpolationMode.BILINEAR}
+MODES = {"nearest": InterpolationMode.NEAREST, "bilinear": InterpolationMode.BILINEAR,
+         "bicubic": InterpolationMode.BICUBIC}
 srcs = {"rect": source(45, 33, 1), "square": source(32, 32, 2)}
 blob = bytearray()
 
@@ -111,7 +112,7 @@ for src in srcs:
             fill = [7, 8, 9] if i % 2 else [0, 0, 0]
             coeffs = perspective_coeffs(start, end)
             # F.perspective's PIL branch with those coefficients.
-            pil = Image.NEAREST if interp == "nearest" else Image.BILINEAR
+            pil = {"nearest": Image.NEAREST, "bilinear": Image.BILINEAR, "bicubic": Image.BICUBIC}[interp]
             out = F_pil.perspective(srcs[src], coeffs, interpolation=pil, fill=fill)
             add("perspective", src, out, end=end, interpolation=interp, fill=fill, coeffs=coeffs)
 
