@@ -63,3 +63,55 @@ func BenchmarkHue224(b *testing.B)            { benchAdjust(b, func(m *decode.Im
 func BenchmarkGrayscale224(b *testing.B)      { benchAdjust(b, Grayscale) }
 func BenchmarkFlipHorizontal224(b *testing.B) { benchAdjust(b, FlipHorizontal) }
 func BenchmarkFlipVertical224(b *testing.B)   { benchAdjust(b, FlipVertical) }
+
+func benchOp(b *testing.B, op Op) {
+	src := photo(b, 3, 224, 224)
+	c := NewContext()
+	imagetest.BenchSamples(b, 3*224*224, func(i int) {
+		c.Seed(1, 0, int64(i))
+		if _, err := op.Apply(c, src); err != nil {
+			b.Fatal(err)
+		}
+	})
+}
+
+func BenchmarkRotateNearest224(b *testing.B) {
+	benchOp(b, &RandomRotation{Degrees: [2]float64{-30, 30}})
+}
+func BenchmarkRotateBilinear224(b *testing.B) {
+	benchOp(b, &RandomRotation{Degrees: [2]float64{-30, 30}, Interpolation: Bilinear})
+}
+func BenchmarkAffineNearest224(b *testing.B) {
+	benchOp(b, &RandomAffine{Degrees: [2]float64{-10, 10}, Translate: [2]float64{0.1, 0.1}, Shear: [4]float64{-10, 10, 0, 0}})
+}
+func BenchmarkPerspectiveBilinear224(b *testing.B) { benchOp(b, NewRandomPerspective(0.5, 1)) }
+func BenchmarkRandomCropReflect224(b *testing.B) {
+	benchOp(b, &RandomCrop{Width: 224, Height: 224, Padding: [4]int{16, 16, 16, 16}, PaddingMode: PadReflect})
+}
+
+func BenchmarkRandomErasing224(b *testing.B) {
+	pk, err := pack.NewPacker(&pack.Options{Width: 224, Height: 224, Normalize: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	slot := make([]byte, pk.SampleBytes())
+	if err := pk.Pack(slot, photo(b, 4, 224, 224)); err != nil {
+		b.Fatal(err)
+	}
+	for _, random := range []bool{false, true} {
+		op := &RandomErasing{P: 1, Random: random}
+		name := "value"
+		if random {
+			name = "random"
+		}
+		b.Run(name, func(b *testing.B) {
+			c := NewContext()
+			imagetest.BenchSamples(b, len(slot), func(i int) {
+				c.Seed(1, 0, int64(i))
+				if err := op.ApplyTensor(c, pk.Sample(slot)); err != nil {
+					b.Fatal(err)
+				}
+			})
+		})
+	}
+}

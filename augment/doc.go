@@ -8,6 +8,19 @@
 // size and offset rounding; ColorJitter and RandomGrayscale reproduce Pillow's integer
 // and float arithmetic (ImageEnhance blends, 8-bit HSV, fixed-point luma).
 //
+// The geometric ops (RandomRotation, RandomAffine, RandomPerspective, and the functional
+// Affine and Rotate) compute torchvision's matrices (_get_inverse_affine_matrix,
+// _get_perspective_coeffs) and sample as Pillow's Image.transform does: output pixel
+// centres mapped to the source, nearest in 16.16 fixed point, bilinear over the 2×2 or
+// bicubic over the 4×4 neighbourhood, Fill outside; testdata/geometry holds torchvision's
+// outputs, which they match pixel for pixel. RandomCrop pads as torchvision (constant, edge, reflect,
+// symmetric) without building the padded image.
+//
+// RandomErasing is a TensorOp: it runs on the packed, normalised sample (a pack.Sample),
+// as torchvision's runs on the tensor after Normalize. TensorOps come last in a Pipeline;
+// Pipeline.Apply stops before them and Pipeline.ApplyTensor runs them on the packed slot
+// with the same Context.
+//
 // Every op draws its randomness from the Context's generator, which the loader seeds from
 // (seed, epoch, sample index) only, so results never depend on worker count or timing.
 // Ops either change their input in place or write into one of the Context's two scratch

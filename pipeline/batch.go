@@ -65,7 +65,7 @@ type Batch struct {
 	// is multi-label (MultiLabelSource), and nil otherwise. A row is one-hot, or
 	// multi-hot, with label smoothing ε giving ε/NumClasses off and 1-ε+ε/NumClasses on,
 	// and mixed with its partner's as Mix says. It is Go memory of the loader's, reused
-	// for a later batch after Release (one buffer per batch buffer, BatchSize ×
+	// for a later batch after Release (one buffer per batch buffer, BatchSize/MicroBatches ×
 	// NumClasses × 4 bytes each, outside Config.MemoryBudget): valid until Release. It
 	// stays on the host; copy it to the device with the training step's labels.
 	Targets    []float32

@@ -40,6 +40,9 @@ type Loader struct {
 	meta    MetadataSource // src's metadata, nil when it has none
 
 	region augment.RegionOp // the first augment op, decoded with the crop; nil: decode in full
+	// tensorOps: Config.Augment ends with ops on the packed sample (RandomErasing), run
+	// on each slot after packing.
+	tensorOps bool
 
 	dev    *gpu.Device // where batches are delivered
 	ownDev bool        // the loader opened dev and closes it
@@ -96,6 +99,7 @@ func build(src Source, cfg *Config, conv *converting) (*Loader, error) {
 		return nil, fmt.Errorf("pipeline: %w", err)
 	}
 	l := &Loader{cfg: c, src: src, conv: conv, packer: packer, sampleBytes: packer.SampleBytes(), micro: c.BatchSize / c.MicroBatches, nbuf: c.Prefetch + 1}
+	l.tensorOps = c.Augment.HasTensorOps()
 	l.fill = cache.NewFillPolicy(c.CacheFill)
 	if l.classes, err = denseClasses(src, &c, conv); err != nil {
 		return nil, err
@@ -104,7 +108,7 @@ func build(src Source, cfg *Config, conv *converting) (*Loader, error) {
 		l.off, l.on = mixup.SmoothValues(c.Mix.Smoothing, l.classes)
 		l.tfree = make(chan []float32, l.nbuf)
 		for range l.nbuf {
-			l.tfree <- make([]float32, c.BatchSize*l.classes)
+			l.tfree <- make([]float32, l.micro*l.classes)
 		}
 	}
 	if m, ok := src.(MetadataSource); ok && len(m.MetadataKeys()) > 0 {

@@ -120,7 +120,7 @@ func (l *Loader) takeTargets(n int) []float32 {
 	select {
 	case t = <-l.tfree:
 	default:
-		t = make([]float32, l.cfg.BatchSize*l.classes)
+		t = make([]float32, l.micro*l.classes)
 	}
 	return t[:n*l.classes]
 }
