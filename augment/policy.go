@@ -48,19 +48,33 @@ func (op augOp) String() string { return augOpNames[op] }
 // Go constant expression would use the exact π and may round differently).
 var radToDeg = func() float64 { pi := math.Pi; return 180 / pi }()
 
-// linspace32 returns element i of torch.linspace(start, end, steps) in float32, as
-// torch's CPU kernel computes it: step = (end-start)/(steps-1), the first half counted
-// from start and the second from end.
+// linspace32 returns element i of torch.linspace(start, end, steps) in float32 as torch's
+// CPU kernel computes it in its AVX2 build (the usual one on x86): step =
+// (end-start)/(steps-1); element k = start + step*k for k in the first half and
+// end - step*(steps-1-k) in the second, each a fused multiply-add (one rounding); except
+// that the first steps/16*16 elements come in vectors of 8, each element the vector's
+// first plus j*step, rounded twice. Other builds of torch round the last bit of some
+// elements differently, so torchvision's own magnitudes vary at that level between
+// machines.
 func linspace32(start, end float64, steps, i int) float64 {
 	s, e := float32(start), float32(end)
 	if steps == 1 {
 		return float64(s)
 	}
 	step := (e - s) / float32(steps-1)
-	if i < steps/2 {
-		return float64(s + float32(step*float32(i)))
+	// fused is the kernel's scalar element k: exact in float64 (a float32 times a small
+	// integer plus a float32), then rounded once.
+	fused := func(k int) float32 {
+		if k < steps/2 {
+			return float32(float64(s) + float64(step)*float64(k))
+		}
+		return float32(float64(e) - float64(step)*float64(steps-1-k))
 	}
-	return float64(e - float32(step*float32(steps-i-1)))
+	if i < steps/16*16 {
+		k0 := i &^ 7
+		return float64(fused(k0) + float32(float32(i-k0)*step))
+	}
+	return float64(fused(i))
 }
 
 // augSpace gives an op's magnitude for bin i of bins, and whether torchvision flips its

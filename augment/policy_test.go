@@ -3,6 +3,7 @@ package augment
 import (
 	"fmt"
 	"math"
+	"math/big"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -20,22 +21,33 @@ type refMeta struct {
 	signed bool
 }
 
-// refLinspace transcribes torch.linspace(start, end, steps) on the CPU in float32, its
-// scalar path: step = (end-start)/(steps-1), element i = start + step*i for the first
-// half and end - step*(steps-1-i) for the second. (torch's vectorised path computes
-// some elements as (start + step*8k) + step*j instead, which can differ in the last
-// float32 bit depending on the CPU's vector width: torchvision's own magnitudes vary
-// at that level between machines. TestAugSpaceAgainstTorchvision checks the values
-// against exact arithmetic too.)
+// refLinspace transcribes torch.linspace(start, end, steps) on the CPU in float32 as
+// its AVX2 kernel (compiled with fused multiply-adds) computes it: the scalar path
+// start + step*i or end - step*(steps-1-i) rounded once, and the vectorised path for
+// the first steps/16*16 elements, where lane j of a vector that starts at element k is
+// (the scalar element k) + j*step, rounded twice. TestMagnitudesGolden checks this
+// against torch's output; TestAugSpaceAgainstTorchvision checks it against exact
+// arithmetic too.
 func refLinspace(start, end float64, steps int) []float64 {
 	s, e := float32(start), float32(end)
 	step := (e - s) / float32(steps-1)
+	scalar := func(i int) float32 {
+		exact := big.NewFloat(float64(step))
+		if i < steps/2 {
+			exact.Mul(exact, big.NewFloat(float64(i))).Add(exact, big.NewFloat(float64(s)))
+		} else {
+			exact.Mul(exact, big.NewFloat(float64(steps-1-i))).Neg(exact).Add(exact, big.NewFloat(float64(e)))
+		}
+		f, _ := exact.Float32()
+		return f
+	}
 	out := make([]float64, steps)
 	for i := range out {
-		if i < steps/2 {
-			out[i] = float64(s + float32(step*float32(i)))
-		} else {
-			out[i] = float64(e - float32(step*float32(steps-1-i)))
+		out[i] = float64(scalar(i))
+	}
+	for k := 0; k+16 <= steps; k += 8 {
+		for j := range 8 {
+			out[k+j] = float64(scalar(k) + float32(float32(j)*step))
 		}
 	}
 	return out
