@@ -92,28 +92,35 @@ func rotate(c *Context, src *decode.Image, angle float64, expand bool, interp In
 		transpose(dst, src, int(angle))
 		return dst
 	}
+	m, w, h := rotateMatrix(angle, w, h, expand)
+	dst.Reset(w, h)
+	transformAffine(dst, src, m, interp, fill)
+	return dst
+}
+
+// rotateMatrix is the output-to-input map of Pillow's rotate(angle) of a w×h image, angle
+// already reduced to [0, 360), and with expand the size of the output.
+func rotateMatrix(angle float64, w, h int, expand bool) (m [6]float64, nw, nh int) {
 	a := -float64(angle * degToRad)
 	cs, sn := pyRound15(math.Cos(a)), pyRound15(math.Sin(a))
-	m := [6]float64{cs, sn, 0, pyRound15(-math.Sin(a)), cs, 0}
+	m = [6]float64{cs, sn, 0, pyRound15(-math.Sin(a)), cs, 0}
 	cx, cy := float64(w)/2, float64(h)/2
 	m[2], m[5] = affinePoint(m, -cx, -cy)
 	m[2] += cx
 	m[5] += cy
-	if expand {
-		minX, maxX, minY, maxY := math.Inf(1), math.Inf(-1), math.Inf(1), math.Inf(-1)
-		for _, p := range [4][2]float64{{0, 0}, {float64(w), 0}, {float64(w), float64(h)}, {0, float64(h)}} {
-			x, y := affinePoint(m, p[0], p[1])
-			minX, maxX = math.Min(minX, x), math.Max(maxX, x)
-			minY, maxY = math.Min(minY, y), math.Max(maxY, y)
-		}
-		nw := int(math.Ceil(maxX)) - int(math.Floor(minX))
-		nh := int(math.Ceil(maxY)) - int(math.Floor(minY))
-		m[2], m[5] = affinePoint(m, -float64(nw-w)/2.0, -float64(nh-h)/2.0)
-		w, h = nw, nh
+	if !expand {
+		return m, w, h
 	}
-	dst.Reset(w, h)
-	transformAffine(dst, src, m, interp, fill)
-	return dst
+	minX, maxX, minY, maxY := math.Inf(1), math.Inf(-1), math.Inf(1), math.Inf(-1)
+	for _, p := range [4][2]float64{{0, 0}, {float64(w), 0}, {float64(w), float64(h)}, {0, float64(h)}} {
+		x, y := affinePoint(m, p[0], p[1])
+		minX, maxX = math.Min(minX, x), math.Max(maxX, x)
+		minY, maxY = math.Min(minY, y), math.Max(maxY, y)
+	}
+	nw = int(math.Ceil(maxX)) - int(math.Floor(minX))
+	nh = int(math.Ceil(maxY)) - int(math.Floor(minY))
+	m[2], m[5] = affinePoint(m, -float64(nw-w)/2.0, -float64(nh-h)/2.0)
+	return m, nw, nh
 }
 
 // affinePoint applies Pillow's rotate helper transform(x, y, matrix).

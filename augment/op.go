@@ -6,6 +6,7 @@ import (
 
 	"github.com/conveyor-ml/conveyor/decode"
 	"github.com/conveyor-ml/conveyor/internal/seed"
+	"github.com/conveyor-ml/conveyor/pack"
 )
 
 // Op is one per-sample transformation. Implementations must be safe for concurrent use by
@@ -78,16 +79,45 @@ func (c *Context) Next(src *decode.Image) *decode.Image {
 // Pipeline applies ops in order.
 type Pipeline []Op
 
-// Apply runs every op of p on src and returns the final image.
+// Apply runs the ops of p on src and returns the final image. It stops before the first
+// TensorOp: those run on the packed sample (see ApplyTensor), after the loader packs the
+// image Apply returns.
 func (p Pipeline) Apply(c *Context, src *decode.Image) (*decode.Image, error) {
 	img := src
 	for _, op := range p {
+		if _, ok := op.(TensorOp); ok {
+			break
+		}
 		var err error
 		if img, err = op.Apply(c, img); err != nil {
 			return nil, err
 		}
 	}
 	return img, nil
+}
+
+// ApplyTensor runs the TensorOps of p, in order, on the packed sample s; the image ops
+// before them are Apply's. The loader calls it on each sample's batch slot right after
+// packing, with the Context Apply used, so the random stream continues.
+func (p Pipeline) ApplyTensor(c *Context, s pack.Sample) error {
+	for _, op := range p {
+		if t, ok := op.(TensorOp); ok {
+			if err := t.ApplyTensor(c, s); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// HasTensorOps reports whether p holds a TensorOp.
+func (p Pipeline) HasTensorOps() bool {
+	for _, op := range p {
+		if _, ok := op.(TensorOp); ok {
+			return true
+		}
+	}
+	return false
 }
 
 // String lists the ops, for logs.

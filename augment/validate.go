@@ -38,16 +38,25 @@ type Sizer interface {
 // size the batch packs. Errors name the op by its index in p and its String, as in
 // "augment: op 2 ColorJitter(...): Hue 0.9 not in [0, 0.5]"; several are joined.
 //
+// TensorOps (RandomErasing) must come after every image op: an image op after one is an
+// error.
+//
 // Validate cannot know what an op that implements neither interface does and accepts it.
 // When the final size depends on the image, as after Resize of the shorter side or an op
 // without OutputSize, or when p is empty, Validate passes, and the loader still checks
 // every sample's size when it packs it. A width or height ≤ 0 skips the size check.
 func (p Pipeline) Validate(width, height int) error {
 	var errs []error
+	tensor := -1 // the first TensorOp
 	for i, op := range p {
 		if op == nil {
 			errs = append(errs, fmt.Errorf("augment: op %d is nil", i))
 			continue
+		}
+		if _, ok := op.(TensorOp); ok && tensor < 0 {
+			tensor = i
+		} else if !ok && tensor >= 0 {
+			errs = append(errs, fmt.Errorf("augment: op %d %v follows op %d %v, which runs on the packed sample: image ops must come before it", i, op, tensor, p[tensor]))
 		}
 		v, ok := op.(Validator)
 		if !ok {

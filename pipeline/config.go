@@ -68,7 +68,9 @@ type Config struct {
 	// Decode configures decoding and the resize-first policy; default decode's defaults.
 	Decode decode.Options
 	// Augment runs on every decoded sample; default none. Its output must have the size
-	// given in Pack.
+	// given in Pack. Ops on the packed sample (augment.TensorOp: RandomErasing) come
+	// last and run on each batch slot right after packing, with the sample's random
+	// stream; they cannot be combined with DeviceConvert.
 	Augment augment.Pipeline
 	// Pack says how samples are written into batches. Width and Height are required.
 	Pack pack.Options
@@ -86,7 +88,9 @@ type Config struct {
 	// bytes of float32) and converts them on the device into Pack's dtype, layout and
 	// normalisation with a small kernel, bit for bit what the host would have written.
 	// Pack.DType must be a float type. On the cpu device the conversion runs on the CPU
-	// after batching, into a separate buffer. Default false.
+	// after batching, into a separate buffer. Augment ops on the packed sample
+	// (RandomErasing) are refused with it: uint8 pixels cannot hold normalised values.
+	// Default false.
 	DeviceConvert bool
 
 	// FullDecode turns crop-aware decoding off. By default, when Decode.Resize is
@@ -204,6 +208,11 @@ func (c *Config) Validate() error {
 	}
 	if c.DeviceConvert && c.Pack.DType == pack.Uint8 {
 		errs = append(errs, errors.New("DeviceConvert needs a float Pack.DType; uint8 batches need no conversion"))
+	}
+	if c.DeviceConvert && c.Augment.HasTensorOps() {
+		// With DeviceConvert the host holds uint8 pixels, which cannot store normalised
+		// values such as normal noise or a value between two pixel levels.
+		errs = append(errs, errors.New("DeviceConvert packs uint8 pixels on the host, but Augment ends with ops on the normalised sample (RandomErasing); drop DeviceConvert, or erase on the device after the conversion"))
 	}
 	if c.MemoryBudget < 0 {
 		errs = append(errs, fmt.Errorf("MemoryBudget %d < 0", c.MemoryBudget))

@@ -31,6 +31,9 @@ type Loader struct {
 	stats   counters
 
 	region augment.RegionOp // the first augment op, decoded with the crop; nil: decode in full
+	// tensorOps: Config.Augment ends with ops on the packed sample (RandomErasing), run
+	// on each slot after packing.
+	tensorOps bool
 
 	dev    *gpu.Device // where batches are delivered
 	ownDev bool        // the loader opened dev and closes it
@@ -87,6 +90,7 @@ func build(src Source, cfg *Config, conv *converting) (*Loader, error) {
 		return nil, fmt.Errorf("pipeline: %w", err)
 	}
 	l := &Loader{cfg: c, src: src, conv: conv, packer: packer, sampleBytes: packer.SampleBytes(), nbuf: c.Prefetch + 1}
+	l.tensorOps = c.Augment.HasTensorOps()
 	l.fill = cache.NewFillPolicy(c.CacheFill)
 	l.files, _ = src.(FileSource)
 	if l.pixels, _ = src.(PixelSource); l.pixels != nil && conv == nil {

@@ -255,6 +255,12 @@ func (w *worker) sample(r *run, it readItem) error {
 	if err := l.packer.Pack(slot, out); err != nil {
 		return r.opFailure(it.task, fmt.Errorf("%w (the augment ops must produce the packed size)", err))
 	}
+	if l.tensorOps {
+		// Ops on the packed sample (RandomErasing) continue the sample's random stream.
+		if err := ops.ApplyTensor(w.actx, l.packer.Sample(slot)); err != nil {
+			return r.opFailure(it.task, err)
+		}
+	}
 	t3 := l.stats.pack.add(t2, int64(l.sampleBytes))
 	l.fill.Worked(t3.Sub(t0))
 	return nil
