@@ -3,6 +3,7 @@ package augment
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -466,3 +467,42 @@ func (sharpnessOp) Apply(c *Context, m *decode.Image) (*decode.Image, error) {
 	return m, nil
 }
 func (sharpnessOp) String() string { return "sharpness" }
+
+// TestSmooth3x3 checks the integer form of PIL's SMOOTH filter against its float32
+// arithmetic (ImagingFilter3x3: offset 0.5, rows as (left + middle) + right, every
+// operation rounded to float32, truncated) on random and extreme neighbourhoods.
+func TestSmooth3x3(t *testing.T) {
+	k1, k5 := float32(1)/float32(13), float32(5)/float32(13)
+	pil := func(v *[9]uint8) int {
+		row := func(a, b, c uint8, mid float32) float32 {
+			return float32(float32(float32(a)*k1)+float32(float32(b)*mid)) + float32(float32(c)*k1)
+		}
+		ss := float32(0.5) + row(v[6], v[7], v[8], k1)
+		ss += row(v[3], v[4], v[5], k5)
+		ss += row(v[0], v[1], v[2], k1)
+		return int(min(max(ss, 0), 255))
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	var v [9]uint8
+	for i := range 500000 {
+		for k := range v {
+			switch i % 4 {
+			case 0:
+				v[k] = uint8(r.IntN(256))
+			case 1: // near the ends, where float32 products are largest
+				v[k] = uint8(240 + r.IntN(16))
+			case 2: // a flat area with a little noise
+				v[k] = uint8(100 + r.IntN(3))
+			default:
+				v[k] = []uint8{0, 255}[r.IntN(2)]
+			}
+		}
+		s := 4 * int(v[4])
+		for _, x := range v {
+			s += int(x)
+		}
+		if got, want := smooth3x3(s), pil(&v); got != want {
+			t.Fatalf("%v: smooth3x3 = %d, PIL's float32 filter %d", v, got, want)
+		}
+	}
+}
