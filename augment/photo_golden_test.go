@@ -165,3 +165,39 @@ func TestMagnitudesGolden(t *testing.T) {
 		}
 	}
 }
+
+// TestAutoAugmentGolden runs AutoAugment's forward with get_params forced to fixed
+// draws (testdata/photo/aa_<policy>_<id>_<p0>_<p1>_<s0>_<s1>.png, from gen.py) and
+// compares with torchvision's output: which ops run (probabilities equal to p included),
+// their signs and magnitudes, end to end.
+func TestAutoAugmentGolden(t *testing.T) {
+	in := readPNG(t, "input.png")
+	files, err := filepath.Glob(filepath.Join("testdata", "photo", "aa_*.png"))
+	if err != nil || len(files) < 8 {
+		t.Fatalf("%d aa_*.png golden files: %v", len(files), err)
+	}
+	policies := map[string]AutoAugmentPolicy{"imagenet": ImageNetPolicy, "cifar10": CIFAR10Policy, "svhn": SVHNPolicy}
+	for _, f := range files {
+		name := strings.TrimSuffix(filepath.Base(f), ".png")
+		t.Run(name, func(t *testing.T) {
+			parts := strings.Split(name, "_")
+			num := func(s string) float64 {
+				v, err := strconv.ParseFloat(s, 64)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return v
+			}
+			d := autoAugmentDraw{
+				policy: int(num(parts[2])),
+				probs:  [2]float32{float32(num(parts[3])), float32(num(parts[4]))},
+				signs:  [2]int{int(num(parts[5])), int(num(parts[6]))},
+			}
+			o := &AutoAugment{Policy: policies[parts[1]], Fill: [3]uint8{10, 20, 30}}
+			got := o.apply(NewContext(), clone(in), d)
+			if mean, worst := pixelDiff(t, got, readPNG(t, name+".png")); worst != 0 {
+				t.Errorf("differs from torchvision: mean %.4f, max %d", mean, worst)
+			}
+		})
+	}
+}

@@ -428,7 +428,8 @@ var autoAugmentPolicies = [...][25]subPolicy{
 // with its own probability at its own magnitude bin (of 10, over RandAugment's ranges,
 // plus Invert). Per sample it draws, as torchvision's get_params does and before applying
 // anything, the sub-policy's index, two uniform floats for the probabilities and two
-// coins for the signs; an op runs when its float is ≤ its probability and its signed
+// coins for the signs; an op runs when its float is ≤ its probability (compared in
+// float32, as torch compares a float32 tensor with a Python float) and its signed
 // magnitude is negated when its coin is 0. About 0.25 ms per 224×224 image on one core on
 // average (ImageNet policy).
 type AutoAugment struct {
@@ -473,10 +474,15 @@ func (o *AutoAugment) Apply(c *Context, src *decode.Image) (*decode.Image, error
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	d := o.draw(c)
+	return o.apply(c, src, o.draw(c)), nil
+}
+
+// apply runs the sub-policy d selects, as AutoAugment.forward does.
+func (o *AutoAugment) apply(c *Context, src *decode.Image, d autoAugmentDraw) *decode.Image {
 	img := src
 	for i, s := range autoAugmentPolicies[o.Policy][d.policy] {
-		if float64(d.probs[i]) > s.p {
+		// probs[i] <= p compares in float32: a Python float does not promote a tensor.
+		if d.probs[i] > float32(s.p) {
 			continue
 		}
 		var mag float64
@@ -489,7 +495,7 @@ func (o *AutoAugment) Apply(c *Context, src *decode.Image) (*decode.Image, error
 		}
 		img = applyAugOp(c, img, s.op, mag, o.Interpolation, o.Fill)
 	}
-	return img, nil
+	return img
 }
 
 func (o *AutoAugment) String() string {

@@ -181,7 +181,7 @@ func refAutoAugment(r *rand.Rand, w, h int) (policy int, steps []refStep) {
 	signs := [2]int{r.IntN(2), r.IntN(2)}
 	space := refSpace(10, w, h, false, true)
 	for i, s := range refImageNetPolicy[policy] {
-		if float64(probs[i]) <= s.p {
+		if probs[i] <= float32(s.p) { // a float32 tensor against a Python float
 			m := refLookup(space, s.name)
 			mag := 0.0
 			if s.bin >= 0 {
@@ -342,7 +342,7 @@ func TestPolicyDraws(t *testing.T) {
 			// The ops that run and their magnitudes, as Apply decides them.
 			var got []refStep
 			for k, s := range autoAugmentPolicies[ImageNetPolicy][d.policy] {
-				if float64(d.probs[k]) <= s.p {
+				if d.probs[k] <= float32(s.p) {
 					mag := 0.0
 					if s.bin >= 0 {
 						var signed bool

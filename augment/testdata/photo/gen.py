@@ -52,6 +52,24 @@ for name, mag in [("ShearX", 0.27), ("ShearY", -0.3), ("Rotate", 17.0), ("Transl
     cases[f"op_{name}_{mag:g}_bilinear"] = (
         lambda n=name, m=mag: A._apply_op(im, n, m, InterpolationMode.BILINEAR, fill))
 
+# AutoAugment.forward with get_params forced to a given (sub-policy, probabilities,
+# signs), named aa_<policy>_<id>_<prob0>_<prob1>_<sign0>_<sign1>.
+import torch  # noqa: E402
+
+for policy, tid, probs, signs in [
+    ("imagenet", 0, (0.3, 0.5), (1, 0)),
+    ("imagenet", 0, (0.4, 0.6), (0, 1)),  # probabilities equal to p: both run
+    ("imagenet", 18, (0.1, 0.9), (0, 0)),
+    ("imagenet", 17, (0.2, 0.7), (1, 1)),
+    ("imagenet", 14, (0.5, 0.99), (0, 1)),
+    ("imagenet", 13, (0.61, 0.2), (1, 1)),
+    ("cifar10", 1, (0.1, 0.1), (0, 1)),
+    ("svhn", 1, (0.5, 0.5), (1, 0)),
+]:
+    aa = A.AutoAugment(A.AutoAugmentPolicy(policy), fill=fill)
+    aa.get_params = lambda n, t=tid, p=probs, s=signs: (t, torch.tensor(p), torch.tensor(s))
+    cases[f"aa_{policy}_{tid}_{probs[0]:g}_{probs[1]:g}_{signs[0]}_{signs[1]}"] = (lambda a=aa: a(im))
+
 for name, fn in cases.items():
     fn().save(f"{name}.png")
 
