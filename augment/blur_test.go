@@ -184,3 +184,17 @@ func TestGaussianBlurSmallImage(t *testing.T) {
 		t.Errorf("Apply on 5x5 = %v, %v", out, err)
 	}
 }
+
+func TestRoundEven32(t *testing.T) {
+	for _, v := range []float32{0, 0.5, 1.5, 2.5, 254.5, 255.49998, 255.5, -0.4, -0.5, 3.4999998, 3.5000002, 100.25, 127.75} {
+		if got, want := roundEven32(v), float32(math.RoundToEven(float64(v))); got != want {
+			t.Errorf("roundEven32(%v) = %v, want %v", v, got, want)
+		}
+	}
+	for i := range 1 << 20 {
+		v := float32(i) / 4096 // every multiple of 1/4096 up to 256, halves included
+		if got, want := roundEven32(v), float32(math.RoundToEven(float64(v))); got != want {
+			t.Fatalf("roundEven32(%v) = %v, want %v", v, got, want)
+		}
+	}
+}
