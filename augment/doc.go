@@ -8,6 +8,18 @@
 // size and offset rounding; ColorJitter and RandomGrayscale reproduce Pillow's integer
 // and float arithmetic (ImageEnhance blends, 8-bit HSV, fixed-point luma).
 //
+// The geometric ops (RandomRotation, RandomAffine, RandomPerspective, and the functional
+// Affine and Rotate) compute torchvision's matrices (_get_inverse_affine_matrix,
+// _get_perspective_coeffs) and sample as Pillow's Image.transform does: output pixel
+// centres mapped to the source, nearest in 16.16 fixed point or bilinear over the 2×2
+// neighbourhood, Fill outside. RandomCrop pads as torchvision (constant, edge, reflect,
+// symmetric) without building the padded image.
+//
+// RandomErasing is a TensorOp: it runs on the packed, normalised sample (a pack.Sample),
+// as torchvision's runs on the tensor after Normalize. TensorOps come last in a Pipeline;
+// Pipeline.Apply stops before them and Pipeline.ApplyTensor runs them on the packed slot
+// with the same Context.
+//
 // The photometric ops RandomSolarize, RandomPosterize, RandomAutocontrast and
 // RandomEqualize, and the functional Solarize, Posterize, Invert, Autocontrast, Equalize
 // and AdjustSharpness, are Pillow's ImageOps and ImageEnhance, pixel for pixel.

@@ -265,16 +265,23 @@ func (o *RandomPerspective) Apply(c *Context, src *decode.Image) (*decode.Image,
 		return nil, fmt.Errorf("augment: %v: empty %dx%d image", o, src.Width, src.Height)
 	}
 	end := o.Corners(c.Rand, src.Width, src.Height)
+	return perspective(c, src, end, o.Interpolation, o.Fill), nil
+}
+
+// perspective is torchvision's F.perspective of a PIL image from the image's corners
+// (startpoints) to end (top-left, top-right, bottom-right, bottom-left), written into
+// c.Next(src). Collinear end points leave the fill.
+func perspective(c *Context, src *decode.Image, end [4][2]int, interp Interpolation, fill [3]uint8) *decode.Image {
 	w, h := src.Width-1, src.Height-1
 	start := [4][2]int{{0, 0}, {w, 0}, {w, h}, {0, h}}
 	coeffs, ok := perspectiveCoeffs(start, end)
 	dst := c.Next(src)
 	dst.Reset(src.Width, src.Height)
-	fillImage(dst, o.Fill)
+	fillImage(dst, fill)
 	if ok {
-		genericTransform(dst, src, coeffs[:], true, o.Interpolation)
+		genericTransform(dst, src, coeffs[:], true, interp)
 	}
-	return dst, nil
+	return dst
 }
 
 func (o *RandomPerspective) String() string {

@@ -7,5 +7,9 @@
 // convert uint8 batches on the device into the same values) and users' own code share
 // these types, which is why they live apart from the augmentation ops.
 //
+// Sample is a view of one packed slot, for the ops torchvision runs on the normalised
+// tensor (augment.RandomErasing): it reads values and fills rectangles with per-channel
+// constants or per-value noise in any layout and dtype, rounding as Pack does.
+//
 // A Packer is safe for concurrent use once built.
 package pack
