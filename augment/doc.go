@@ -21,6 +21,16 @@
 // Pipeline.Apply stops before them and Pipeline.ApplyTensor runs them on the packed slot
 // with the same Context.
 //
+// The photometric ops RandomSolarize, RandomPosterize, RandomAutocontrast and
+// RandomEqualize, and the functional Solarize, Posterize, Invert, Autocontrast, Equalize
+// and AdjustSharpness, are Pillow's ImageOps and ImageEnhance, pixel for pixel.
+// GaussianBlur draws sigma and builds its kernel as torchvision does and convolves
+// separably in float32 (within one level of torch's 2-D convolution). RandAugment,
+// TrivialAugmentWide and AutoAugment (ImageNet, CIFAR-10 and SVHN policies) follow
+// torchvision.transforms.autoaugment: the same op space and magnitude bins, the same
+// draws in the same order (from the Context, not torch's generator), the shears about the
+// top-left corner, and the geometric ops through Affine and Rotate.
+//
 // Every op draws its randomness from the Context's generator, which the loader seeds from
 // (seed, epoch, sample index) only, so results never depend on worker count or timing.
 // Ops either change their input in place or write into one of the Context's two scratch

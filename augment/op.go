@@ -52,6 +52,9 @@ type Context struct {
 
 	pcg *rand.PCG
 	buf [2]decode.Image
+
+	// scratch holds the working rows of filters (AdjustSharpness, GaussianBlur).
+	scratch scratch
 }
 
 // NewContext returns a Context with a generator seeded from (0, 0).
