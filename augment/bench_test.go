@@ -64,16 +64,7 @@ func BenchmarkGrayscale224(b *testing.B)      { benchAdjust(b, Grayscale) }
 func BenchmarkFlipHorizontal224(b *testing.B) { benchAdjust(b, FlipHorizontal) }
 func BenchmarkFlipVertical224(b *testing.B)   { benchAdjust(b, FlipVertical) }
 
-func benchOp(b *testing.B, op Op) {
-	src := photo(b, 3, 224, 224)
-	c := NewContext()
-	imagetest.BenchSamples(b, 3*224*224, func(i int) {
-		c.Seed(1, 0, int64(i))
-		if _, err := op.Apply(c, src); err != nil {
-			b.Fatal(err)
-		}
-	})
-}
+// benchOp is in bench_photo_test.go.
 
 func BenchmarkRotateNearest224(b *testing.B) {
 	benchOp(b, &RandomRotation{Degrees: [2]float64{-30, 30}})

@@ -601,7 +601,7 @@ func TestPolicyValidate(t *testing.T) {
 		{NewAutoAugment(CIFAR10Policy), ""},
 		{NewAutoAugment(SVHNPolicy), ""},
 		{NewAutoAugment(3), "augment: AutoAugment: Policy 3 is not ImageNetPolicy, CIFAR10Policy or SVHNPolicy"},
-		{&AutoAugment{Interpolation: 2}, "augment: AutoAugment: Interpolation 2"},
+		{&AutoAugment{Interpolation: 3}, "augment: AutoAugment: Interpolation 3"},
 	} {
 		t.Run(tt.op.String(), func(t *testing.T) {
 			err := tt.op.(Validator).Validate()
