@@ -10,12 +10,18 @@ import (
 // Recipes are the standard ImageNet preprocessings, as torchvision's reference scripts
 // (and the project's PyTorch peer, bench/peers/torch_dataloader.py) define them:
 //
-//	train: RandomResizedCrop(size) → RandomHorizontalFlip(0.5)
-//	eval:  Resize(size·256/224) → CenterCrop(size)
+//	train:       RandomResizedCrop(size) → RandomHorizontalFlip(0.5)
+//	eval:        Resize(size·256/224) → CenterCrop(size)
+//	randaugment: RandomResizedCrop(size) → RandomHorizontalFlip(0.5) → RandAugment(2, 9)
+//	             → (normalise, by packing) → RandomErasing(0.25)
 //
 // For eval the resize happens during decoding (resize first); the Resize op that follows
-// only acts on images smaller than the target, which torchvision enlarges.
-var Recipes = []string{"train", "eval"}
+// only acts on images smaller than the target, which torchvision enlarges. randaugment is
+// the timm/torchvision v2 style training recipe; RandomErasing runs on the packed sample,
+// so it erases to 0 in normalised units (the mean colour) with Pack.Normalize, and it
+// cannot be combined with DeviceConvert (New says so). MixUp/CutMix and label smoothing
+// are batch-level and set apart, in Config.Mix.
+var Recipes = []string{"train", "eval", "randaugment"}
 
 // ApplyRecipe sets cfg's resize-first policy, augmentation and packed size for the named
 // recipe at the given output size; eval also sets Sequential (evaluation visits every
@@ -31,6 +37,14 @@ func ApplyRecipe(cfg *Config, name string, size int) error {
 		cfg.Augment = augment.Pipeline{
 			augment.NewRandomResizedCrop(size, size),
 			&augment.RandomHorizontalFlip{P: 0.5},
+		}
+	case "randaugment":
+		cfg.Decode.Resize = decode.ResizePolicy{}
+		cfg.Augment = augment.Pipeline{
+			augment.NewRandomResizedCrop(size, size),
+			&augment.RandomHorizontalFlip{P: 0.5},
+			augment.NewRandAugment(2, 9),
+			augment.NewRandomErasing(0.25),
 		}
 	case "eval":
 		short := size * 256 / 224
