@@ -5,7 +5,7 @@
 #
 #   bench/compare.sh [DIR] [--recipe train|eval|randaugment] [--workers 2] [--batch 64]
 #                    [--rounds 5] [--images 1000] [--size 224] [--epochs 2] [--go-decoder]
-#                    [--mixup A] [--cutmix A]
+#                    [--mixup A] [--cutmix A] [--smoothing E]
 #
 # Each round runs conveyor then the peer, each for --epochs epochs; a round's figure is the
 # last epoch's images/s. --go-decoder adds a column for conveyor with its pure-Go JPEG
@@ -13,7 +13,7 @@
 # output (such as the reference anchor script bench/RESULTS.md cites).
 #
 # Without DIR it uses conveyor's built-in synthetic set (~500x375 JPEGs), written once to
-# $CONVEYOR_SYNTH_DIR (default /tmp/conveyor-synth-N). --mixup and --cutmix are passed to
+# $CONVEYOR_SYNTH_DIR (default /tmp/conveyor-synth-N). --mixup, --cutmix and --smoothing go to
 # both sides (batch-level mixing with soft labels).
 # Needs: apt-get install -y python3-torch python3-torchvision python3-pil
 set -euo pipefail
@@ -30,7 +30,7 @@ while [ $# -gt 0 ]; do
     --size) size=$2; shift 2 ;;
     --epochs) epochs=$2; shift 2 ;;
     --go-decoder) godec=1; shift ;;
-    --mixup|--cutmix) mix+=("$1" "$2"); shift 2 ;;
+    --mixup|--cutmix|--smoothing) mix+=("$1" "$2"); shift 2 ;;
     -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "unknown flag $1" >&2; exit 2 ;;
     *) dir=$1; shift ;;

@@ -102,7 +102,8 @@ class MixCollate:
             x[:, :, y0:y1, x0:x1] = x.flip(0)[:, :, y0:y1, x0:x1]
             lam = 1 - (y1 - y0) * (x1 - x0) / float(h * w)
         else:
-            x.mul_(lam).add_(x.flip(0).mul_(1 - lam))
+            xf = x.flip(0).mul_(1 - lam)  # before x changes, as timm's x_flipped
+            x.mul_(lam).add_(xf)
         return x, t * lam + t.flip(0) * (1 - lam)
 
 
@@ -116,7 +117,7 @@ def main():
     ap.add_argument('--recipe', default='train', choices=['train', 'eval', 'randaugment'])
     ap.add_argument('--mixup', type=float, default=0, metavar='A', help='MixUp alpha (0: off)')
     ap.add_argument('--cutmix', type=float, default=0, metavar='A', help='CutMix alpha (0: off)')
-    ap.add_argument('--smoothing', type=float, default=0, metavar='E', help='label smoothing with mixing')
+    ap.add_argument('--smoothing', type=float, default=0, metavar='E', help='label smoothing of the mixed targets (needs --mixup or --cutmix)')
     ap.add_argument('--prefetch', type=int, default=2, help='DataLoader prefetch_factor (batches per worker)')
     ap.add_argument('--step', type=float, default=None, metavar='MS',
                     help='simulate a training step of MS milliseconds after each batch; report wait_fraction')
@@ -132,6 +133,8 @@ def main():
     kw = {}
     if a.workers > 0:  # torch < 2.0 rejects any prefetch_factor other than 2 without workers
         kw = dict(persistent_workers=True, prefetch_factor=a.prefetch)
+    if a.smoothing > 0 and a.mixup <= 0 and a.cutmix <= 0:
+        ap.error('--smoothing applies to mixed batches here: give --mixup or --cutmix')
     if a.mixup > 0 or a.cutmix > 0:
         kw['collate_fn'] = MixCollate(len(ds.classes), a.mixup, a.cutmix, a.smoothing)
     dl = DataLoader(ds, batch_size=a.batch, shuffle=a.recipe != 'eval', drop_last=False,
