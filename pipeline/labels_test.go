@@ -44,6 +44,9 @@ func TestManifestMultiLabel(t *testing.T) {
 			classes: []string{"0", "1", "2", "3", "4"}, labels: [][]int{{0, 4}, {1}}, first: []int{0, 1}, multi: true},
 		{name: "m.jsonl", text: `{"path":"a.jpg","labels":[2]}` + "\n" + `{"path":"b.jpg","label":1}` + "\n",
 			classes: []string{"0", "1", "2"}, labels: [][]int{{2}, {1}}, first: []int{2, 1}},
+		// The three keys in any case, as encoding/json matches struct fields.
+		{name: "m.jsonl", text: `{"Path":"a.jpg","LABEL":2}` + "\n" + `{"PATH":"b.jpg","Labels":[1, 0]}` + "\n",
+			classes: []string{"0", "1", "2"}, labels: [][]int{{2}, {0, 1}}, first: []int{2, 0}, multi: true},
 	} {
 		t.Run(tc.text, func(t *testing.T) {
 			src, err := Manifest(fstest.MapFS{tc.name: {Data: []byte(tc.text)}}, tc.name)
@@ -126,6 +129,7 @@ func TestManifestBadRows(t *testing.T) {
 		{"m.jsonl", `{"path":"a.jpg","labels":[[1]]}` + "\n", "manifest m.jsonl line 1: label [1] is neither"},
 		{"m.jsonl", `{"path":"a.jpg","labels":[-2]}` + "\n", "manifest m.jsonl line 1: negative label -2"},
 		{"m.jsonl", `{"path":"a.jpg","labels":["cat",""]}` + "\n", "manifest m.jsonl line 1: empty label"},
+		{"m.jsonl", `{"path":"a.jpg","Path":"b.jpg","label":1}` + "\n", "manifest m.jsonl line 1: both \"path\" and \"Path\""},
 		{"m.jsonl", `{"path":"a.jpg","labels":[1],"x":1}` + "\n" + `{"path":"b.jpg","label":"2"}` + "\n", "manifest m.jsonl line 2: label \"2\" is a class name but line 1's is an integer"},
 	} {
 		t.Run(tc.text, func(t *testing.T) {

@@ -258,6 +258,26 @@ func (m *manifest) endMeta(line int) error {
 	return nil
 }
 
+// foldKeys renames keys that spell path, label or labels in another case to their lower
+// case, as encoding/json matches a struct's fields (and as earlier versions, which read
+// these three into a struct, accepted "Path" or "LABEL"); other keys, metadata, keep their
+// case. Two spellings of one of them in a record are ambiguous.
+func foldKeys(rec map[string]json.RawMessage) error {
+	for k, v := range rec {
+		for _, name := range [...]string{"path", "label", "labels"} {
+			if k == name || !strings.EqualFold(k, name) {
+				continue
+			}
+			if _, dup := rec[name]; dup {
+				return fmt.Errorf("both %q and %q", name, k)
+			}
+			delete(rec, k)
+			rec[name] = v
+		}
+	}
+	return nil
+}
+
 func (m *manifest) readJSONL(r io.Reader) error {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<16), 1<<20)
@@ -271,6 +291,9 @@ func (m *manifest) readJSONL(r io.Reader) error {
 		}
 		clear(rec)
 		if err := json.Unmarshal(b, &rec); err != nil {
+			return fmt.Errorf("pipeline: manifest %s line %d: %w", m.name, line, err)
+		}
+		if err := foldKeys(rec); err != nil {
 			return fmt.Errorf("pipeline: manifest %s line %d: %w", m.name, line, err)
 		}
 		var p string
