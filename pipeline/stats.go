@@ -24,7 +24,8 @@ type Stats struct {
 	// exceed wall time) and bytes (read: file bytes; decode: output pixels; pack: bytes
 	// written into batches).
 	Read, Decode, Augment, Pack StageStats
-	// Mix counts batches mixed (Config.Mix), their bytes and the time it took.
+	// Mix counts batches mixed (Config.Mix; not those its Prob left unmixed), their bytes
+	// and the time it took.
 	Mix StageStats
 
 	// Queue occupancy of the running epoch at the time of the snapshot (zero when idle).

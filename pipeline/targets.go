@@ -99,14 +99,17 @@ func (w *worker) mixBatch(r *run, b *Batch) {
 	h, wd := l.cfg.Pack.Height, l.cfg.Pack.Width
 	p := l.cfg.Mix.Draw(w.rng, h, wd)
 	b.Mix = p
+	if p.Unmixed() {
+		return // Prob left it as it is: nothing to do, nothing to count
+	}
 	o := l.packer.Options() // the host's layout and dtype: uint8 NHWC with DeviceConvert
 	if err := w.mixer.Pixels(b.Data, b.Len, o.Layout, o.DType, h, wd, p); err != nil {
-		b.setErr(-1, fmt.Errorf("pipeline: batch %d of epoch %d: %w", b.Number, b.Epoch, err))
+		b.setErr(-1, fmt.Errorf("pipeline: %s: %w", b.name(), err))
 		return
 	}
 	if b.Targets != nil {
 		if err := mixup.Targets(b.Targets, b.Len, l.classes, p); err != nil {
-			b.setErr(-1, fmt.Errorf("pipeline: batch %d of epoch %d: %w", b.Number, b.Epoch, err))
+			b.setErr(-1, fmt.Errorf("pipeline: %s: %w", b.name(), err))
 			return
 		}
 	}

@@ -46,7 +46,7 @@ type Collector struct {
 
 	epochs, batches, wait                  *prometheus.Desc
 	stageItems, stageBusy, stageBytes      *prometheus.Desc
-	decodedPixels                          *prometheus.Desc
+	decodedPixels, mixedBatches            *prometheus.Desc
 	queueLen, queueCap                     *prometheus.Desc
 	badSamples                             *prometheus.Desc
 	cacheHits, cacheStored, cacheDeferred  *prometheus.Desc
@@ -86,6 +86,7 @@ func NewCollector(s metrics.Source, o *Options) (*Collector, error) {
 	desc(&c.stageBusy, l, "stage_busy_seconds_total", "Time each stage spent working, summed over goroutines; its rate is the stage's busy goroutines.", "stage")
 	desc(&c.stageBytes, l, "stage_bytes_total", "Bytes through a stage: file bytes read, bytes packed into batches.", "stage")
 	desc(&c.decodedPixels, l, "decoded_pixels_total", "Pixels the decode stage produced.")
+	desc(&c.mixedBatches, l, "mixed_batches_total", "Batches mixed by MixUp or CutMix (Config.Mix); the mix stage's busy time is stage_busy_seconds_total{stage=\"mix\"}.")
 	desc(&c.queueLen, l, "queue_length", "Items in the running epoch's queues; 0 when idle.", "queue")
 	desc(&c.queueCap, l, "queue_capacity", "Capacity of the running epoch's queues; 0 when idle.", "queue")
 	desc(&c.badSamples, l, "bad_samples_total", "Samples that failed to read or decode.")
@@ -159,6 +160,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.stageItems, float64(s.st.Items), s.name)
 		counter(c.stageBusy, s.st.Busy.Seconds(), s.name)
 	}
+	// The mix stage works on batches, not samples: its busy time joins the stages', its
+	// count is a metric of its own.
+	counter(c.stageBusy, st.Mix.Busy.Seconds(), "mix")
+	counter(c.mixedBatches, float64(st.Mix.Items))
 	// Only read and pack count bytes; decode counts pixels and augment items, which
 	// would make a sum over the stage label meaningless.
 	counter(c.stageBytes, float64(st.Read.Bytes), "read")

@@ -40,6 +40,7 @@ func fakeStats() pipeline.Stats {
 		Decode:  pipeline.StageStats{Items: 239, Busy: 4250 * time.Millisecond, Bytes: 3000000},
 		Augment: pipeline.StageStats{Items: 238, Busy: 500 * time.Millisecond, Bytes: 238},
 		Pack:    pipeline.StageStats{Items: 237, Busy: 250 * time.Millisecond, Bytes: 5000000},
+		Mix:     pipeline.StageStats{Items: 29, Busy: 125 * time.Millisecond, Bytes: 4900000},
 		Tasks:   pipeline.QueueStats{Len: 3, Cap: 64},
 		Decoded: pipeline.QueueStats{Len: 5, Cap: 16},
 		Ready:   pipeline.QueueStats{Len: 1, Cap: 4},
@@ -87,6 +88,7 @@ conveyor_loader_stage_busy_seconds_total{loader="train",stage="read"} 2
 conveyor_loader_stage_busy_seconds_total{loader="train",stage="decode"} 4.25
 conveyor_loader_stage_busy_seconds_total{loader="train",stage="augment"} 0.5
 conveyor_loader_stage_busy_seconds_total{loader="train",stage="pack"} 0.25
+conveyor_loader_stage_busy_seconds_total{loader="train",stage="mix"} 0.125
 # HELP conveyor_loader_stage_bytes_total Bytes through a stage: file bytes read, bytes packed into batches.
 # TYPE conveyor_loader_stage_bytes_total counter
 conveyor_loader_stage_bytes_total{loader="train",stage="read"} 1e+06
@@ -94,6 +96,9 @@ conveyor_loader_stage_bytes_total{loader="train",stage="pack"} 5e+06
 # HELP conveyor_loader_decoded_pixels_total Pixels the decode stage produced.
 # TYPE conveyor_loader_decoded_pixels_total counter
 conveyor_loader_decoded_pixels_total{loader="train"} 3e+06
+# HELP conveyor_loader_mixed_batches_total Batches mixed by MixUp or CutMix (Config.Mix); the mix stage's busy time is stage_busy_seconds_total{stage="mix"}.
+# TYPE conveyor_loader_mixed_batches_total counter
+conveyor_loader_mixed_batches_total{loader="train"} 29
 # HELP conveyor_loader_queue_length Items in the running epoch's queues; 0 when idle.
 # TYPE conveyor_loader_queue_length gauge
 conveyor_loader_queue_length{loader="train",queue="tasks"} 3
@@ -200,8 +205,8 @@ conveyor_cache_full{loader="train"} 1
 conveyor_cache_disabled{loader="train"} 1
 `
 
-// Metric counts: 28 loader families, 41 series; 10 cache families, 11 series.
-const loaderSeries, cacheSeries = 41, 11
+// Metric counts: 29 loader families, 43 series; 10 cache families, 11 series.
+const loaderSeries, cacheSeries = 43, 11
 
 func newCollector(t *testing.T, src *fake) *promconveyor.Collector {
 	t.Helper()
