@@ -68,7 +68,9 @@ type Config struct {
 	IOWorkers int
 	// Prefetch is how many batches (micro-batches with MicroBatches) may be in flight
 	// (being assembled or ready) ahead of the consumer; the pinned pool holds Prefetch+1
-	// batch buffers. Default 2.
+	// batch buffers. Default 2, or with MicroBatches enough micro-batches that at least
+	// 2×Workers samples are in flight (small micro-batches would otherwise idle the
+	// workers): max(2, ⌈2·Workers/(BatchSize/MicroBatches)⌉).
 	Prefetch int
 
 	// Seed decides the order and every random augmentation; default 0.
@@ -195,6 +197,9 @@ func (c *Config) EnsureDefaults() {
 	}
 	if c.Prefetch == 0 {
 		c.Prefetch = 2
+		if micro := c.BatchSize / max(c.MicroBatches, 1); c.MicroBatches > 1 && micro > 0 {
+			c.Prefetch = max(2, (2*c.Workers+micro-1)/micro)
+		}
 	}
 	if c.Device == "" {
 		c.Device = "cpu"

@@ -308,3 +308,24 @@ func TestBatchName(t *testing.T) {
 		}
 	}
 }
+
+// TestMicroBatchPrefetchDefault checks the default Prefetch with micro-batches: enough
+// micro-batches in flight for 2×Workers samples, never fewer than 2, and an explicit
+// Prefetch left alone.
+func TestMicroBatchPrefetchDefault(t *testing.T) {
+	for _, tc := range []struct{ batch, micro, workers, prefetch, want int }{
+		{64, 1, 16, 0, 2},
+		{64, 8, 2, 0, 2},
+		{64, 8, 16, 0, 4},
+		{32, 8, 16, 0, 8},
+		{30, 3, 7, 0, 2},
+		{32, 8, 16, 3, 3},
+	} {
+		c := Config{BatchSize: tc.batch, MicroBatches: tc.micro, Workers: tc.workers, Prefetch: tc.prefetch}
+		c.EnsureDefaults()
+		if c.Prefetch != tc.want {
+			t.Errorf("BatchSize %d, MicroBatches %d, Workers %d, Prefetch %d: default Prefetch %d, want %d",
+				tc.batch, tc.micro, tc.workers, tc.prefetch, c.Prefetch, tc.want)
+		}
+	}
+}
