@@ -17,7 +17,9 @@
 // batches.
 //
 // Differences from timm: a batch of odd length is accepted (timm asserts an even one);
-// its middle sample is paired with itself and keeps its pixels and targets. The random
+// its middle sample is paired with itself, so it keeps its pixels and targets up to the
+// rounding of λ·x + (1-λ)·x (a unit in the last place of a float value; uint8 values
+// stay). The random
 // numbers come from Go's PCG, not numpy's generator, so a seed does not reproduce
 // timm's draws; their distributions are the same.
 package mixup

@@ -208,15 +208,65 @@ func (m *Mixer) Pixels(data []byte, n int, layout pack.Layout, dtype pack.DType,
 	case pack.Float32:
 		mixFloat32(unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(data))), n*sample), n, sample, l, w)
 	case pack.Uint8:
+		if n*sample < tableMin {
+			mixUint8Direct(data[:n*sample], n, sample, l, w)
+			break
+		}
 		m.mixUint8(data[:n*sample], n, sample, l, w)
 	case pack.Float16:
+		x := unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(data))), n*sample)
+		if n*sample < tableMin {
+			mix16Direct(x, n, sample, l, w, half.Float16To32, half.Float16)
+			break
+		}
 		m.tables16(l, w, half.Float16To32, half.Float16)
-		mixF16(unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(data))), n*sample), n, sample, m.own, m.oth)
+		mixF16(x, n, sample, m.own, m.oth)
 	case pack.BFloat16:
+		x := unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(data))), n*sample)
+		if n*sample < tableMin {
+			mix16Direct(x, n, sample, l, w, half.BFloat16To32, half.BFloat16)
+			break
+		}
 		m.tables16(l, w, half.BFloat16To32, half.BFloat16)
-		mixBF16(unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(data))), n*sample), n, sample, m.own, m.oth)
+		mixBF16(x, n, sample, m.own, m.oth)
 	}
 	return nil
+}
+
+// tableMin is the number of elements below which a batch of uint8, float16 or bfloat16 is
+// mixed element by element: filling a table costs about as much as mixing its 65536
+// entries' worth of elements directly, so small (micro-)batches skip it. Both ways give
+// the same values.
+const tableMin = 1 << 16
+
+// mixUint8Direct is mixUint8 without the table.
+func mixUint8Direct(x []byte, n, sample int, l, w float32) {
+	mix := func(u, v byte) byte {
+		f := float32(float32(float32(u)*l) + float32(float32(v)*w))
+		return byte(min(max(math.RoundToEven(float64(f)), 0), 255))
+	}
+	for i := range (n + 1) / 2 {
+		a, b := x[i*sample:(i+1)*sample], x[(n-1-i)*sample:(n-i)*sample]
+		b = b[:len(a)]
+		for k := range a {
+			u, v := a[k], b[k]
+			a[k], b[k] = mix(u, v), mix(v, u)
+		}
+	}
+}
+
+// mix16Direct is mixF16 and mixBF16 without the tables: each product rounded to the dtype
+// as tables16 rounds it, then the sum.
+func mix16Direct(x []uint16, n, sample int, l, w float32, dec func(uint16) float32, enc func(float32) uint16) {
+	for i := range (n + 1) / 2 {
+		a, b := x[i*sample:(i+1)*sample], x[(n-1-i)*sample:(n-i)*sample]
+		b = b[:len(a)]
+		for k := range a {
+			u, v := dec(a[k]), dec(b[k])
+			a[k] = enc(dec(enc(u*l)) + dec(enc(v*w)))
+			b[k] = enc(dec(enc(v*l)) + dec(enc(u*w)))
+		}
+	}
 }
 
 // The explicit float32 conversions round each product and sum on its own, as torch's

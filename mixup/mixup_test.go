@@ -1,8 +1,10 @@
 package mixup
 
 import (
+	"bytes"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"unsafe"
@@ -515,6 +517,41 @@ func TestNoAllocations(t *testing.T) {
 		})
 		if allocs != 0 {
 			t.Errorf("%v: %g allocations per batch", dtype, allocs)
+		}
+	}
+}
+
+// TestTablesMatchDirect checks that a batch large enough for the tables (uint8, float16,
+// bfloat16) mixes to exactly what element-by-element mixing gives, which
+// TestPixelsMatchTimm checks against timm on small batches.
+func TestTablesMatchDirect(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	const h, w = 64, 64
+	for _, n := range []int{6, 7} {
+		if n*h*w*3 < tableMin {
+			t.Fatalf("a batch of %d samples of %dx%d does not reach the tables", n, w, h)
+		}
+		for _, dtype := range []pack.DType{pack.Uint8, pack.Float16, pack.BFloat16} {
+			for _, lam := range []float64{0.3, 0.987654321, 0.5} {
+				data := encode(randomBatch(r, n, h, w, dtype), pack.NCHW, dtype)
+				direct := slices.Clone(data)
+				var mx Mixer
+				if err := mx.Pixels(data, n, pack.NCHW, dtype, h, w, Params{Lambda: lam}); err != nil {
+					t.Fatal(err)
+				}
+				l, m := float32(lam), float32(1-lam)
+				switch dtype {
+				case pack.Uint8:
+					mixUint8Direct(direct, n, h*w*3, l, m)
+				case pack.Float16:
+					mix16Direct(unsafe.Slice((*uint16)(unsafe.Pointer(&direct[0])), n*h*w*3), n, h*w*3, l, m, half.Float16To32, half.Float16)
+				case pack.BFloat16:
+					mix16Direct(unsafe.Slice((*uint16)(unsafe.Pointer(&direct[0])), n*h*w*3), n, h*w*3, l, m, half.BFloat16To32, half.BFloat16)
+				}
+				if !bytes.Equal(data, direct) {
+					t.Errorf("%v, %d samples, λ %g: the tables mix differently from element by element", dtype, n, lam)
+				}
+			}
 		}
 	}
 }
