@@ -81,7 +81,7 @@ flags:
 `, cache.InfoName)
 		fs.PrintDefaults()
 	}
-	recipe := fs.String("recipe", "train", "preprocessing: train (RandomResizedCrop, flip) or eval (resize, centre crop)")
+	recipe := fs.String("recipe", "train", "preprocessing: train (RandomResizedCrop, flip), eval (resize, centre crop) or randaugment (train, RandAugment(2, 9), RandomErasing(0.25))")
 	size := fs.Int("size", 224, "output image side")
 	batch := intList{64}
 	workers := intList{runtime.GOMAXPROCS(0)}
