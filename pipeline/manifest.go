@@ -320,9 +320,6 @@ func (m *manifest) readJSONL(r io.Reader) error {
 				}
 				labels = append(labels, text)
 			}
-			if len(items) != 1 {
-				m.multi = true
-			}
 		}
 		if err := m.add(p, labels, line); err != nil {
 			return err

@@ -78,7 +78,6 @@ func (x *index) add(p string, label int) error {
 		return errors.New("pipeline: index larger than 4 GiB of paths")
 	}
 	if label < -1 || label > 1<<31-1 { // -1: a multi-label sample without labels
-
 		return fmt.Errorf("pipeline: label %d of %q out of range", label, p)
 	}
 	x.arena = append(x.arena, p...)

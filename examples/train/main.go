@@ -68,7 +68,7 @@ func run(dir, recipe string, mix mixup.Options, micro, epochs, size int, lr floa
 	classes := len(src.Classes())
 	m := toy.NewSoftmax(3*size*size, classes)
 	// Soft targets, or one-hot rows made from the labels, for the accumulating step.
-	soft := mix.MixUp > 0 || mix.CutMix > 0 || mix.Smoothing > 0 || micro > 1
+	soft := mix.Dense() || micro > 1
 	onehot := make([]float32, cfg.BatchSize*classes)
 	ctx := context.Background()
 	for e := range epochs {
