@@ -102,9 +102,10 @@ type Config struct {
 	// size. Only with ShardOrder.
 	Partitions int
 	// ShuffleBlock is ShardOrder's shuffle window: a partition's samples are shuffled in
-	// consecutive blocks of this many, so a rank reads about ShuffleBlock/shard length+1
-	// shards of each of its partitions at a time; larger mixes better and needs more
-	// shards at hand. Default 4 × the mean shard length (4 for a source without shards,
+	// consecutive blocks of about this many (each block's size drawn from ±25% of it, so
+	// partitions need new shards at different batches), and a rank reads about
+	// ShuffleBlock/shard length+1 shards of each of its partitions at a time; larger mixes
+	// better and needs more shards at hand. Default 4 × the mean shard length (4 for a source without shards,
 	// whose shard shuffle is already a full permutation). Only with ShardOrder.
 	ShuffleBlock int
 

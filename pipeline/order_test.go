@@ -43,6 +43,9 @@ func globalOrder(t *testing.T, n int, ends []int, parts, block, global, world, e
 		if len(o) != s.shardLen() {
 			t.Fatalf("world %d rank %d: %d samples, shardLen %d", world, r, len(o), s.shardLen())
 		}
+		if ends != nil && cap(s.perm) > n/world+parts {
+			t.Fatalf("world %d rank %d: %d samples of scratch for its %d of %d", world, r, cap(s.perm), len(o), n)
+		}
 		if r > 0 && len(o) != len(orders[0]) {
 			t.Fatalf("world %d: rank %d has %d samples, rank 0 %d", world, r, len(o), len(orders[0]))
 		}
@@ -135,8 +138,8 @@ func TestShardOrderChangesPerEpochAndWithSeedAndPartitions(t *testing.T) {
 }
 
 // TestShardOrderLocality bounds the shards a rank touches: over any stretch of k
-// batches, a partition's reads lie within ceil(k·per/block)+1 consecutive blocks, which
-// span at most that many blocks' worth of samples plus two shards; a rank reads
+// batches, a partition's reads lie within ceil(k·per/smallest block)+1 consecutive
+// blocks, which span at most that many of the largest blocks plus two shards; a rank reads
 // parts/world partitions. Over an epoch, a shard is read by at most two ranks (one that
 // straddles a partition boundary). The permutation of SampleOrder breaks both bounds.
 func TestShardOrderLocality(t *testing.T) {
@@ -151,8 +154,9 @@ func TestShardOrderLocality(t *testing.T) {
 			s := shardSampler(n, ends, parts, block, bs, r, world, 1)
 			for _, epochOrder := range [][]int32{s.order(0, nil), s.order(3, nil)} {
 				for _, k := range []int{1, 4, 16} {
-					blocks := (k*per+block-1)/block + 1
-					bound := parts / world * (blocks*block/minLen + 2)
+					minBlock, maxBlock := block-block/4, block+block/4
+					blocks := (k*per+minBlock-1)/minBlock + 1
+					bound := parts / world * (blocks*maxBlock/minLen + 2)
 					worst := 0
 					for start := 0; start+k*bs <= len(epochOrder); start += bs {
 						seen := map[int]bool{}
@@ -469,4 +473,26 @@ func TestShardedViews(t *testing.T) {
 	}
 	// The loader accepts the view's shards.
 	newLoader(t, cat, orderConfig(8, 0, 1, 4))
+}
+
+// BenchmarkOrder is the cost of laying out one epoch of a million samples, which every
+// rank pays at each epoch's start: about 5 ms for SampleOrder's permutation and 0.7 ms
+// for rank 3 of 8's partitions with ShardOrder (one core of an EPYC).
+func BenchmarkOrder(b *testing.B) {
+	const n = 1 << 20
+	ends := randomEnds(n, 800, 1200, 1)
+	for _, bc := range []struct {
+		name string
+		s    *sampler
+	}{
+		{"samples", &sampler{n: n, seed: 1, shuffle: true, world: 8}},
+		{"shards", shardSampler(n, ends, 8, 4000, 64, 3, 8, 1)},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			var dst []int32
+			for e := range b.N {
+				dst = bc.s.order(e, dst)
+			}
+		})
+	}
 }

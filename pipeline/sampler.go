@@ -61,15 +61,18 @@ func ParseOrder(name string) (Order, error) {
 // tail; rank r then takes positions r, r+world, r+2*world, ... Every rank gets the same
 // number of samples and, before padding, the shards are disjoint.
 //
-// With ShardOrder (parts > 0) the epoch is laid out in three steps, all drawn from one
-// PCG stream seeded by (seed, epoch), so every rank computes the same global order:
+// With ShardOrder (parts > 0) the epoch is laid out in three steps, drawn from PCG
+// streams seeded by (seed, epoch) for the shards and (seed, epoch, partition) for each
+// partition's blocks, so every rank computes the same global order while materialising
+// only its own partitions:
 //
 //  1. shuffle the shards (a Fisher–Yates permutation of shard numbers) and list their
 //     samples shard after shard, each shard's in index order;
 //  2. cut that list into parts partitions of equal length up to one sample, partition p
 //     holding positions [p·n/parts, (p+1)·n/parts) — a shard may straddle two — and
-//     shuffle each partition in consecutive blocks of block samples, counted from the
-//     partition's start, so a block spans about block/shardLen+1 shards;
+//     shuffle each partition in consecutive blocks counted from the partition's start,
+//     each of a size drawn uniformly from [block−⌊block/4⌋, block−⌊block/4⌋+2⌊block/4⌋],
+//     so a block spans about block/shardLen+1 shards;
 //  3. give every partition partLen samples (repeating its first samples when it is one
 //     short, or dropping its last with DropUneven) and interleave: global batch b is
 //     partition 0's samples [b·per, (b+1)·per), then partition 1's, ..., with
@@ -140,13 +143,10 @@ func (s *sampler) global(x int) int {
 
 // order writes this rank's epoch order into dst (reusing it) and returns it.
 func (s *sampler) order(epoch int, dst []int32) []int32 {
-	if cap(s.perm) < s.n {
-		s.perm = make([]int32, s.n)
-	}
-	perm := s.perm[:s.n]
 	if s.parts > 0 {
-		return s.shardOrder(epoch, perm, dst)
+		return s.shardOrder(epoch, dst)
 	}
+	perm := s.scratch(s.n)
 	for i := range perm {
 		perm[i] = int32(i)
 	}
@@ -166,20 +166,46 @@ func (s *sampler) order(epoch int, dst []int32) []int32 {
 	return dst
 }
 
-// shardOrder is order for ShardOrder; seq is scratch of n samples.
-func (s *sampler) shardOrder(epoch int, seq, dst []int32) []int32 {
-	// A stream of its own, so ShardOrder over one-sample shards is not SampleOrder's
-	// permutation by accident of sharing a seed.
-	r := rand.New(rand.NewPCG(seed.Mix(s.seed, uint64(epoch)), 0x5eed5a3d0c))
-	// Step 1: shards in a shuffled order, each shard's samples in index order.
+// scratch returns s.perm resized to n, reallocated only to grow.
+func (s *sampler) scratch(n int) []int32 {
+	if cap(s.perm) < n {
+		s.perm = make([]int32, n)
+	}
+	return s.perm[:n]
+}
+
+// Stream constants of ShardOrder's generators, distinct from SampleOrder's so that
+// ShardOrder over one-sample shards is not SampleOrder's permutation by accident.
+const (
+	shardStream = 0x5eed5a3d0c
+	blockStream = 0x5eed5a3d0b
+)
+
+// shardOrder is order for ShardOrder. It materialises only this rank's partitions — a
+// World-th of the samples — unless the source has no shards, whose samples are shuffled
+// as shards of one: that permutation is of all of them.
+func (s *sampler) shardOrder(epoch int, dst []int32) []int32 {
+	base := seed.Mix(s.seed, uint64(epoch))
+	r := rand.New(rand.NewPCG(base, shardStream))
+	q := s.parts / s.world
+	first, _ := s.bounds(s.rank * q)
+	_, last := s.bounds(s.rank*q + q - 1)
+	// own holds positions [first, last) of the shard-ordered list: this rank's
+	// partitions.
+	var own []int32
 	if s.ends == nil {
-		for i := range seq {
-			seq[i] = int32(i)
+		// Step 1 with one-sample shards: a permutation of all samples.
+		all := s.scratch(s.n)
+		for i := range all {
+			all[i] = int32(i)
 		}
 		if s.shuffle {
-			shuffle32(r, seq)
+			shuffle32(r, all)
 		}
+		own = all[first:last]
 	} else {
+		// Step 1: shards in a shuffled order, each shard's samples in index order; keep
+		// the stretch that falls in [first, last).
 		if cap(s.shards) < len(s.ends) {
 			s.shards = make([]int32, len(s.ends))
 		}
@@ -190,37 +216,50 @@ func (s *sampler) shardOrder(epoch int, seq, dst []int32) []int32 {
 		if s.shuffle {
 			shuffle32(r, sh)
 		}
-		at := 0
+		own = s.scratch(last - first)
+		at := 0 // position of shard k's first sample in the shard-ordered list
 		for _, k := range sh {
 			lo := 0
 			if k > 0 {
 				lo = s.ends[k-1]
 			}
-			for i := lo; i < s.ends[k]; i++ {
-				seq[at] = int32(i)
-				at++
+			end := at + s.ends[k] - lo
+			for pos := max(at, first); pos < min(end, last); pos++ {
+				own[pos-first] = int32(lo + pos - at)
+			}
+			if at = end; at >= last {
+				break
 			}
 		}
 	}
-	// Step 2: shuffle each partition within blocks counted from its start.
+	// Step 2: shuffle each partition within blocks counted from its start, of sizes drawn
+	// around block (as MosaicML's py1br does) so that partitions, which advance in
+	// lockstep, do not all start new blocks, and so need new shards, at the same batch.
+	// Each partition has a stream of its own: a rank draws only its partitions' blocks.
 	if s.shuffle && s.block > 1 {
-		for p := range s.parts {
+		lo4, spread := s.block-s.block/4, s.block/4*2
+		for p := s.rank * q; p < (s.rank+1)*q; p++ {
+			rp := rand.New(rand.NewPCG(seed.Mix(base, uint64(p)), blockStream))
 			lo, hi := s.bounds(p)
-			for b := lo; b < hi; b += s.block {
-				shuffle32(r, seq[b:min(b+s.block, hi)])
+			part := own[lo-first : hi-first]
+			for b := 0; b < len(part); {
+				e := min(b+lo4+rp.IntN(spread+1), len(part))
+				shuffle32(rp, part[b:e])
+				b = e
 			}
 		}
 	}
 	// Step 3: this rank's partitions, global batch by global batch.
-	L, per, q := s.partLen(), s.perPart(), s.parts/s.world
+	L, per := s.partLen(), s.perPart()
 	dst = dst[:0]
 	for b0 := 0; b0 < L; b0 += per {
 		ps := min(per, L-b0)
-		for j := range q {
-			lo, hi := s.bounds(s.rank*q + j)
+		for p := s.rank * q; p < (s.rank+1)*q; p++ {
+			lo, hi := s.bounds(p)
+			part := own[lo-first : hi-first]
 			for off := b0; off < b0+ps; off++ {
 				// A partition one sample short repeats its first sample.
-				dst = append(dst, seq[lo+off%(hi-lo)])
+				dst = append(dst, part[off%len(part)])
 			}
 		}
 	}
