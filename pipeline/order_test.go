@@ -496,3 +496,51 @@ func BenchmarkOrder(b *testing.B) {
 		})
 	}
 }
+
+func TestShardOrderDropLastAndMicroBatches(t *testing.T) {
+	src := shardedTree(t)
+	const parts, global = 4, 16 // 15 samples a partition: 3 global batches of 16 and one of 12
+	cfgOf := func(w int, edit func(*Config)) func(int) *Config {
+		return func(r int) *Config {
+			cfg := orderConfig(global/w, r, w, parts)
+			edit(cfg)
+			return cfg
+		}
+	}
+	dropLast := func(c *Config) { c.DropLast = true }
+	full := globalBatches(t, src, cfgOf(1, func(*Config) {}), 1, 0, 0)
+	ref := globalBatches(t, src, cfgOf(1, dropLast), 1, 0, 0)
+	if len(full) != 4 || len(full[3]) != 12 || !slices.EqualFunc(ref, full[:3], slices.Equal) {
+		t.Fatalf("DropLast at world 1: %v; without: %v", ref, full)
+	}
+	if got := globalBatches(t, src, cfgOf(2, dropLast), 2, 0, 0); !slices.EqualFunc(got, ref, slices.Equal) {
+		t.Errorf("DropLast at world 2: %v, want %v", got, ref)
+	}
+
+	// Micro-batches: a rank resumed mid-batch continues with its next micro-batch.
+	micro := func(c *Config) { c.MicroBatches = 2 }
+	ld := newLoader(t, src, cfgOf(2, micro)(1))
+	var whole [][]int64
+	var cursors []int
+	for b, err := range ld.Epoch(context.Background(), 3) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		whole, cursors = append(whole, slices.Clone(b.Indices)), append(cursors, b.Cursor)
+		b.Release()
+	}
+	if len(whole) != 8 || cursors[2] != 24 || cursors[7] != 60 {
+		t.Fatalf("%d micro-batches with cursors %v, want 8 reaching 24 after the third and 60 at the end", len(whole), cursors)
+	}
+	var rest [][]int64
+	for b, err := range ld.EpochFrom(context.Background(), 3, cursors[2]) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		rest = append(rest, slices.Clone(b.Indices))
+		b.Release()
+	}
+	if !slices.EqualFunc(rest, whole[3:], slices.Equal) {
+		t.Errorf("resumed at global cursor %d: %v, want %v", cursors[2], rest, whole[3:])
+	}
+}
