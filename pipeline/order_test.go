@@ -544,3 +544,47 @@ func TestShardOrderDropLastAndMicroBatches(t *testing.T) {
 		t.Errorf("resumed at global cursor %d: %v, want %v", cursors[2], rest, whole[3:])
 	}
 }
+
+func TestConvertedByShard(t *testing.T) {
+	cs, err := OpenConverted(convertTree(t, 2, 40))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	src := cs.ByShard()
+	ends := src.ShardEnds()
+	names := map[string]bool{}
+	for i := range cs.Len() {
+		names[cs.Ref(i).Shard()] = true
+	}
+	if len(ends) != len(names) || len(ends) < 3 {
+		t.Fatalf("%d shards listed, %d shard files (want several)", len(ends), len(names))
+	}
+	// Every shard's samples are one run, in file order, and every sample is there once.
+	paths := map[string]bool{}
+	for k, end := range ends {
+		start := 0
+		if k > 0 {
+			start = ends[k-1]
+		}
+		v := src.(*shardedView)
+		for i := start; i < end; i++ {
+			ref := cs.Ref(int(v.idx[i]))
+			if first := cs.Ref(int(v.idx[start])); ref.Shard() != first.Shard() || (i > start && ref.Offset() <= cs.Ref(int(v.idx[i-1])).Offset()) {
+				t.Fatalf("shard %d: sample %d is in %s at %d", k, i, ref.Shard(), ref.Offset())
+			}
+			if src.Path(i) != ref.Path || src.Label(i) != int(ref.Label) {
+				t.Fatalf("sample %d: %s label %d, its record %s label %d", i, src.Path(i), src.Label(i), ref.Path, ref.Label)
+			}
+			paths[ref.Path] = true
+		}
+	}
+	if len(paths) != cs.Len() || src.Len() != cs.Len() {
+		t.Fatalf("%d distinct samples of %d", len(paths), cs.Len())
+	}
+	ref := globalBatches(t, src, func(int) *Config { return orderConfig(8, 0, 1, 2) }, 1, 0, 0)
+	got := globalBatches(t, src, func(r int) *Config { return orderConfig(4, r, 2, 2) }, 2, 0, 0)
+	if !slices.EqualFunc(got, ref, slices.Equal) {
+		t.Errorf("world 2: %v, world 1: %v", got, ref)
+	}
+}
