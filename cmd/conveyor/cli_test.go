@@ -113,7 +113,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"bench", "--workers", "0"}, `conveyor bench: invalid value "0" for flag --workers: "0" is not a positive integer`, cmdHint},
 		{[]string{"bench", "--memory-budget", "lots"}, `conveyor bench: invalid value "lots" for flag --memory-budget: not a size in bytes: "lots" (want e.g. 500000000, 500M or 1.5Gi)`, cmdHint},
 		{[]string{"bench", "a", "b"}, `conveyor bench: one DIR at most, got 2 arguments: ["a" "b"]`, cmdHint},
-		{[]string{"bench", "--recipe", "nope"}, `conveyor bench: --recipe "nope": want one of train, eval`, cmdHint},
+		{[]string{"bench", "--recipe", "nope"}, `conveyor bench: --recipe "nope": want one of train, eval, randaugment`, cmdHint},
 		{[]string{"bench", "--dtype", "int7"}, `conveyor bench: --dtype: pack: unknown dtype "int7" (want uint8, float32, float16 or bfloat16)`, cmdHint},
 		{[]string{"bench", "--layout", "chw"}, `conveyor bench: --layout: pack: unknown layout "chw" (want NCHW or NHWC)`, cmdHint},
 		{[]string{"bench", "--cache-codec", "gif"}, `conveyor bench: --cache-codec: cache: unknown codec "gif" (have [raw s2 zstd jpeg])`, cmdHint},
