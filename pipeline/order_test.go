@@ -275,6 +275,12 @@ func TestShardOrderLoaderSameGlobalBatchesForAnyWorld(t *testing.T) {
 	if len(ref) != 5 {
 		t.Fatalf("%d global batches of 60 samples, want 5", len(ref))
 	}
+	// The ranks' slices are disjoint: the epoch holds every sample once.
+	all := slices.Concat(ref...)
+	slices.Sort(all)
+	if len(all) != 60 || len(slices.Compact(all)) != 60 {
+		t.Fatalf("the epoch's global batches hold %d samples, not the 60 once each: %v", len(all), ref)
+	}
 	for _, w := range []int{2, 4} {
 		got := globalBatches(t, src, func(r int) *Config { return orderConfig(global/w, r, w, parts) }, w, 2, 0)
 		if !slices.EqualFunc(got, ref, slices.Equal) {
