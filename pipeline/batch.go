@@ -38,9 +38,18 @@ type Batch struct {
 	Micro, Micros int
 	// Cursor is the epoch position after this batch (micro-batch):
 	// EpochFrom(ctx, Epoch, Cursor) resumes with the next one, within the same batch if
-	// this is not its last micro-batch.
+	// this is not its last micro-batch. With Config.Order SampleOrder it counts this
+	// rank's samples; with ShardOrder it is GlobalCursor, the same on every rank, and a
+	// loader at another World (dividing Partitions) resumes from it with the global
+	// batches an uninterrupted run would have delivered.
 	Cursor int
-	Len    int // samples in this batch (micro-batch); BatchSize/MicroBatches except perhaps in the epoch's last batch
+	// GlobalCursor is the position in the epoch's global order (all ranks together)
+	// after this batch: World × this rank's position, since every rank takes the same
+	// share of each global batch. A mid-batch micro-batch cursor resumed at another World
+	// resumes at the same fraction of the batch, whose micro-batches then hold other
+	// samples of it.
+	GlobalCursor int
+	Len          int // samples in this batch (micro-batch); BatchSize/MicroBatches except perhaps in the epoch's last batch
 	// BatchLen is the number of samples in the whole batch: BatchSize except perhaps the
 	// epoch's last; Len without MicroBatches.
 	BatchLen int

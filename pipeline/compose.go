@@ -105,6 +105,76 @@ func (v *view) Stored(i int) (*cache.Cache, cache.Ref, bool) {
 	return nil, cache.Ref{}, false
 }
 
+// shardedView is a view of which some part is a ShardedSource: a ShardedSource itself.
+type shardedView struct {
+	*view
+	shardEnds []int
+}
+
+// ShardEnds lists the view's shards: a Concat's are its parts' shards one after another
+// (a part without shards has one shard per sample); a Subset's are its runs of
+// consecutive samples from one shard of its source, so a Subset in index order (Split's
+// halves) keeps its source's shards, and one in random order has shards of one sample.
+func (v *shardedView) ShardEnds() []int { return v.shardEnds }
+
+// withShards returns v as a ShardedSource when one of its parts is one, else v.
+func (v *view) withShards() Source {
+	sharded := false
+	for _, p := range v.parts {
+		_, ok := p.(ShardedSource)
+		sharded = sharded || ok
+	}
+	if !sharded {
+		return v
+	}
+	// shardOf numbers the shards of the parts' concatenation: sample i of the
+	// concatenation lies in shard shardOf(i).
+	var starts []int // first shard number of each part
+	var partEnds [][]int
+	next := 0
+	for _, p := range v.parts {
+		starts = append(starts, next)
+		var ends []int
+		if ss, ok := p.(ShardedSource); ok {
+			ends = ss.ShardEnds()
+			next += len(ends)
+		} else {
+			next += p.Len()
+		}
+		partEnds = append(partEnds, ends)
+	}
+	shardOf := func(i int) int {
+		k := sort.SearchInts(v.ends, i+1)
+		if k > 0 {
+			i -= v.ends[k-1]
+		}
+		if partEnds[k] == nil {
+			return starts[k] + i
+		}
+		return starts[k] + sort.SearchInts(partEnds[k], i+1)
+	}
+	var ends []int
+	n := v.Len()
+	for i := range n {
+		j := i
+		if v.idx != nil {
+			j = int(v.idx[i])
+		}
+		if i+1 == n {
+			ends = append(ends, n)
+			break
+		}
+		jn := i + 1
+		if v.idx != nil {
+			jn = int(v.idx[i+1])
+		}
+		if shardOf(j) != shardOf(jn) {
+			ends = append(ends, i+1)
+		}
+	}
+	return &shardedView{view: v, shardEnds: ends}
+}
+
 // Subset is the samples of src at indices, in that order (an index may repeat), with
 // src's labels and classes. It has the kind of src: files, stored pixels, or both.
 func Subset(src Source, indices []int) (Source, error) {
@@ -123,7 +193,7 @@ func Subset(src Source, indices []int) (Source, error) {
 	}
 	v := &view{parts: []Source{src}, ends: []int{src.Len()}, idx: idx, classes: src.Classes(), desc: fmt.Sprintf("subset(%v, %d samples)", src, len(idx))}
 	v.describe()
-	return v, nil
+	return v.withShards(), nil
 }
 
 // Concat is the samples of every source, one source after another. A label must mean the
@@ -164,7 +234,7 @@ func Concat(srcs ...Source) (Source, error) {
 	}
 	v.desc += ")"
 	v.describe()
-	return v, nil
+	return v.withShards(), nil
 }
 
 // Split divides src into a training and a validation set: valFraction of every class's

@@ -82,8 +82,34 @@ type Config struct {
 	// does: each of World ranks sees an equal number of samples; default 0 and 1.
 	Rank, World int
 	// DropUneven drops the tail of the global order to make it divisible by World instead
-	// of repeating its head; default false.
+	// of repeating its head (with ShardOrder: each partition's last sample when the
+	// partitions differ in length); default false.
 	DropUneven bool
+	// RankFromEnv makes New take Rank and World from the launcher's environment, as
+	// RankFromEnv reads it (torchrun's RANK and WORLD_SIZE, else Slurm's SLURM_PROCID and
+	// SLURM_NTASKS); a malformed or inconsistent value is New's error, naming the
+	// variable. Without a launcher's variables New keeps Rank 0 of World 1 and logs so.
+	// Rank and World must be left unset with it. Default false.
+	RankFromEnv bool
+
+	// Order is how samples are ordered and split among ranks: SampleOrder, a permutation
+	// of all samples dealt to ranks round-robin, or ShardOrder, the shard-aware elastic
+	// order for sharded datasets in object storage (see ShardOrder). Default SampleOrder.
+	Order Order
+	// Partitions is ShardOrder's number of canonical partitions P: the global order
+	// depends on it (and on Seed and the epoch) but not on World, which must divide it,
+	// and BatchSize×World must be a multiple of it. Set it to a common multiple of every
+	// World the job may run or resume at (8 serves 1, 2, 4 and 8); each rank reads
+	// P/World partitions at a time. Default World, which ties the order to the world
+	// size. Only with ShardOrder.
+	Partitions int
+	// ShuffleBlock is ShardOrder's shuffle window: a partition's samples are shuffled in
+	// consecutive blocks of about this many (each block's size drawn from ±25% of it, so
+	// partitions need new shards at different batches), and a rank reads about
+	// ShuffleBlock/shard length+1 shards of each of its partitions at a time; larger mixes
+	// better and needs more shards at hand. Default 4 × the mean shard length (4 for a source without shards,
+	// whose shard shuffle is already a full permutation). Only with ShardOrder.
+	ShuffleBlock int
 
 	// Decode configures decoding and the resize-first policy; default decode's defaults.
 	Decode decode.Options
@@ -207,6 +233,9 @@ func (c *Config) EnsureDefaults() {
 	if c.World == 0 {
 		c.World = 1
 	}
+	if c.Order == ShardOrder && c.Partitions == 0 {
+		c.Partitions = c.World
+	}
 	if c.MaxBadFraction == 0 {
 		c.MaxBadFraction = 0.01
 	}
@@ -237,6 +266,27 @@ func (c *Config) Validate() error {
 	}
 	if c.World < 1 || c.Rank < 0 || c.Rank >= c.World {
 		errs = append(errs, fmt.Errorf("Rank %d not in [0, World=%d)", c.Rank, c.World))
+	}
+	switch c.Order {
+	case SampleOrder:
+		if c.Partitions != 0 || c.ShuffleBlock != 0 {
+			errs = append(errs, fmt.Errorf("Partitions %d and ShuffleBlock %d apply to Order %v only, not %v", c.Partitions, c.ShuffleBlock, ShardOrder, c.Order))
+		}
+	case ShardOrder:
+		switch {
+		case c.Partitions < 1:
+			errs = append(errs, fmt.Errorf("Partitions %d < 1", c.Partitions))
+		case c.World >= 1 && c.Partitions%c.World != 0:
+			errs = append(errs, fmt.Errorf("Partitions %d is not a multiple of World %d: each rank reads a whole number of partitions", c.Partitions, c.World))
+		case c.BatchSize >= 1 && c.World >= 1 && c.BatchSize*c.World%c.Partitions != 0:
+			errs = append(errs, fmt.Errorf("the global batch BatchSize×World = %d×%d is not a multiple of Partitions %d: every global batch takes as many samples from each partition",
+				c.BatchSize, c.World, c.Partitions))
+		}
+		if c.ShuffleBlock < 0 {
+			errs = append(errs, fmt.Errorf("ShuffleBlock %d < 0", c.ShuffleBlock))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("Order %v", c.Order))
 	}
 	if c.OnError != Skip && c.OnError != Fail {
 		errs = append(errs, fmt.Errorf("OnError %v", c.OnError))
@@ -290,6 +340,12 @@ func (c *Config) String() string {
 		fmt.Fprintf(&b, " device=%s", c.GPU.Name())
 	} else {
 		fmt.Fprintf(&b, " device=%s", c.Device)
+	}
+	if c.Order != SampleOrder {
+		fmt.Fprintf(&b, " order=%v partitions=%d shuffle_block=%d", c.Order, c.Partitions, c.ShuffleBlock)
+	}
+	if c.RankFromEnv {
+		b.WriteString(" rank_from_env=true")
 	}
 	if c.MicroBatches > 1 {
 		fmt.Fprintf(&b, " micro_batches=%d", c.MicroBatches)

@@ -17,7 +17,11 @@ func (l *Loader) Epoch(ctx context.Context, e int) iter.Seq2[*Batch, error] {
 // EpochFrom resumes epoch e at cursor, the number of this epoch's samples already consumed
 // (a multiple of BatchSize, or of BatchSize/MicroBatches with Config.MicroBatches, as
 // Batch.Cursor reports): the batches it yields are exactly those an uninterrupted Epoch
-// would have yielded from there on, starting mid-batch with the next micro-batch.
+// would have yielded from there on, starting mid-batch with the next micro-batch. With
+// Config.Order ShardOrder, cursor is a position in the global order (Batch.Cursor and
+// Batch.GlobalCursor, a multiple of World × BatchSize/MicroBatches), so a checkpoint
+// taken at one World resumes at another that divides Partitions: the global batches
+// that follow are those the uninterrupted run would have delivered.
 func (l *Loader) EpochFrom(ctx context.Context, e, cursor int) iter.Seq2[*Batch, error] {
 	return func(yield func(*Batch, error) bool) {
 		r, err := l.start(ctx, e, cursor)

@@ -7,7 +7,7 @@ import (
 type task struct {
 	b       *Batch
 	slot    int
-	pos     int   // position in the epoch order
+	pos     int   // position in the epoch order: this rank's, or the global one with ShardOrder
 	idx     int   // source index to load
 	attempt int32 // 0 for the original sample, then replacements
 	noCache bool  // its cached record was damaged: decode the source
@@ -44,7 +44,7 @@ func (r *run) dispatch(cursor int) {
 		n := min(m, len(r.order)-start)
 		b := &Batch{
 			Epoch: r.epoch, Number: start / bs, Micro: (start - first) / m, Micros: (whole + m - 1) / m,
-			Cursor: start + n, Len: n, BatchLen: whole,
+			Cursor: start + n, GlobalCursor: l.cfg.World * (start + n), Len: n, BatchLen: whole,
 			Data: buf.Bytes()[:n*l.sampleBytes], Layout: l.cfg.Pack.Layout, DType: l.cfg.Pack.DType,
 			Labels: make([]int32, n), Indices: make([]int64, n),
 			buf: buf, ld: l, done: make(chan struct{}), hostU8: l.cfg.DeviceConvert,
@@ -55,9 +55,12 @@ func (r *run) dispatch(cursor int) {
 		}
 		b.meta, b.Mix.Lambda = l.meta, 1
 		b.remaining.Store(int32(n))
+		if l.cfg.Order == ShardOrder {
+			b.Cursor = b.GlobalCursor // EpochFrom takes global cursors
+		}
 		r.ready <- b // never blocks: capacity is the number of buffers
 		for s := range n {
-			t := task{b: b, slot: s, pos: start + s, idx: int(r.order[start+s])}
+			t := task{b: b, slot: s, pos: l.sampler.global(start + s), idx: int(r.order[start+s])}
 			select {
 			case r.tasks <- t:
 			case <-r.ctx.Done():

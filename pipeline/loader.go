@@ -81,6 +81,9 @@ func build(src Source, cfg *Config, conv *converting) (*Loader, error) {
 	if cfg != nil {
 		c = *cfg
 	}
+	if err := c.applyRankFromEnv(); err != nil {
+		return nil, err
+	}
 	c.EnsureDefaults()
 	if err := c.Validate(); err != nil {
 		return nil, err
@@ -124,6 +127,23 @@ func build(src Source, cfg *Config, conv *converting) (*Loader, error) {
 		l.region, _ = c.Augment[0].(augment.RegionOp)
 	}
 	l.sampler = sampler{n: src.Len(), seed: c.Seed, shuffle: !c.Sequential, rank: c.Rank, world: c.World, dropUneven: c.DropUneven}
+	if c.Order == ShardOrder {
+		ends, err := shardEnds(src)
+		if err != nil {
+			return nil, err
+		}
+		shards := src.Len()
+		if ends != nil {
+			shards = len(ends)
+		}
+		if c.ShuffleBlock == 0 {
+			l.cfg.ShuffleBlock = 4 * ((src.Len() + shards - 1) / shards)
+		}
+		l.sampler.parts, l.sampler.ends, l.sampler.block, l.sampler.batch = c.Partitions, ends, l.cfg.ShuffleBlock, c.BatchSize
+		if src.Len() < c.Partitions {
+			return nil, fmt.Errorf("pipeline: %d samples cannot fill %d partitions (Partitions)", src.Len(), c.Partitions)
+		}
+	}
 	if l.sampler.shardLen() == 0 {
 		return nil, fmt.Errorf("pipeline: %d samples cannot be split among %d ranks", src.Len(), c.World)
 	}
@@ -168,7 +188,8 @@ func (l *Loader) Len() int {
 	return (n + l.cfg.BatchSize - 1) / l.cfg.BatchSize
 }
 
-// SamplesPerEpoch is the number of samples this rank sees per epoch, before DropLast.
+// SamplesPerEpoch is the number of samples this rank sees per epoch, before DropLast;
+// World times it is the length of the epoch's global order.
 func (l *Loader) SamplesPerEpoch() int { return l.sampler.shardLen() }
 
 // Close stops a running epoch, waits for its goroutines and unmaps the batch buffers. It

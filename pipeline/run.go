@@ -63,7 +63,15 @@ func (l *Loader) start(ctx context.Context, e, cursor int) (*run, error) {
 	if l.cfg.DropLast {
 		n -= n % l.cfg.BatchSize
 	}
-	if cursor < 0 || cursor > n || (cursor%l.micro != 0 && cursor != n) {
+	if l.cfg.Order == ShardOrder {
+		// The cursor counts positions of the global order: World times this rank's.
+		w := l.cfg.World
+		if cursor < 0 || cursor > w*n || (cursor%(w*l.micro) != 0 && cursor != w*n) {
+			return nil, fmt.Errorf("pipeline: global cursor %d is not a boundary of the global order's %s of %d samples (%d ranks × %d)",
+				cursor, l.unit(), w*l.micro, w, l.micro)
+		}
+		cursor /= w
+	} else if cursor < 0 || cursor > n || (cursor%l.micro != 0 && cursor != n) {
 		if l.cfg.MicroBatches > 1 {
 			return nil, fmt.Errorf("pipeline: cursor %d is not a micro-batch boundary of an epoch of %d samples (batch %d in %d micro-batches of %d)",
 				cursor, n, l.cfg.BatchSize, l.cfg.MicroBatches, l.micro)
@@ -100,6 +108,14 @@ func (l *Loader) start(ctx context.Context, e, cursor int) (*run, error) {
 		go r.work(w)
 	}
 	return r, nil
+}
+
+// unit names what a cursor counts in: batches or micro-batches.
+func (l *Loader) unit() string {
+	if l.cfg.MicroBatches > 1 {
+		return "micro-batches"
+	}
+	return "batches"
 }
 
 // finish stops r, joins its goroutines and returns what it still holds.

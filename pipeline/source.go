@@ -53,6 +53,19 @@ type PixelSource interface {
 	Stored(i int) (c *cache.Cache, ref cache.Ref, ok bool)
 }
 
+// ShardedSource is a Source stored in shards: shard k holds the sample indices [ends[k-1], ends[k]) (ends[-1] = 0).
+//
+// It is a capability, like FileSource: a source whose samples are read a shard at a time
+// (a converted dataset's shard files, WebDataset tar shards in object storage) says where
+// its shards are, and Config.Order ShardOrder keeps each rank within a few shards at a
+// time. ShardEnds is called once, by New; it must be non-decreasing, start at or above 0
+// and end at Len() (an empty shard repeats its predecessor's end). Concat and Subset
+// views of a ShardedSource are ShardedSources too.
+type ShardedSource interface {
+	Source
+	ShardEnds() []int
+}
+
 // imageExts are the extensions listing accepts (case-insensitive), as torchvision's
 // IMG_EXTENSIONS minus the netpbm formats. Decoding sniffs content, so the extension only
 // decides what is listed, not how it is decoded.

@@ -72,6 +72,9 @@ the stages' time went and how full the queues were.
                      MixUp or CutMix), with soft targets; --smoothing 0.1 smooths them
   --on-error fail    end the run at the first file that cannot be read or decoded,
                      instead of replacing it; --max-bad bounds the share replaced
+  --order shards --partitions 8 --rank-from-env
+                     the shard-aware elastic order, as one rank of a torchrun or srun
+                     launch measures its share of each epoch
 
 A converted DIR is checked against the manifest its conversion recorded: samples in a
 damaged or truncated shard are bad samples (--max-bad applies), and a dataset whose
@@ -96,6 +99,10 @@ flags:
 	layout := fs.String("layout", "nchw", "output layout: nchw or nhwc")
 	normalize := fs.Bool("normalize", true, "normalise with ImageNet mean/std (float dtypes)")
 	seed := fs.Uint64("seed", 0, "seed for order and augmentation")
+	order := fs.String("order", pipeline.SampleOrder.String(), fmt.Sprintf("sample order: %v (shards: the shard-aware elastic order for sharded datasets)", pipeline.Orders))
+	partitions := fs.Int("partitions", 0, "with --order shards, canonical partitions: a multiple of the world size (0: the world size)")
+	shuffleBlock := fs.Int("shuffle-block", 0, "with --order shards, samples shuffled together within a partition (0: 4 mean shards)")
+	rankFromEnv := fs.Bool("rank-from-env", false, "take rank and world size from torchrun's RANK/WORLD_SIZE or Slurm's SLURM_PROCID/SLURM_NTASKS and measure this rank's share of each epoch")
 	images := fs.Int("images", 1000, "images in the built-in synthetic set (without DIR)")
 	synthDir := fs.String("synthetic-dir", "", "where the built-in set is written (default: the user cache directory)")
 	jsonOut := fs.Bool("json", false, "print one JSON object instead of text")
@@ -132,6 +139,10 @@ flags:
 		dir = pos[0]
 	}
 
+	ord, err := pipeline.ParseOrder(*order)
+	if err != nil {
+		return usagef("--order: %v", err)
+	}
 	dt, err := pack.ParseDType(*dtype)
 	if err != nil {
 		return usagef("--dtype: %v", err)
@@ -240,6 +251,7 @@ flags:
 
 	base := pipeline.Config{
 		IOWorkers: *ioWorkers, MicroBatches: *micro, Seed: *seed, MemoryBudget: int64(budget),
+		Order: ord, Partitions: *partitions, ShuffleBlock: *shuffleBlock, RankFromEnv: *rankFromEnv,
 		Pack:      pack.Options{Width: *size, Height: *size, DType: dt, Layout: lay, Normalize: *normalize && dt != pack.Uint8},
 		CacheFill: *cacheFill, FullDecode: *fullDecode, Device: *device, DeviceConvert: *deviceConvert,
 		OnError: policy, MaxBadFraction: *maxBad, Logf: logf,

@@ -357,3 +357,31 @@ func TestBenchMicroBatches(t *testing.T) {
 		t.Errorf("text report does not describe the device buffers:\n%s", out.String())
 	}
 }
+
+func TestBenchOrderAndRankFromEnv(t *testing.T) {
+	dir := smallTree(t, 6)
+	for _, k := range []string{"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_NPROCS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE"} {
+		t.Setenv(k, "")
+		os.Unsetenv(k)
+	}
+	t.Setenv("RANK", "1")
+	t.Setenv("WORLD_SIZE", "2")
+	res := benchJSON(t, dir, "--order", "shards", "--partitions", "4", "--rank-from-env")
+	for _, want := range []string{"rank=1/2", "order=shards partitions=4 shuffle_block=4", "rank_from_env=true"} {
+		if !strings.Contains(res.Config, want) {
+			t.Errorf("config lacks %q: %s", want, res.Config)
+		}
+	}
+	if res.Images != 6 { // 12 images, half of them this rank's
+		t.Errorf("rank 1 of 2 measured %d images, want 6", res.Images)
+	}
+	err := benchTo([]string{dir, "--order", "blocks"}, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), `--order: pipeline: unknown order "blocks"`) {
+		t.Errorf("--order blocks: %v", err)
+	}
+	t.Setenv("WORLD_SIZE", "x")
+	err = benchTo([]string{dir, "--rank-from-env"}, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), `WORLD_SIZE="x"`) {
+		t.Errorf("--rank-from-env with WORLD_SIZE=x: %v", err)
+	}
+}

@@ -1,0 +1,35 @@
+package pipeline
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+)
+
+// ByShard is the dataset's samples in storage order — shard file by shard file, each
+// shard's records in the order they were written — as a ShardedSource, for
+// Config.Order ShardOrder: a rank then reads a few shard files at a time instead of
+// records scattered over all of them. The Converted itself lists samples in path order,
+// which a conversion's concurrent workers store in no particular shard, so it declares
+// no shards. Batch.Indices of a loader over ByShard are positions in this order;
+// Path(i) and Label(i) name the sample.
+func (s *Converted) ByShard() ShardedSource {
+	idx := make([]int32, len(s.refs))
+	for i := range idx {
+		idx[i] = int32(i)
+	}
+	slices.SortStableFunc(idx, func(a, b int32) int {
+		ra, rb := s.refs[a], s.refs[b]
+		return cmp.Or(cmp.Compare(ra.Shard(), rb.Shard()), cmp.Compare(ra.Offset(), rb.Offset()))
+	})
+	var ends []int
+	for k := 1; k <= len(idx); k++ {
+		if k == len(idx) || s.refs[idx[k]].Shard() != s.refs[idx[k-1]].Shard() {
+			ends = append(ends, k)
+		}
+	}
+	v := &view{parts: []Source{s}, ends: []int{len(s.refs)}, idx: idx, classes: s.classes,
+		desc: fmt.Sprintf("%s by shard (%d shards)", s.cache.Dir(), len(ends))}
+	v.describe()
+	return &shardedView{view: v, shardEnds: ends}
+}
