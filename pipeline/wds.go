@@ -174,7 +174,7 @@ func WebDataset(fsys fs.FS, shards []string, opts *WebDatasetOptions) (*WebDatas
 	return assemble(fsys, shards, parts, &o)
 }
 
-// WebDatasetGlob is WebDataset over the local shards that pattern (filepath.Match
+// WebDatasetGlob is WebDatasetFiles over the local shards that pattern (filepath.Match
 // syntax, e.g. "/data/train-*.tar") names, in sorted order.
 func WebDatasetGlob(pattern string, opts *WebDatasetOptions) (*WebDatasetSource, error) {
 	names, err := filepath.Glob(pattern)
@@ -185,20 +185,36 @@ func WebDatasetGlob(pattern string, opts *WebDatasetOptions) (*WebDatasetSource,
 		return nil, fmt.Errorf("pipeline: webdataset: no shards match %q", pattern)
 	}
 	slices.Sort(names)
-	dir := filepath.Dir(pattern)
-	rel := make([]string, len(names))
-	for k, n := range names {
-		rel[k] = filepath.ToSlash(filepath.Base(n))
-		if filepath.Dir(n) != dir { // a pattern with wildcards in its folders
-			dir = "/"
+	s, err := WebDatasetFiles(names, opts)
+	if err != nil {
+		return nil, err
+	}
+	s.desc = "webdataset:" + pattern
+	return s, nil
+}
+
+// WebDatasetFiles is WebDataset over shards in the local file system, named by their
+// paths, in the order given. Shard names (in Path and errors) are the base names when
+// every shard is in one folder, else absolute paths.
+func WebDatasetFiles(paths []string, opts *WebDatasetOptions) (*WebDatasetSource, error) {
+	if len(paths) == 0 {
+		return nil, errors.New("pipeline: webdataset: no shards")
+	}
+	dir := filepath.Dir(paths[0])
+	rel := make([]string, len(paths))
+	for k, p := range paths {
+		if filepath.Dir(p) != dir {
+			dir = ""
 			break
 		}
+		rel[k] = filepath.ToSlash(filepath.Base(p))
 	}
-	if dir == "/" {
-		for k, n := range names {
-			a, err := filepath.Abs(n)
+	if dir == "" {
+		dir = "/"
+		for k, p := range paths {
+			a, err := filepath.Abs(p)
 			if err != nil {
-				return nil, fmt.Errorf("pipeline: webdataset: %s: %w", n, err)
+				return nil, fmt.Errorf("pipeline: webdataset: %s: %w", p, err)
 			}
 			rel[k] = strings.TrimPrefix(filepath.ToSlash(a), "/")
 		}
@@ -207,7 +223,7 @@ func WebDatasetGlob(pattern string, opts *WebDatasetOptions) (*WebDatasetSource,
 	if err != nil {
 		return nil, err
 	}
-	s.desc = "webdataset:" + pattern
+	s.desc = fmt.Sprintf("webdataset:%s (%d shards)", paths[0], len(paths))
 	return s, nil
 }
 
@@ -795,3 +811,70 @@ func (m *wdsMember) Mode() fs.FileMode  { return 0o444 }
 func (m *wdsMember) ModTime() time.Time { return m.mod }
 func (m *wdsMember) IsDir() bool        { return false }
 func (m *wdsMember) Sys() any           { return nil }
+
+// WriteWebDataset writes samples [from, to) of src to w as one WebDataset tar shard, in
+// index order: per sample, its image under the key (its path without the extension,
+// dots in the base name replaced by '_', as a WebDataset key ends at the first dot), its
+// labels (.cls with one label; .json {"label": [...]} for a multi-label source), and its
+// metadata, each key an extension. An image that is not a JPEG, PNG or WebP by name, a
+// sample that cannot be read and keys that repeat are errors naming the sample. It is
+// how tests and benchmarks make shards from an ImageFolder; split a dataset into shards
+// by calling it once per range.
+func WriteWebDataset(w io.Writer, src FileSource, from, to int) error {
+	if from < 0 || to > src.Len() || from >= to {
+		return fmt.Errorf("pipeline: webdataset: samples [%d, %d) outside the source's %d", from, to, src.Len())
+	}
+	tw := tar.NewWriter(w)
+	put := func(name string, data []byte) error {
+		return tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(data)), Typeflag: tar.TypeReg, ModTime: time.Unix(0, 0), Format: tar.FormatPAX})
+	}
+	meta, _ := src.(MetadataSource)
+	seen := map[string]bool{}
+	var labels []int
+	for i := from; i < to; i++ {
+		p := src.Path(i)
+		ext := strings.ToLower(strings.TrimPrefix(path.Ext(p), "."))
+		if !slices.Contains(wdsImageExts, ext) {
+			return fmt.Errorf("pipeline: webdataset: %s: not a .jpg, .jpeg, .png or .webp image, which WebDataset readers take", p)
+		}
+		dir, base := path.Split(strings.TrimSuffix(p, path.Ext(p)))
+		key := dir + strings.ReplaceAll(base, ".", "_")
+		if seen[key] {
+			return fmt.Errorf("pipeline: webdataset: %s: key %s repeats an earlier sample's", p, key)
+		}
+		seen[key] = true
+		f, err := src.Open(i)
+		if err != nil {
+			return fmt.Errorf("pipeline: webdataset: %s: %w", p, err)
+		}
+		data, err := io.ReadAll(f)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("pipeline: webdataset: %s: %w", p, err)
+		}
+		members := []wdsMeta{{ext, data}}
+		if isMultiLabel(src) {
+			labels = labelsOf(src, labels[:0], i)
+			js, _ := json.Marshal(map[string][]int{"label": labels})
+			members = append(members, wdsMeta{"json", js})
+		} else {
+			members = append(members, wdsMeta{"cls", strconv.AppendInt(nil, int64(src.Label(i)), 10)})
+		}
+		if meta != nil {
+			for _, k := range meta.MetadataKeys() {
+				if v, ok := meta.Metadata(i, k); ok && k != "" && !strings.Contains(k, "/") && k != ext && k != members[1].key {
+					members = append(members, wdsMeta{strings.ToLower(k), v})
+				}
+			}
+		}
+		for _, m := range members {
+			if err := put(key+"."+m.key, m.data); err != nil {
+				return fmt.Errorf("pipeline: webdataset: %s: %w", p, err)
+			}
+			if _, err := tw.Write(m.data); err != nil {
+				return fmt.Errorf("pipeline: webdataset: %s: %w", p, err)
+			}
+		}
+	}
+	return tw.Close()
+}

@@ -415,3 +415,58 @@ func FuzzWebDatasetIndex(f *testing.F) {
 		}
 	})
 }
+
+// WriteWebDataset round-trips a multi-label manifest with metadata, and an ImageFolder.
+func TestWriteWebDataset(t *testing.T) {
+	img := synthJPEG(t)
+	fsys := fstest.MapFS{
+		"m.jsonl": {Data: []byte(`{"path":"a.jpg","labels":["dog","cat"],"caption":"two"}` + "\n" +
+			`{"path":"d/b.v2.png","labels":[]}` + "\n" + `{"path":"c.jpg","label":"ant","caption":"one"}` + "\n")},
+		"a.jpg": {Data: img}, "d/b.v2.png": {Data: img[:100]}, "c.jpg": {Data: img[:200]},
+	}
+	man, err := Manifest(fsys, "m.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := WriteWebDataset(&buf, man, 0, man.Len()); err != nil {
+		t.Fatal(err)
+	}
+	src, err := WebDataset(fstest.MapFS{"s.tar": {Data: buf.Bytes()}}, []string{"s.tar"}, &WebDatasetOptions{Classes: man.Classes(), Logf: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if src.Len() != 3 || src.Bad() != 0 || !src.MultiLabel() {
+		t.Fatalf("%d samples, %d bad, multi-label %v", src.Len(), src.Bad(), src.MultiLabel())
+	}
+	for i, key := range []string{"a", "d/b_v2", "c"} {
+		if src.Path(i) != "s.tar/"+key || !slices.Equal(src.Labels(nil, i), labelsOf(man, nil, i)) {
+			t.Errorf("sample %d: %s %v, want s.tar/%s %v", i, src.Path(i), src.Labels(nil, i), key, labelsOf(man, nil, i))
+		}
+		a, aok := src.Metadata(i, "caption")
+		b, bok := man.(MetadataSource).Metadata(i, "caption")
+		if aok != bok || !bytes.Equal(a, b) {
+			t.Errorf("sample %d: caption %q %v, want %q %v", i, a, aok, b, bok)
+		}
+		f, _ := src.Open(i)
+		got, _ := io.ReadAll(f)
+		f.Close()
+		g, _ := man.Open(i)
+		want, _ := io.ReadAll(g)
+		g.Close()
+		if !bytes.Equal(got, want) {
+			t.Errorf("sample %d: image bytes differ", i)
+		}
+	}
+	if err := WriteWebDataset(io.Discard, man, 2, 1); err == nil {
+		t.Error("no error for an empty range")
+	}
+	gif := fstest.MapFS{"m.csv": {Data: []byte("a.gif,0\n")}, "a.gif": {Data: []byte("GIF89a")}}
+	gs, err := Manifest(gif, "m.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteWebDataset(io.Discard, gs, 0, 1); err == nil || !strings.Contains(err.Error(), "a.gif") {
+		t.Errorf("error %v, want one naming a.gif", err)
+	}
+}
