@@ -256,7 +256,7 @@ type wdsMeta struct {
 // wdsSample is the sample indexShard is collecting.
 type wdsSample struct {
 	key    string
-	exts   map[string]bool
+	exts   []string
 	img    int // index into wdsImageExts, -1: none yet
 	off    int64
 	size   int64
@@ -363,7 +363,7 @@ func indexShard(fsys fs.FS, name string, o *WebDatasetOptions) (*wdsShard, error
 		ext = strings.ToLower(ext)
 		if cur == nil || key != cur.key {
 			flush()
-			cur = &wdsSample{key: key, exts: map[string]bool{}, img: -1}
+			cur = &wdsSample{key: key, img: -1}
 			if seen[key] {
 				cur.bad = "its key repeats an earlier sample of the shard"
 			}
@@ -374,11 +374,11 @@ func indexShard(fsys fs.FS, name string, o *WebDatasetOptions) (*wdsShard, error
 			cur.bad = fmt.Sprintf("member %s runs past the end of the shard (%d bytes)", h.Name, total)
 			continue
 		}
-		if cur.exts[ext] {
+		if slices.Contains(cur.exts, ext) {
 			cur.setBad("member %s repeats extension %q in the sample", h.Name, ext)
 			continue
 		}
-		cur.exts[ext] = true
+		cur.exts = append(cur.exts, ext)
 		if i := slices.Index(wdsImageExts, ext); i >= 0 && cur.img < 0 {
 			cur.img, cur.off, cur.size = i, off, size
 			continue
@@ -449,7 +449,7 @@ func (c *wdsSample) labels() []wdsLabel {
 func (sh *wdsShard) add(c *wdsSample, o *WebDatasetOptions) {
 	i := len(sh.keys)
 	if c.img < 0 && c.bad == "" {
-		have := slices.Sorted(mapKeys(c.exts))
+		have := slices.Sorted(slices.Values(c.exts))
 		c.bad = fmt.Sprintf("no image member (.jpg, .jpeg, .png or .webp) among its members (.%s)", strings.Join(have, " ."))
 	}
 	if c.bad != "" {
