@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -40,6 +41,19 @@ type WebDatasetOptions struct {
 	// left out of Metadata (logged once per shard); a larger .cls or .json makes its
 	// sample bad. Default 64 KiB.
 	MaxMetadataBytes int
+	// ShardSamples, when set, makes indexing lazy: ShardSamples[k] is how many samples
+	// shard k holds (a count recorded earlier: ShardEnds of a full index, or the
+	// "nsamples" of a WebDataset wids index), WebDataset returns without reading a shard,
+	// and each shard is indexed when a sample of it is first asked for, so the first batch
+	// waits for its own shards only. It needs Classes; the source is then single-label
+	// (a .json label list of other than one label is a bad sample) and its MetadataKeys
+	// are the MetadataKeys option. A shard holding fewer samples than its count has the
+	// rest as bad samples; extra samples are left out (both logged). Default nil: every
+	// shard is indexed before WebDataset returns.
+	ShardSamples []int
+	// MetadataKeys are the keys a lazy source (ShardSamples) reports from MetadataKeys;
+	// Metadata answers for any member either way. Default nil.
+	MetadataKeys []string
 	// Logf receives what indexing found: damaged shards and members left out. Default
 	// log.Printf.
 	Logf func(format string, args ...any)
@@ -53,6 +67,8 @@ func (o *WebDatasetOptions) withDefaults() (WebDatasetOptions, error) {
 		c = *o
 	}
 	c.Classes = slices.Clone(c.Classes)
+	c.ShardSamples = slices.Clone(c.ShardSamples)
+	c.MetadataKeys = slices.Clone(c.MetadataKeys)
 	if c.Concurrency == 0 {
 		c.Concurrency = 8
 	}
@@ -80,7 +96,11 @@ func (o *WebDatasetOptions) withDefaults() (WebDatasetOptions, error) {
 
 // String prints the effective options.
 func (o WebDatasetOptions) String() string {
-	return fmt.Sprintf("WebDatasetOptions{Classes: %d, Concurrency: %d, MaxMetadataBytes: %d}", len(o.Classes), o.Concurrency, o.MaxMetadataBytes)
+	lazy := "no"
+	if o.ShardSamples != nil {
+		lazy = fmt.Sprintf("%d shards", len(o.ShardSamples))
+	}
+	return fmt.Sprintf("WebDatasetOptions{Classes: %d, Concurrency: %d, MaxMetadataBytes: %d, lazy: %s, MetadataKeys: %q}", len(o.Classes), o.Concurrency, o.MaxMetadataBytes, lazy, o.MetadataKeys)
 }
 
 // wdsImageExts are the extensions of a sample's image member, as WebDataset's decoders
@@ -90,24 +110,38 @@ var wdsImageExts = []string{"jpg", "jpeg", "png", "webp"}
 // WebDatasetSource is a dataset of WebDataset tar shards: a FileSource, ShardedSource,
 // MultiLabelSource and MetadataSource. Make one with WebDataset.
 type WebDatasetSource struct {
-	index
-	fsys    fs.FS
-	shards  []string
-	mod     []time.Time // each shard's modification time, for cache keys
-	ends    []int       // ShardEnds
-	off     []int64     // the image member's data offset in its shard
-	size    []int64     // and its size
-	imgExt  []uint8     // index into wdsImageExts
+	fsys     fs.FS
+	shards   []string
+	ends     []int // ShardEnds
+	parts    []wdsPart
+	classes  []string
+	classID  map[string]int
+	multi    bool // some sample has other than one label
+	labelled bool // samples have label members: one without is bad
+	keys     []string
+	o        WebDatasetOptions
+	desc     string
+}
+
+// wdsPart is one shard's index, made once: at construction, or on first use when
+// WebDatasetOptions.ShardSamples makes the source lazy.
+type wdsPart struct {
+	once sync.Once
+	p    atomic.Pointer[wdsPacked]
+}
+
+// wdsPacked is one shard's samples, labels numbered.
+type wdsPacked struct {
+	index             // paths ("shard/key") and first labels
+	mod     time.Time // the shard's modification time, for cache keys
+	off     []int64   // the image member's data offset in the shard
+	size    []int64   // and its size
+	imgExt  []uint8   // index into wdsImageExts
 	bad     map[int32]string
-	classes []string
-	desc    string
-
-	lends []uint32 // multi-label: lends[i] is the end of sample i's labels in lvals; nil: one label each
-	lvals []int32
-
-	keys    []string
-	keyID   map[string]int
-	mends   []uint32 // mends[i] is the end of sample i's fields in mfields; nil: no metadata
+	lends   []uint32 // multi-label: lends[j] is the end of sample j's labels in lvals; nil: one label each
+	lvals   []int32
+	keyID   map[string]int // metadata key -> its id in mfields
+	mends   []uint32       // mends[j] is the end of sample j's fields in mfields; nil: no metadata
 	mfields []metaField
 	marena  []byte
 }
@@ -129,9 +163,12 @@ type WebDatasetSource struct {
 //
 // Indexing reads every tar header once, Concurrency shards at a time, and the members
 // other than images (to find labels and keep metadata), skipping image data; no image
-// is decoded. It needs every shard before it returns, so the first batch waits for the
-// index (about 1 ms per 1,000 members of a local shard); a dataset in object storage is
-// fetched whole once by it (see DESIGN.md, WebDataset shards).
+// is decoded. By default it indexes every shard before it returns (about 12 µs a sample
+// of three members from a local disk), so the first batch waits for the whole index and
+// a dataset in object storage is fetched whole once. With WebDatasetOptions.ShardSamples
+// (counts recorded earlier) it returns at once and indexes each shard when one of its
+// samples is first opened, in the loader's reader that opens it; Split, which reads every
+// label, indexes them all.
 //
 // Bad data is a bad sample under the loader's policy, never a crash nor a failed index:
 // a sample without an image, a .cls or .json that does not parse, a label out of range,
@@ -149,6 +186,9 @@ func WebDataset(fsys fs.FS, shards []string, opts *WebDatasetOptions) (*WebDatas
 	}
 	if len(shards) == 0 {
 		return nil, errors.New("pipeline: webdataset: no shards")
+	}
+	if o.ShardSamples != nil {
+		return lazy(fsys, shards, &o)
 	}
 	parts := make([]*wdsShard, len(shards))
 	errs := make([]error, len(shards))
@@ -551,15 +591,15 @@ func basePlusExt(name string) (key, ext string, ok bool) {
 	return dir + base[:k], base[k+1:], true
 }
 
-// assemble numbers the labels across shards and packs the shards' samples into one
-// source.
+// assemble numbers the labels across shards and packs each shard's samples.
 func assemble(fsys fs.FS, shards []string, parts []*wdsShard, o *WebDatasetOptions) (*WebDatasetSource, error) {
-	s := &WebDatasetSource{fsys: fsys, shards: slices.Clone(shards), bad: map[int32]string{},
-		keyID: map[string]int{}, desc: fmt.Sprintf("webdataset(%d shards)", len(shards))}
+	s := &WebDatasetSource{fsys: fsys, shards: slices.Clone(shards), o: *o, parts: make([]wdsPart, len(shards)),
+		desc: fmt.Sprintf("webdataset(%d shards)", len(shards))}
 	names := map[string]bool{}
-	hasInt, multi, labelled := false, false, false
+	hasInt := false
 	var nameAt, intAt string
 	n := 0
+	seenKey := map[string]bool{}
 	for k, p := range parts {
 		for nm := range p.names {
 			names[nm] = true
@@ -571,11 +611,18 @@ func assemble(fsys fs.FS, shards []string, parts []*wdsShard, o *WebDatasetOptio
 			intAt = shards[k] + ": " + p.where[1]
 			hasInt = true
 		}
-		for _, ls := range p.labels {
-			labelled = labelled || ls != nil
-			multi = multi || (ls != nil && len(ls) != 1)
+		for j, ls := range p.labels {
+			s.labelled = s.labelled || ls != nil
+			s.multi = s.multi || (ls != nil && len(ls) != 1)
+			for _, m := range p.meta[j] {
+				if !seenKey[m.key] {
+					seenKey[m.key] = true
+					s.keys = append(s.keys, m.key)
+				}
+			}
 		}
 		n += len(p.keys)
+		s.ends = append(s.ends, n)
 	}
 	if n == 0 {
 		return nil, fmt.Errorf("pipeline: webdataset: no samples in %d shards (%s…)", len(shards), shards[0])
@@ -583,7 +630,6 @@ func assemble(fsys fs.FS, shards []string, parts []*wdsShard, o *WebDatasetOptio
 	if n > 1<<31-1 {
 		return nil, fmt.Errorf("pipeline: webdataset: %d samples, more than %d", n, 1<<31-1)
 	}
-	classID := map[string]int{}
 	switch {
 	case len(o.Classes) > 0:
 		s.classes = o.Classes
@@ -605,71 +651,145 @@ func assemble(fsys fs.FS, shards []string, parts []*wdsShard, o *WebDatasetOptio
 			s.classes[i] = strconv.Itoa(i)
 		}
 	}
-	for i, c := range s.classes {
-		classID[c] = i
-	}
+	s.numberClasses()
 	for k, p := range parts {
-		sh := shards[k]
-		s.mod = append(s.mod, p.mod)
-		for j, key := range p.keys {
-			i := s.Len()
-			why := p.bad[j]
-			ids, err := labelIDs(p.labels[j], classID, len(s.classes))
-			if why == "" && err != nil {
-				why = err.Error()
-			}
-			if why == "" && labelled && p.labels[j] == nil {
-				why = "no label member (.cls, or .json with \"label\")"
-			}
-			first := 0
-			if len(ids) > 0 {
-				first = ids[0]
-			} else if multi {
-				first = -1
-			}
-			if err := s.add(sh+"/"+key, first); err != nil {
-				return nil, err
-			}
-			if why != "" {
-				s.bad[int32(i)] = fmt.Sprintf("webdataset shard %s, sample %s: %s", sh, key, why)
-			}
-			s.off = append(s.off, p.off[j])
-			s.size = append(s.size, p.size[j])
-			s.imgExt = append(s.imgExt, p.imgExt[j])
-			if multi {
-				for _, id := range ids {
-					s.lvals = append(s.lvals, int32(id))
-				}
-				s.lends = append(s.lends, uint32(len(s.lvals)))
-			}
-			for _, m := range p.meta[j] {
-				id, ok := s.keyID[m.key]
-				if !ok {
-					id = len(s.keys)
-					s.keyID[m.key] = id
-					s.keys = append(s.keys, m.key)
-				}
-				for len(s.mends) < i { // samples before the first with metadata have none
-					s.mends = append(s.mends, 0)
-				}
-				if len(s.marena)+len(m.data) > 1<<32-1 {
-					return nil, errors.New("pipeline: webdataset: more than 4 GiB of metadata")
-				}
-				s.marena = append(s.marena, m.data...)
-				s.mfields = append(s.mfields, metaField{uint32(id), uint32(len(s.marena))})
-			}
-			if len(s.keys) > 0 {
-				for len(s.mends) <= i {
-					s.mends = append(s.mends, uint32(len(s.mfields)))
-				}
-			}
+		packed, err := s.pack(k, p, len(p.keys))
+		if err != nil {
+			return nil, err
 		}
-		s.ends = append(s.ends, s.Len())
+		s.parts[k].once.Do(func() { s.parts[k].p.Store(packed) })
 		parts[k] = nil // let the shard's scratch go
 	}
-	s.trim()
-	s.mfields, s.marena = slices.Clip(s.mfields), slices.Clip(s.marena)
 	return s, nil
+}
+
+func (s *WebDatasetSource) numberClasses() {
+	s.classID = make(map[string]int, len(s.classes))
+	for i, c := range s.classes {
+		s.classID[c] = i
+	}
+}
+
+// lazy makes a source whose shards are indexed on first use: counts says how many
+// samples each holds.
+func lazy(fsys fs.FS, shards []string, o *WebDatasetOptions) (*WebDatasetSource, error) {
+	if len(o.ShardSamples) != len(shards) {
+		return nil, fmt.Errorf("pipeline: WebDatasetOptions.ShardSamples has %d counts for %d shards", len(o.ShardSamples), len(shards))
+	}
+	if len(o.Classes) == 0 {
+		return nil, errors.New("pipeline: WebDatasetOptions.ShardSamples (lazy indexing) needs WebDatasetOptions.Classes: the labels cannot be numbered before every shard is read")
+	}
+	s := &WebDatasetSource{fsys: fsys, shards: slices.Clone(shards), o: *o, parts: make([]wdsPart, len(shards)),
+		classes: o.Classes, labelled: true, keys: o.MetadataKeys, desc: fmt.Sprintf("webdataset(%d shards, lazy)", len(shards))}
+	n := 0
+	for k, c := range o.ShardSamples {
+		if c < 0 {
+			return nil, fmt.Errorf("pipeline: WebDatasetOptions.ShardSamples[%d] (%s) is %d", k, shards[k], c)
+		}
+		n += c
+		if n > 1<<31-1 {
+			return nil, fmt.Errorf("pipeline: WebDatasetOptions.ShardSamples: more than %d samples", 1<<31-1)
+		}
+		s.ends = append(s.ends, n)
+	}
+	if n == 0 {
+		return nil, errors.New("pipeline: WebDatasetOptions.ShardSamples counts no samples")
+	}
+	s.numberClasses()
+	return s, nil
+}
+
+// part is shard k's index, made now if the source is lazy and it is not made yet. A
+// shard that cannot be indexed has no samples: its samples are bad, saying why.
+func (s *WebDatasetSource) part(k int) *wdsPacked {
+	pt := &s.parts[k]
+	if p := pt.p.Load(); p != nil {
+		return p
+	}
+	pt.once.Do(func() {
+		want := s.o.ShardSamples[k]
+		raw, err := indexShard(s.fsys, s.shards[k], &s.o)
+		var p *wdsPacked
+		if err == nil {
+			if len(raw.keys) != want {
+				s.o.Logf("pipeline: webdataset shard %s holds %d samples, WebDatasetOptions.ShardSamples says %d", s.shards[k], len(raw.keys), want)
+			}
+			p, err = s.pack(k, raw, want)
+		}
+		if err != nil {
+			s.o.Logf("%v; its %d samples are bad", err, want)
+			p = &wdsPacked{bad: map[int32]string{-1: err.Error()}}
+		}
+		pt.p.Store(p)
+	})
+	return pt.p.Load()
+}
+
+// pack numbers shard k's labels and packs its first n samples.
+func (s *WebDatasetSource) pack(k int, raw *wdsShard, n int) (*wdsPacked, error) {
+	sh := s.shards[k]
+	p := &wdsPacked{mod: raw.mod, bad: map[int32]string{}}
+	n = min(n, len(raw.keys))
+	for j, key := range raw.keys[:n] {
+		why := raw.bad[j]
+		ids, err := labelIDs(raw.labels[j], s.classID, len(s.classes))
+		if why == "" && err != nil {
+			why = err.Error()
+		}
+		if why == "" && s.labelled && raw.labels[j] == nil {
+			why = "no label member (.cls, or .json with \"label\")"
+		}
+		if why == "" && !s.multi && len(ids) != 1 && raw.labels[j] != nil {
+			why = fmt.Sprintf("%d labels in a single-label source (lazily indexed: WebDatasetOptions.ShardSamples)", len(ids))
+		}
+		first := 0
+		if len(ids) > 0 {
+			first = ids[0]
+		} else if s.multi {
+			first = -1
+		}
+		if err := p.add(sh+"/"+key, first); err != nil {
+			return nil, fmt.Errorf("pipeline: webdataset shard %s: %w", sh, err)
+		}
+		if why != "" {
+			p.bad[int32(j)] = fmt.Sprintf("webdataset shard %s, sample %s: %s", sh, key, why)
+		}
+		p.off = append(p.off, raw.off[j])
+		p.size = append(p.size, raw.size[j])
+		p.imgExt = append(p.imgExt, raw.imgExt[j])
+		if s.multi {
+			for _, id := range ids {
+				p.lvals = append(p.lvals, int32(id))
+			}
+			p.lends = append(p.lends, uint32(len(p.lvals)))
+		}
+		for _, m := range raw.meta[j] {
+			if p.keyID == nil {
+				p.keyID = map[string]int{}
+			}
+			id, ok := p.keyID[m.key]
+			if !ok {
+				id = len(p.keyID)
+				p.keyID[m.key] = id
+			}
+			for len(p.mends) < j { // samples before the first with metadata have none
+				p.mends = append(p.mends, 0)
+			}
+			if len(p.marena)+len(m.data) > 1<<32-1 {
+				return nil, fmt.Errorf("pipeline: webdataset shard %s: more than 4 GiB of metadata", sh)
+			}
+			p.marena = append(p.marena, m.data...)
+			p.mfields = append(p.mfields, metaField{uint32(id), uint32(len(p.marena))})
+		}
+		if p.keyID != nil {
+			for len(p.mends) <= j {
+				p.mends = append(p.mends, uint32(len(p.mfields)))
+			}
+		}
+	}
+	p.trim()
+	p.mfields, p.marena = slices.Clip(p.mfields), slices.Clip(p.marena)
+	return p, nil
 }
 
 // labelIDs numbers a sample's labels, ascending.
@@ -708,51 +828,116 @@ func (s *WebDatasetSource) Shards() []string { return s.shards }
 // ShardEnds says which samples each shard holds: shard k holds [ends[k-1], ends[k]).
 func (s *WebDatasetSource) ShardEnds() []int { return s.ends }
 
-// Bad is how many samples indexing found bad; the loader counts them when drawn.
-func (s *WebDatasetSource) Bad() int { return len(s.bad) }
+// Len is the number of samples.
+func (s *WebDatasetSource) Len() int { return s.ends[len(s.ends)-1] }
 
-// shardOf is the shard holding sample i.
-func (s *WebDatasetSource) shardOf(i int) int { return sort.SearchInts(s.ends, i+1) }
+// Bad is how many samples indexing found bad, in the shards indexed so far (all of them
+// unless lazy); the loader counts them when drawn.
+func (s *WebDatasetSource) Bad() int {
+	n := 0
+	for k := range s.parts {
+		if p := s.indexed(k); p != nil {
+			n += len(p.bad)
+			if _, failed := p.bad[-1]; failed {
+				n--
+			}
+			if s.o.ShardSamples != nil {
+				n += max(s.o.ShardSamples[k]-p.Len(), 0) // samples the shard lacks
+			}
+		}
+	}
+	return n
+}
+
+// indexed is shard k's index if it is made, without making it.
+func (s *WebDatasetSource) indexed(k int) *wdsPacked { return s.parts[k].p.Load() }
+
+// at maps sample i to its shard's index and its position there; j is -1 when the shard
+// holds fewer samples than WebDatasetOptions.ShardSamples said.
+func (s *WebDatasetSource) at(i int) (k int, p *wdsPacked, j int) {
+	k = sort.SearchInts(s.ends, i+1)
+	j = i
+	if k > 0 {
+		j -= s.ends[k-1]
+	}
+	p = s.part(k)
+	if j >= p.Len() {
+		j = -1
+	}
+	return k, p, j
+}
+
+// Label is sample i's first label (-1 when a multi-label sample has none).
+func (s *WebDatasetSource) Label(i int) int {
+	_, p, j := s.at(i)
+	if j < 0 {
+		return 0
+	}
+	return p.Label(j)
+}
+
+// Path is "SHARD/KEY".
+func (s *WebDatasetSource) Path(i int) string {
+	k, p, j := s.at(i)
+	if j < 0 {
+		return fmt.Sprintf("%s/#%d", s.shards[k], i-s.start(k))
+	}
+	return p.Path(j)
+}
+
+func (s *WebDatasetSource) start(k int) int {
+	if k == 0 {
+		return 0
+	}
+	return s.ends[k-1]
+}
 
 // MultiLabel reports whether some .json label is a list.
-func (s *WebDatasetSource) MultiLabel() bool { return s.lends != nil }
+func (s *WebDatasetSource) MultiLabel() bool { return s.multi }
 
 // Labels appends sample i's labels, ascending, to dst.
 func (s *WebDatasetSource) Labels(dst []int, i int) []int {
-	if s.lends == nil {
-		return append(dst, s.Label(i))
+	_, p, j := s.at(i)
+	switch {
+	case j < 0 && s.multi:
+		return dst
+	case j < 0:
+		return append(dst, 0)
+	case p.lends == nil:
+		return append(dst, p.Label(j))
 	}
 	start := uint32(0)
-	if i > 0 {
-		start = s.lends[i-1]
+	if j > 0 {
+		start = p.lends[j-1]
 	}
-	for _, l := range s.lvals[start:s.lends[i]] {
+	for _, l := range p.lvals[start:p.lends[j]] {
 		dst = append(dst, int(l))
 	}
 	return dst
 }
 
 // MetadataKeys lists the extensions of the members other than images, in order of first
-// appearance.
+// appearance (WebDatasetOptions.MetadataKeys when lazy).
 func (s *WebDatasetSource) MetadataKeys() []string { return s.keys }
 
 // Metadata returns the bytes of sample i's member with extension key.
 func (s *WebDatasetSource) Metadata(i int, key string) ([]byte, bool) {
-	id, ok := s.keyID[key]
-	if !ok || s.mends == nil {
+	_, p, j := s.at(i)
+	id, ok := p.keyID[key]
+	if !ok || j < 0 || p.mends == nil {
 		return nil, false
 	}
 	start := uint32(0)
-	if i > 0 {
-		start = s.mends[i-1]
+	if j > 0 {
+		start = p.mends[j-1]
 	}
-	for k := start; k < s.mends[i]; k++ {
-		if f := s.mfields[k]; int(f.key) == id {
+	for k := start; k < p.mends[j]; k++ {
+		if f := p.mfields[k]; int(f.key) == id {
 			from := uint32(0)
 			if k > 0 {
-				from = s.mfields[k-1].end
+				from = p.mfields[k-1].end
 			}
-			return s.marena[from:f.end:f.end], true
+			return p.marena[from:f.end:f.end], true
 		}
 	}
 	return nil, false
@@ -762,16 +947,22 @@ func (s *WebDatasetSource) Metadata(i int, key string) ([]byte, bool) {
 // index recorded. Its Stat has the member's size and the shard's modification time. A
 // sample indexing found bad fails here, saying why.
 func (s *WebDatasetSource) Open(i int) (fs.File, error) {
-	if why, bad := s.bad[int32(i)]; bad {
+	k, p, j := s.at(i)
+	if why := p.bad[-1]; why != "" {
 		return nil, errors.New(why)
 	}
-	k := s.shardOf(i)
+	if j < 0 {
+		return nil, fmt.Errorf("webdataset shard %s holds %d samples, fewer than WebDatasetOptions.ShardSamples[%d] = %d", s.shards[k], p.Len(), k, s.o.ShardSamples[k])
+	}
+	if why, bad := p.bad[int32(j)]; bad {
+		return nil, errors.New(why)
+	}
 	f, err := s.fsys.Open(s.shards[k])
 	if err != nil {
 		return nil, fmt.Errorf("webdataset shard %s: %w", s.shards[k], err)
 	}
-	m := &wdsMember{f: f, name: path.Base(s.Path(i)) + "." + wdsImageExts[s.imgExt[i]], size: s.size[i], mod: s.mod[k]}
-	off := s.off[i]
+	m := &wdsMember{f: f, name: path.Base(p.Path(j)) + "." + wdsImageExts[p.imgExt[j]], size: p.size[j], mod: p.mod}
+	off := p.off[j]
 	switch x := f.(type) {
 	case io.ReaderAt:
 		m.r = io.NewSectionReader(x, off, m.size)

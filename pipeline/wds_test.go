@@ -6,11 +6,13 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"testing/fstest"
 	"time"
@@ -492,4 +494,102 @@ func BenchmarkWebDatasetIndex(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/1000, "µs/sample")
+}
+
+// countFS counts the opens of each name.
+type countFS struct {
+	fs.FS
+	mu    sync.Mutex
+	opens map[string]int
+}
+
+func (c *countFS) Open(name string) (fs.File, error) {
+	c.mu.Lock()
+	c.opens[name]++
+	c.mu.Unlock()
+	return c.FS.Open(name)
+}
+
+func (c *countFS) count(name string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.opens[name]
+}
+
+// With ShardSamples, no shard is read up front, a shard is indexed once when first
+// used, and the batches are the eager index's.
+func TestWebDatasetLazy(t *testing.T) {
+	tree := wdsTree(t, 3, 8)
+	folder, err := Dir(tree)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sd := t.TempDir()
+	shards := shardsOf(t, sd, folder, 5)
+	eager, err := WebDataset(os.DirFS(sd), shards, &WebDatasetOptions{Logf: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var counts []int
+	prev := 0
+	for _, e := range eager.ShardEnds() {
+		counts, prev = append(counts, e-prev), e
+	}
+	cfs := &countFS{FS: os.DirFS(sd), opens: map[string]int{}}
+	lz, err := WebDataset(cfs, shards, &WebDatasetOptions{ShardSamples: counts, Classes: eager.Classes(), MetadataKeys: []string{"txt"}, Logf: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lz.Len() != eager.Len() || len(cfs.opens) != 0 || lz.Bad() != 0 {
+		t.Fatalf("lazy: %d samples (want %d), %d shards opened at construction", lz.Len(), eager.Len(), len(cfs.opens))
+	}
+	if lz.Path(7) != eager.Path(7) || len(cfs.opens) != 1 || cfs.count(shards[1]) != 1 {
+		t.Fatalf("Path(7) %s (want %s); opens %v", lz.Path(7), eager.Path(7), cfs.opens)
+	}
+	if m, ok := lz.Metadata(8, "txt"); !ok || string(m) != folder.Path(8) {
+		t.Fatalf("Metadata(8) %q %v", m, ok)
+	}
+	a := collect(t, newLoader(t, eager, testConfig(2)), context.Background(), 0, 0)
+	b := collect(t, newLoader(t, lz, testConfig(2)), context.Background(), 0, 0)
+	if !bytes.Equal(a.data, b.data) || !slices.Equal(a.labels, b.labels) || !slices.Equal(a.indices, b.indices) {
+		t.Fatal("lazy batches differ from the eager index's")
+	}
+	for _, sh := range shards {
+		// Opened once to index, then once per sample read.
+		if n := cfs.count(sh); n < 2 || n > 6 {
+			t.Errorf("%s opened %d times", sh, n)
+		}
+	}
+
+	// Counts that disagree with the shards, and a missing shard: bad samples, logged.
+	var logs []string
+	logf := func(f string, a ...any) { logs = append(logs, fmt.Sprintf(f, a...)) }
+	wrong := []int{counts[0] + 2, counts[1] - 1, 3}
+	lz, err = WebDataset(os.DirFS(sd), []string{shards[0], shards[1], "missing.tar"}, &WebDatasetOptions{ShardSamples: wrong, Classes: eager.Classes(), Logf: logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bad []int
+	for i := range lz.Len() {
+		if f, err := lz.Open(i); err != nil {
+			bad = append(bad, i)
+		} else {
+			f.Close()
+			if lz.Path(i) != eager.Path(i-min(i, wrong[0])+min(i, counts[0])) {
+				t.Errorf("sample %d: %s", i, lz.Path(i))
+			}
+		}
+	}
+	if want := []int{5, 6, 11, 12, 13}; !slices.Equal(bad, want) || lz.Bad() != 5 {
+		t.Errorf("bad %v (Bad %d), want %v", bad, lz.Bad(), want)
+	}
+	if len(logs) != 3 || !strings.Contains(logs[2], "missing.tar") {
+		t.Errorf("logs %q", logs)
+	}
+
+	for _, o := range []WebDatasetOptions{{ShardSamples: []int{1}}, {ShardSamples: []int{1, 2}, Classes: []string{"a"}}, {ShardSamples: []int{-1}, Classes: []string{"a"}}} {
+		if _, err := WebDataset(os.DirFS(sd), shards[:1], &o); err == nil || !strings.Contains(err.Error(), "ShardSamples") {
+			t.Errorf("%v: error %v, want one naming ShardSamples", o, err)
+		}
+	}
 }
