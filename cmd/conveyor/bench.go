@@ -54,8 +54,8 @@ func benchTo(args []string, stdout, stderr io.Writer) error {
 
 Measures loader throughput on the ImageFolder tree DIR (DIR/CLASS/*.jpg, one folder
 per class), on the converted dataset DIR (one holding %s, made by conveyor
-convert), or on WebDataset tar shards (DIR given as SHARD.tar ..., or as a quoted
-pattern 'DIR/train-*.tar'); without DIR, on a built-in synthetic set of ~500x375 JPEGs. Prints one line
+convert), or on WebDataset tar shards (SHARD.tar ..., or a quoted pattern such as
+'DIR/train-*.tar'); without DIR, on a built-in synthetic set of ~500x375 JPEGs. Prints one line
 per epoch and a report: images/s, MB/s read, CPU, memory, time to first batch, where
 the stages' time went and how full the queues were.
 
