@@ -46,17 +46,28 @@ type WebDatasetOptions struct {
 	// "nsamples" of a WebDataset wids index), WebDataset returns without reading a shard,
 	// and each shard is indexed when a sample of it is first asked for, so the first batch
 	// waits for its own shards only. It needs Classes; the source is then single-label
-	// (a .json label list of other than one label is a bad sample) and its MetadataKeys
-	// are the MetadataKeys option. A shard holding fewer samples than its count has the
+	// (a .json label list of other than one label is a bad sample) and keeps only the
+	// metadata MetadataKeys names. A shard holding fewer samples than its count has the
 	// rest as bad samples; extra samples are left out (both logged). Default nil: every
 	// shard is indexed before WebDataset returns.
 	ShardSamples []int
-	// MetadataKeys are the keys a lazy source (ShardSamples) reports from MetadataKeys;
-	// Metadata answers for any member either way. Default nil.
+	// MetadataKeys are the member extensions kept as metadata, and what MetadataKeys
+	// reports: each costs its bytes of memory for every sample that has one (a LAION
+	// .json is about 1 KB), so name only those used. Default nil: every member other
+	// than the image is kept (.cls and .json included), and MetadataKeys lists the
+	// extensions found; a lazy source (ShardSamples) keeps none.
 	MetadataKeys []string
 	// Logf receives what indexing found: damaged shards and members left out. Default
 	// log.Printf.
 	Logf func(format string, args ...any)
+}
+
+// keeps reports whether members with extension ext are kept as metadata.
+func (o *WebDatasetOptions) keeps(ext string) bool {
+	if o.MetadataKeys == nil {
+		return o.ShardSamples == nil
+	}
+	return slices.Contains(o.MetadataKeys, ext)
 }
 
 // withDefaults returns a copy of o (nil: the zero options) with defaults filled in,
@@ -158,8 +169,9 @@ type wdsPacked struct {
 // with extension jpg, jpeg, png or webp. Its label comes from .cls (integer text) or,
 // when there is no .cls, from .json's "label" (an integer, a class name, or a list of
 // either, which makes the source multi-label; see WebDatasetOptions.Classes). Every
-// other member, .cls and .json included, is metadata under its extension. A dataset
-// without a single label member has label 0 for every sample and one class, "0".
+// other member, .cls and .json included, is metadata under its extension (see
+// WebDatasetOptions.MetadataKeys). A dataset without a single label member has label 0
+// for every sample and one class, "0".
 //
 // Indexing reads every tar header once, Concurrency shards at a time, and the members
 // other than images (to find labels and keep metadata), skipping image data; no image
@@ -423,8 +435,12 @@ func indexShard(fsys fs.FS, name string, o *WebDatasetOptions) (*wdsShard, error
 			cur.img, cur.off, cur.size = i, off, size
 			continue
 		}
+		label := ext == "cls" || ext == "json"
+		if !label && !o.keeps(ext) {
+			continue
+		}
 		if size > int64(o.MaxMetadataBytes) {
-			if ext == "cls" || ext == "json" {
+			if label {
 				cur.setBad("label member %s has %d bytes, more than MaxMetadataBytes %d", h.Name, size, o.MaxMetadataBytes)
 			} else {
 				sh.dropped++
@@ -436,7 +452,9 @@ func indexShard(fsys fs.FS, name string, o *WebDatasetOptions) (*wdsShard, error
 			cur.setBad("member %s: %v", h.Name, err)
 			continue
 		}
-		cur.meta = append(cur.meta, wdsMeta{ext, data})
+		if o.keeps(ext) {
+			cur.meta = append(cur.meta, wdsMeta{ext, data})
+		}
 		switch ext {
 		case "cls":
 			cur.hasCls = true
@@ -650,6 +668,9 @@ func assemble(fsys fs.FS, shards []string, parts []*wdsShard, o *WebDatasetOptio
 		for i := range s.classes {
 			s.classes[i] = strconv.Itoa(i)
 		}
+	}
+	if o.MetadataKeys != nil {
+		s.keys = o.MetadataKeys
 	}
 	s.numberClasses()
 	for k, p := range parts {
@@ -917,7 +938,7 @@ func (s *WebDatasetSource) Labels(dst []int, i int) []int {
 }
 
 // MetadataKeys lists the extensions of the members other than images, in order of first
-// appearance (WebDatasetOptions.MetadataKeys when lazy).
+// appearance, or WebDatasetOptions.MetadataKeys when set.
 func (s *WebDatasetSource) MetadataKeys() []string { return s.keys }
 
 // Metadata returns the bytes of sample i's member with extension key.

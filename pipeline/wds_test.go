@@ -593,3 +593,33 @@ func TestWebDatasetLazy(t *testing.T) {
 		}
 	}
 }
+
+// MetadataKeys limits the metadata kept, eager or lazy.
+func TestWebDatasetMetadataKeys(t *testing.T) {
+	img := synthJPEG(t)
+	fsys := fstest.MapFS{"s.tar": {Data: tarOf(t, member{"a.jpg", img}, member{"a.cls", []byte("1")}, member{"a.txt", []byte("cap")}, member{"a.json", []byte(`{"x": 1}`)})}}
+	for _, c := range []struct {
+		opts WebDatasetOptions
+		keys []string
+	}{
+		{WebDatasetOptions{}, []string{"cls", "txt", "json"}},
+		{WebDatasetOptions{MetadataKeys: []string{"txt"}}, []string{"txt"}},
+		{WebDatasetOptions{MetadataKeys: []string{}}, []string{}},
+		{WebDatasetOptions{ShardSamples: []int{1}, Classes: []string{"a", "b"}}, nil},
+		{WebDatasetOptions{ShardSamples: []int{1}, Classes: []string{"a", "b"}, MetadataKeys: []string{"txt", "json"}}, []string{"txt", "json"}},
+	} {
+		c.opts.Logf = quiet
+		src, err := WebDataset(fsys, []string{"s.tar"}, &c.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(src.MetadataKeys(), c.keys) || src.Label(0) != 1 {
+			t.Errorf("%v: keys %q label %d, want %q and 1", c.opts, src.MetadataKeys(), src.Label(0), c.keys)
+		}
+		for _, k := range []string{"cls", "txt", "json"} {
+			if _, ok := src.Metadata(0, k); ok != slices.Contains(c.keys, k) {
+				t.Errorf("%v: Metadata(0, %s) %v", c.opts, k, ok)
+			}
+		}
+	}
+}
