@@ -50,11 +50,12 @@ func benchTo(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), `usage: conveyor bench [DIR] [flags]
+		fmt.Fprintf(fs.Output(), `usage: conveyor bench [DIR | SHARD.tar ...] [flags]
 
 Measures loader throughput on the ImageFolder tree DIR (DIR/CLASS/*.jpg, one folder
-per class), or on the converted dataset DIR (one holding %s, made by conveyor
-convert); without DIR, on a built-in synthetic set of ~500x375 JPEGs. Prints one line
+per class), on the converted dataset DIR (one holding %s, made by conveyor
+convert), or on WebDataset tar shards (SHARD.tar ..., or a quoted pattern such as
+'DIR/train-*.tar'); without DIR, on a built-in synthetic set of ~500x375 JPEGs. Prints one line
 per epoch and a report: images/s, MB/s read, CPU, memory, time to first batch, where
 the stages' time went and how full the queues were.
 
@@ -131,11 +132,12 @@ flags:
 	if err != nil {
 		return err
 	}
-	if len(pos) > 1 {
+	shards := shardArgs(pos)
+	if len(pos) > 1 && !shards {
 		return usagef("one DIR at most, got %d arguments: %q", len(pos), pos)
 	}
 	dir := ""
-	if len(pos) == 1 {
+	if len(pos) >= 1 {
 		dir = pos[0]
 	}
 
@@ -227,10 +229,17 @@ flags:
 	}
 	t0 := time.Now()
 	var src pipeline.Source
-	if err := checkDir(dir); err != nil {
+	if shards {
+		if *allowIncomplete {
+			return usagef("--allow-incomplete applies to a converted dataset (a DIR holding %s)", cache.InfoName)
+		}
+		if src, err = openShards(pos, logf); err != nil {
+			return err
+		}
+		res.Dataset = fmt.Sprint(src)
+	} else if err := checkDir(dir); err != nil {
 		return err
-	}
-	if _, err := os.Stat(filepath.Join(dir, cache.InfoName)); err == nil {
+	} else if _, err := os.Stat(filepath.Join(dir, cache.InfoName)); err == nil {
 		if *cacheDir != "" {
 			return fmt.Errorf("%s is a converted dataset, a cache already; leave out --cache", dir)
 		}

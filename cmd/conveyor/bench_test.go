@@ -13,6 +13,7 @@ import (
 
 	"github.com/conveyor-ml/conveyor/internal/fakecuda"
 	"github.com/conveyor-ml/conveyor/internal/synth"
+	"github.com/conveyor-ml/conveyor/pipeline"
 )
 
 func TestBenchJSON(t *testing.T) {
@@ -383,5 +384,49 @@ func TestBenchOrderAndRankFromEnv(t *testing.T) {
 	err = benchTo([]string{dir, "--rank-from-env"}, io.Discard, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), `WORLD_SIZE="x"`) {
 		t.Errorf("--rank-from-env with WORLD_SIZE=x: %v", err)
+	}
+}
+
+// bench reads WebDataset shards given as files or as a pattern.
+func TestBenchWebDataset(t *testing.T) {
+	tree := t.TempDir()
+	if _, err := synth.WriteTree(tree, &synth.TreeOptions{Classes: 2, PerClass: 9, Seed: 1}); err != nil {
+		t.Fatal(err)
+	}
+	src, err := pipeline.Dir(tree)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	var shards []string
+	for k, r := range [][2]int{{0, 10}, {10, 18}} {
+		var buf bytes.Buffer
+		if err := pipeline.WriteWebDataset(&buf, src, r[0], r[1]); err != nil {
+			t.Fatal(err)
+		}
+		name := filepath.Join(dir, fmt.Sprintf("train-%02d.tar", k))
+		if err := os.WriteFile(name, buf.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		shards = append(shards, name)
+	}
+	for _, args := range [][]string{shards, {filepath.Join(dir, "train-*.tar")}} {
+		var out bytes.Buffer
+		if err := bench(append(args, "--size", "32", "--batch", "4", "--workers", "2", "--json"), &out); err != nil {
+			t.Fatal(err)
+		}
+		var res map[string]any
+		if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+			t.Fatalf("not one JSON object: %v\n%s", err, out.String())
+		}
+		if res["images"].(float64) != 18 || res["bad_samples"].(float64) != 0 || res["classes"].(float64) != 2 ||
+			!strings.HasPrefix(res["dataset"].(string), "webdataset:") {
+			t.Errorf("%q: %v images, %v bad, %v classes, dataset %v", args, res["images"], res["bad_samples"], res["classes"], res["dataset"])
+		}
+	}
+	for _, args := range [][]string{{filepath.Join(dir, "none-*.tar")}, {filepath.Join(dir, "missing.tar")}} {
+		if err := bench(args, io.Discard); err == nil || !strings.Contains(err.Error(), filepath.Base(args[0])) {
+			t.Errorf("%q: error %v, want one naming it", args, err)
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"strings"
 
 	"github.com/conveyor-ml/conveyor/pipeline"
 )
@@ -39,4 +40,33 @@ func openImageFolder(dir string) (pipeline.Source, error) {
 		return nil, err
 	}
 	return pipeline.Dir(dir)
+}
+
+// shardArgs reports whether args name WebDataset shards rather than a folder: every one
+// ends in .tar, or the only one is a pattern ("DIR/train-*.tar", quoted so that conveyor
+// expands it rather than the shell).
+func shardArgs(args []string) bool {
+	if len(args) == 1 && strings.ContainsAny(args[0], "*?[") {
+		return true
+	}
+	for _, a := range args {
+		if !strings.HasSuffix(strings.ToLower(a), ".tar") {
+			return false
+		}
+	}
+	return len(args) > 0
+}
+
+// openShards opens the WebDataset shards args name (see shardArgs).
+func openShards(args []string, logf func(string, ...any)) (pipeline.Source, error) {
+	o := &pipeline.WebDatasetOptions{Logf: logf}
+	if len(args) == 1 && strings.ContainsAny(args[0], "*?[") {
+		return pipeline.WebDatasetGlob(args[0], o)
+	}
+	for _, a := range args {
+		if _, err := os.Stat(a); err != nil {
+			return nil, pathError(a, err)
+		}
+	}
+	return pipeline.WebDatasetFiles(args, o)
 }

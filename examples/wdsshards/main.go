@@ -1,0 +1,92 @@
+// Command wdsshards writes an ImageFolder tree as WebDataset tar shards, shuffled so
+// that every shard holds a mix of classes (as WebDataset datasets are written), and
+// prints the sample count of each shard: the WebDatasetOptions.ShardSamples that let a
+// loader index the shards lazily.
+//
+//	go run ./examples/wdsshards -src DIR -dst SHARDS [-per 1000] [-prefix train] [-seed 1]
+//	conveyor bench 'SHARDS/train-*.tar'
+package main
+
+import (
+	"bufio"
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+
+	"github.com/conveyor-ml/conveyor/pipeline"
+)
+
+func main() {
+	src := flag.String("src", "", "ImageFolder tree DIR/CLASS/*.jpg (JPEG, PNG or WebP files)")
+	dst := flag.String("dst", "", "folder the shards are written into (created)")
+	per := flag.Int("per", 1000, "samples per shard")
+	prefix := flag.String("prefix", "train", "shard names: PREFIX-000000.tar, …")
+	seed := flag.Uint64("seed", 1, "shuffle seed; 0 keeps the folder's order (by class)")
+	flag.Parse()
+	if err := run(*src, *dst, *prefix, *per, *seed); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func run(srcDir, dst, prefix string, per int, seed uint64) error {
+	if srcDir == "" || dst == "" {
+		return errors.New("wdsshards: -src and -dst are required")
+	}
+	if per <= 0 {
+		return fmt.Errorf("wdsshards: -per %d is not positive", per)
+	}
+	folder, err := pipeline.Dir(srcDir)
+	if err != nil {
+		return err
+	}
+	order := make([]int, folder.Len())
+	for i := range order {
+		order[i] = i
+	}
+	if seed != 0 {
+		rand.New(rand.NewPCG(seed, 0x77647373)).Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+	}
+	view, err := pipeline.Subset(folder, order)
+	if err != nil {
+		return err
+	}
+	src := view.(pipeline.FileSource) // a Subset of files has files
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return err
+	}
+	var counts []int
+	for from := 0; from < src.Len(); from += per {
+		to := min(from+per, src.Len())
+		name := filepath.Join(dst, fmt.Sprintf("%s-%06d.tar", prefix, len(counts)))
+		if err := writeShard(name, src, from, to); err != nil {
+			return err
+		}
+		counts = append(counts, to-from)
+	}
+	fmt.Printf("%d samples of %d classes in %d shards in %s\nShardSamples: %v\nClasses: %q\n", src.Len(), len(src.Classes()), len(counts), dst, counts, src.Classes())
+	return nil
+}
+
+// writeShard writes samples [from, to) of src to the shard file name.
+func writeShard(name string, src pipeline.FileSource, from, to int) error {
+	f, err := os.Create(name)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriterSize(f, 1<<20)
+	err = pipeline.WriteWebDataset(w, src, from, to)
+	if err == nil {
+		err = w.Flush()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("wdsshards: %s: %w", name, err)
+	}
+	return nil
+}
