@@ -361,7 +361,8 @@ func (m PaddingMode) String() string {
 // RandomCrop cuts a Width×Height part at a uniformly random position, like
 // torchvision.transforms.RandomCrop on a PIL image: the image is first padded by Padding
 // (left, top, right, bottom), then, with PadIfNeeded, by the missing width on both left
-// and right and the missing height on both top and bottom, in PaddingMode. An image still
+// and right and the missing height on both top and bottom, in PaddingMode, each padding
+// mirroring (PadReflect, PadSymmetric) the image the one before made. An image still
 // smaller than the crop is an error, as in torchvision. The padded image is never built:
 // each output pixel is read from its source pixel or the padding rule (about 10 µs for
 // 224×224).
@@ -408,17 +409,7 @@ func (o *RandomCrop) OutputSize(width, height int) (w, h int) { return o.Width, 
 // top offset, then the left one, each uniform; an image (after padding) equal to the crop
 // draws nothing.
 func (o *RandomCrop) Params(r *rand.Rand, width, height int) (image.Rectangle, error) {
-	left, top := o.Padding[0], o.Padding[1]
-	pw := width + o.Padding[0] + o.Padding[2]
-	ph := height + o.Padding[1] + o.Padding[3]
-	if o.PadIfNeeded && pw < o.Width {
-		left += o.Width - pw
-		pw += 2 * (o.Width - pw)
-	}
-	if o.PadIfNeeded && ph < o.Height {
-		top += o.Height - ph
-		ph += 2 * (o.Height - ph)
-	}
+	pw, ph, ex, ey := o.padded(width, height)
 	if pw < o.Width || ph < o.Height {
 		return image.Rectangle{}, fmt.Errorf("augment: %v: crop %dx%d is larger than the padded %dx%d image", o, o.Width, o.Height, pw, ph)
 	}
@@ -427,7 +418,38 @@ func (o *RandomCrop) Params(r *rand.Rand, width, height int) (image.Rectangle, e
 		i = r.IntN(ph - o.Height + 1)
 		j = r.IntN(pw - o.Width + 1)
 	}
+	left, top := o.Padding[0]+ex, o.Padding[1]+ey
 	return image.Rect(j-left, i-top, j-left+o.Width, i-top+o.Height), nil
+}
+
+// padded returns the size of the padded width×height image and the padding PadIfNeeded
+// adds on each side horizontally (ex) and vertically (ey), after Padding.
+func (o *RandomCrop) padded(width, height int) (pw, ph, ex, ey int) {
+	pw = width + o.Padding[0] + o.Padding[2]
+	ph = height + o.Padding[1] + o.Padding[3]
+	if o.PadIfNeeded && pw < o.Width {
+		ex = o.Width - pw
+	}
+	if o.PadIfNeeded && ph < o.Height {
+		ey = o.Height - ph
+	}
+	return pw + 2*ex, ph + 2*ey, ex, ey
+}
+
+// srcIndex maps position p of a side of length n, in the unpadded image's coordinates, to
+// the source position it shows, or -1 for the constant fill. The side is padded by before
+// and after (Padding), then by extra on both ends (PadIfNeeded). As in torchvision, which
+// pads in turn, the second padding mirrors the first padded image, not the source: with
+// PadReflect or PadSymmetric the two differ once the first padding is nonzero.
+func srcIndex(p, n, before, after, extra int, mode PaddingMode) int {
+	if extra > 0 {
+		q := padIndex(p+before, n+before+after, mode)
+		if q < 0 {
+			return -1
+		}
+		p = q - before
+	}
+	return padIndex(p, n, mode)
 }
 
 // Apply copies the crop into a Context buffer.
@@ -442,6 +464,7 @@ func (o *RandomCrop) Apply(c *Context, src *decode.Image) (*decode.Image, error)
 	if err != nil {
 		return nil, err
 	}
+	_, _, ex, ey := o.padded(src.Width, src.Height)
 	dst := c.Next(src)
 	dst.Reset(o.Width, o.Height)
 	// Columns [cx0, cx1) of the output lie inside the source.
@@ -449,7 +472,7 @@ func (o *RandomCrop) Apply(c *Context, src *decode.Image) (*decode.Image, error)
 	cx1 = max(cx1, cx0)
 	for y := range o.Height {
 		row := dst.Row(y)
-		sy := padIndex(rect.Min.Y+y, src.Height, o.PaddingMode)
+		sy := srcIndex(rect.Min.Y+y, src.Height, o.Padding[1], o.Padding[3], ey, o.PaddingMode)
 		if sy < 0 {
 			fillRow(row, o.Fill)
 			continue
@@ -464,7 +487,7 @@ func (o *RandomCrop) Apply(c *Context, src *decode.Image) (*decode.Image, error)
 				continue
 			}
 			px := row[3*x : 3*x+3 : 3*x+3]
-			if sx := padIndex(rect.Min.X+x, src.Width, o.PaddingMode); sx < 0 {
+			if sx := srcIndex(rect.Min.X+x, src.Width, o.Padding[0], o.Padding[2], ex, o.PaddingMode); sx < 0 {
 				px[0], px[1], px[2] = o.Fill[0], o.Fill[1], o.Fill[2]
 			} else {
 				copy(px, in[3*sx:3*sx+3])

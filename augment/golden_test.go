@@ -1,9 +1,11 @@
 package augment
 
 import (
+	"bytes"
 	"compress/gzip"
 	"encoding/json"
 	"fmt"
+	"image"
 	"io"
 	"math"
 	"os"
@@ -35,11 +37,14 @@ type goldenCase struct {
 	// pad
 	Padding [4]int
 	Mode    string
+	// padcrop: RandomCrop's Width, Height with PadIfNeeded; Out is the whole padded image
+	Crop [2]int
 }
 
 // TestGeometryGolden compares Affine, Rotate, the perspective warp and RandomCrop's padding
-// with torchvision 0.14.1's F.affine, F.rotate, F.perspective and F.pad on PIL images
-// (Pillow 9.4.0), as testdata/geometry/gen.py recorded them: 234 cases over two sources,
+// with torchvision 0.14.1's F.affine, F.rotate, F.perspective, F.pad and RandomCrop's
+// padding with pad_if_needed on PIL images (Pillow 9.4.0), as testdata/geometry/gen.py
+// recorded them: 254 cases over two sources,
 // the three interpolations, fills, Pillow's shortcuts and its fixed-point path. Pixels must be
 // identical, and the perspective coefficients equal to torchvision's float32 ones (but see
 // the identity warp below).
@@ -76,8 +81,8 @@ func TestGeometryGolden(t *testing.T) {
 	}
 	interps := map[string]Interpolation{"nearest": Nearest, "bilinear": Bilinear, "bicubic": Bicubic}
 	modes := map[string]PaddingMode{"constant": PadConstant, "edge": PadEdge, "reflect": PadReflect, "symmetric": PadSymmetric}
-	if len(g.Cases) != 234 {
-		t.Fatalf("%d cases, want 234", len(g.Cases))
+	if len(g.Cases) != 254 {
+		t.Fatalf("%d cases, want 254", len(g.Cases))
 	}
 	for i, tc := range g.Cases {
 		name := fmt.Sprintf("%03d_%s_%s_%s", i, tc.Kind, tc.Src, tc.Interpolation)
@@ -114,6 +119,12 @@ func TestGeometryGolden(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+			case "padcrop":
+				// want is torchvision's whole padded image: every crop position is a
+				// window of it.
+				o := &RandomCrop{Width: tc.Crop[0], Height: tc.Crop[1], Padding: tc.Padding, PadIfNeeded: true, PaddingMode: modes[tc.Mode], Fill: tc.Fill}
+				checkPadCrop(t, o, src, want)
+				return
 			default:
 				t.Fatalf("unknown kind %q", tc.Kind)
 			}
@@ -140,5 +151,43 @@ func TestGeometryGolden(t *testing.T) {
 				t.Errorf("%+v: %d of %d values differ from torchvision, the first at pixel (%d, %d)", tc, differ, len(got.Pix), first%got.Width, first/got.Width)
 			}
 		})
+	}
+}
+
+// checkPadCrop checks o's crops of src at every position against windows of want, the
+// padded image torchvision crops from.
+func checkPadCrop(t *testing.T, o *RandomCrop, src, want *decode.Image) {
+	t.Helper()
+	pw, ph, ex, ey := o.padded(src.Width, src.Height)
+	if pw != want.Width || ph != want.Height {
+		t.Fatalf("%v: padded to %dx%d, want %dx%d", o, pw, ph, want.Width, want.Height)
+	}
+	left, top := o.Padding[0]+ex, o.Padding[1]+ey
+	c := NewContext()
+	seen := map[image.Point]bool{}
+	for s := 0; len(seen) < (pw-o.Width+1)*(ph-o.Height+1) && s < 5000; s++ {
+		c.Seed(1, 0, int64(s))
+		rect, err := o.Params(c.Rand, src.Width, src.Height)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seen[rect.Min] {
+			continue
+		}
+		seen[rect.Min] = true
+		c.Seed(1, 0, int64(s))
+		got, err := o.Apply(c, src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for y := range o.Height {
+			w := want.Row(rect.Min.Y + top + y)[3*(rect.Min.X+left):]
+			if g := got.Row(y); !bytes.Equal(g, w[:len(g)]) {
+				t.Fatalf("%v: crop at %v differs from torchvision in row %d", o, rect.Min, y)
+			}
+		}
+	}
+	if len(seen) != (pw-o.Width+1)*(ph-o.Height+1) {
+		t.Errorf("%v: %d crop positions seen, want %d", o, len(seen), (pw-o.Width+1)*(ph-o.Height+1))
 	}
 }

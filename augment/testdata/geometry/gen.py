@@ -17,6 +17,7 @@ import json
 import numpy as np
 import torch
 from PIL import Image
+from torchvision import transforms as T
 from torchvision.transforms import InterpolationMode
 from torchvision.transforms import functional as F
 from torchvision.transforms import functional_pil as F_pil
@@ -121,6 +122,21 @@ for mode in ("constant", "edge", "reflect", "symmetric"):
         fill = [20, 40, 60] if mode == "constant" else 0
         out = F.pad(srcs["rect"], pad, fill=fill, padding_mode=mode)
         add("pad", "rect", out, padding=pad, mode=mode, fill=fill if mode == "constant" else [0, 0, 0])
+
+# RandomCrop with padding and pad_if_needed: torchvision pads in turn (padding, then the
+# missing width, then the missing height), each padding mirroring the image the one before
+# made. get_params is replaced to crop the whole padded image, which the Go test compares
+# with every crop position.
+full = staticmethod(lambda img, output_size: (0, 0, img.size[1], img.size[0]))
+for mode in ("constant", "edge", "reflect", "symmetric"):
+    for pad, crop in (([1, 2, 3, 4], [60, 50]), ([5, 0, 0, 3], [110, 40]), ([0, 0, 0, 0], [50, 40]),
+                      ([2, 3, 1, 0], [40, 30]), ([9, 1, 0, 6], [48, 90])):
+        fill = [20, 40, 60] if mode == "constant" else 0
+        t = T.RandomCrop((crop[1], crop[0]), padding=pad, pad_if_needed=True, fill=fill, padding_mode=mode)
+        t.get_params = full
+        out = t(srcs["rect"])
+        add("padcrop", "rect", out, padding=pad, crop=crop, mode=mode,
+            fill=fill if mode == "constant" else [0, 0, 0])
 
 with gzip.GzipFile("golden.bin.gz", "wb", mtime=0) as f:
     f.write(bytes(blob))
