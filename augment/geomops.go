@@ -46,8 +46,8 @@ func (o *RandomRotation) Validate() error {
 }
 
 // OutputSize returns the input's size without Expand; with it, the size for a fixed
-// angle (Degrees[0] == Degrees[1]) or 0, 0 (unknown) for a random one. It makes
-// RandomRotation a Sizer.
+// angle (Degrees[0] == Degrees[1]) or 0, 0 (unknown) for a random one, which
+// MaxOutputSize bounds. It makes RandomRotation a Sizer.
 func (o *RandomRotation) OutputSize(width, height int) (w, h int) {
 	if !o.Expand {
 		return width, height
@@ -56,6 +56,56 @@ func (o *RandomRotation) OutputSize(width, height int) (w, h int) {
 		return 0, 0
 	}
 	return expandedSize(o.Degrees[0], width, height)
+}
+
+// MaxOutputSize returns a size that the output for any angle in Degrees and any input of
+// at most width×height does not exceed along either side: the input's size without
+// Expand; with it, the rotated bounding box at its widest (and tallest) in Degrees, its
+// diagonal where the range holds the angle of the image's diagonal, rounded up, plus one
+// pixel for Pillow's rounding of the box's corners outwards. It makes RandomRotation a
+// MaxSizer, so that Pipeline.Largest can size a random expanding rotation.
+func (o *RandomRotation) MaxOutputSize(width, height int) (w, h int) {
+	if !o.Expand {
+		return width, height
+	}
+	if width <= 0 || height <= 0 {
+		return 0, 0
+	}
+	return maxExpandedSize(o.Degrees[0], o.Degrees[1], width, height)
+}
+
+// maxExpandedSize bounds expandedSize for angles in [lo, hi] and sizes up to width×height.
+// The box of a width×height image rotated by θ is ew = width·|cos θ| + height·|sin θ| wide
+// and eh = width·|sin θ| + height·|cos θ| tall; each is largest at an end of the range or
+// where the side it measures is parallel to the diagonal, θ ≡ ±atan(height/width) (ew) or
+// θ ≡ ±(90° - atan(height/width)) (eh) modulo 180°. Pillow's expanded size, the box's
+// corners (about the image's centre) rounded outwards, is less than the extent plus 2.
+func maxExpandedSize(lo, hi float64, width, height int) (w, h int) {
+	if hi-lo >= 180 {
+		lo, hi = 0, 180 // the extents repeat every 180°
+	}
+	fw, fh := float64(width), float64(height)
+	ext := func(deg float64) (ew, eh float64) {
+		sn, cs := math.Sincos(deg * degToRad)
+		sn, cs = math.Abs(sn), math.Abs(cs)
+		return fw*cs + fh*sn, fw*sn + fh*cs
+	}
+	ew, eh := ext(lo)
+	grow := func(deg float64) {
+		a, b := ext(deg)
+		ew, eh = math.Max(ew, a), math.Max(eh, b)
+	}
+	grow(hi)
+	phi := math.Atan2(fh, fw) / degToRad
+	for _, base := range [4]float64{phi, -phi, 90 - phi, phi - 90} {
+		// The critical angles base + k·180 inside [lo, hi].
+		for k := math.Ceil((lo - base) / 180); base+k*180 <= hi; k++ {
+			grow(base + k*180)
+		}
+	}
+	// A margin far above the rounding of the sines and cosines (about 1e-16 relative).
+	const margin = 1e-6
+	return int(math.Ceil(ew+margin)) + 1, int(math.Ceil(eh+margin)) + 1
 }
 
 // expandedSize is the size of Pillow's rotate(angle, expand=True) of a width×height image.
