@@ -13,6 +13,7 @@ function, parameters, size and offset in it. The Go tests read them and need no 
 """
 import gzip
 import json
+import math
 
 import numpy as np
 import torch
@@ -137,6 +138,18 @@ for mode in ("constant", "edge", "reflect", "symmetric"):
         out = t(srcs["rect"])
         add("padcrop", "rect", out, padding=pad, crop=crop, mode=mode,
             fill=fill if mode == "constant" else [0, 0, 0])
+
+# The autoaugment shears, as torchvision's _apply_op: about the top-left corner.
+for src in srcs:
+    for interp in MODES:
+        for axis in ("x", "y"):
+            for i, mag in enumerate([0.27, -0.31, 0.9, -0.99]):
+                fill = [10, 20, 30] if i % 2 else [0, 0, 0]
+                deg = math.degrees(math.atan(mag))
+                shear = [deg, 0.0] if axis == "x" else [0.0, deg]
+                out = F.affine(srcs[src], angle=0.0, translate=[0, 0], scale=1.0, shear=shear,
+                               interpolation=MODES[interp], fill=fill, center=[0, 0])
+                add("shear", src, out, axis=axis, magnitude=mag, interpolation=interp, fill=fill)
 
 with gzip.GzipFile("golden.bin.gz", "wb", mtime=0) as f:
     f.write(bytes(blob))
