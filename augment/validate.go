@@ -137,12 +137,12 @@ func (p Pipeline) Largest(width, height int) (w, h int, ok bool) {
 			cw, ch = mw, mh
 		} else if !isSizer {
 			return 0, 0, false
-		} else if fw, fh := s.OutputSize(0, 0); fw > 0 && fh > 0 {
-			cw, ch, bounded = fw, fh, false
-		} else if bounded {
-			return 0, 0, false
-		} else {
+		} else if !bounded {
 			cw, ch = s.OutputSize(cw, ch)
+		} else if fw, fh := s.OutputSize(0, 0); fw > 0 && fh > 0 {
+			cw, ch, bounded = fw, fh, false // a fixed size, whatever the input
+		} else {
+			return 0, 0, false
 		}
 		if cw <= 0 || ch <= 0 {
 			return 0, 0, false
