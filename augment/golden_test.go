@@ -48,8 +48,8 @@ type goldenCase struct {
 // and the autoaugment shears with torchvision 0.14.1's F.affine, F.rotate, F.perspective,
 // F.pad, RandomCrop's padding with pad_if_needed and _apply_op's shears about the top-left
 // corner on PIL images (Pillow 9.4.0), as testdata/geometry/gen.py recorded them: 302
-// cases over two sources,
-// the three interpolations, fills, Pillow's shortcuts and its fixed-point path. Pixels must be
+// cases over two sources, the three interpolations, fills, Pillow's shortcuts and its
+// fixed-point path. Pixels must be
 // identical, and the perspective coefficients equal to torchvision's float32 ones (but see
 // the identity warp below).
 func TestGeometryGolden(t *testing.T) {
