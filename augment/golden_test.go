@@ -49,9 +49,9 @@ type goldenCase struct {
 // F.pad, RandomCrop's padding with pad_if_needed and _apply_op's shears about the top-left
 // corner on PIL images (Pillow 9.4.0), as testdata/geometry/gen.py recorded them: 302
 // cases over two sources, the three interpolations, fills, Pillow's shortcuts and its
-// fixed-point path. Pixels must be
-// identical, and the perspective coefficients equal to torchvision's float32 ones (but see
-// the identity warp below).
+// fixed-point path. Pixels must be identical, and the perspective coefficients equal to
+// torchvision's float32 ones (but see the identity warp and the bilinear and bicubic
+// shears below).
 func TestGeometryGolden(t *testing.T) {
 	js, err := os.ReadFile("testdata/geometry/cases.json")
 	if err != nil {
