@@ -42,7 +42,9 @@
 // and Sizer (OutputSize(width, height int) (w, h int)) tells the output size without an
 // image, so that a pipeline that cannot produce the packed size is found at once. Every op
 // of this package implements both. Where the final size depends on the image, the loader
-// still checks it for every sample.
+// still checks it for every sample. An op whose size varies with its draws
+// (RandomRotation with Expand) also implements MaxSizer, a bound on its size that
+// Pipeline.Largest uses to size the ops' buffers.
 //
 // Ops are safe for concurrent use once built; a Context is not.
 package augment

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/conveyor-ml/conveyor/decode"
 	"github.com/conveyor-ml/conveyor/pack"
 )
 
@@ -239,7 +240,9 @@ func TestRandomErasingProbability(t *testing.T) {
 func TestPipelineTensorOps(t *testing.T) {
 	erase := &RandomErasing{P: 1, Value: [3]float32{9, 9, 9}}
 	flip := NewRandomHorizontalFlip(1)
-	p := Pipeline{NewCenterCrop(8, 8), flip, erase}
+	// trap fails the test if Apply runs a TensorOp's image Apply (RandomErasing's is the
+	// identity and draws nothing, so it could not tell).
+	p := Pipeline{NewCenterCrop(8, 8), flip, tensorTrap{t}, erase}
 	if err := p.Validate(8, 8); err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +254,8 @@ func TestPipelineTensorOps(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "augment: op 2 RandomHorizontalFlip(p=1) follows op 1 RandomErasing(") {
 		t.Errorf("Validate of an image op after RandomErasing: %v", err)
 	}
-	// Apply stops before the tensor op; ApplyTensor runs it on the packed sample.
+	// Apply stops before the tensor ops (the trap); ApplyTensor runs them on the packed
+	// sample.
 	src := photo(t, 1, 12, 10)
 	c := seeded(3)
 	img, err := p.Apply(c, src)
@@ -262,7 +266,7 @@ func TestPipelineTensorOps(t *testing.T) {
 	c2 := seeded(3)
 	img2, _ := Pipeline{NewCenterCrop(8, 8), flip}.Apply(c2, src)
 	if !equalImages(want, img2) {
-		t.Error("Apply ran more than the image ops")
+		t.Error("Apply's image differs from the image ops'")
 	}
 	pk, _ := pack.NewPacker(&pack.Options{Width: 8, Height: 8})
 	buf := make([]byte, pk.SampleBytes())
@@ -291,6 +295,19 @@ func TestPipelineTensorOps(t *testing.T) {
 		t.Errorf("ApplyTensor on a short sample: %v", err)
 	}
 }
+
+// tensorTrap is a TensorOp whose image Apply must never run: it fails the test and
+// draws, so a run that went on would also shift the random stream.
+type tensorTrap struct{ t *testing.T }
+
+func (o tensorTrap) Apply(c *Context, src *decode.Image) (*decode.Image, error) {
+	o.t.Error("Pipeline.Apply ran a TensorOp's image Apply")
+	c.Rand.Float64()
+	return src, nil
+}
+
+func (tensorTrap) ApplyTensor(*Context, pack.Sample) error { return nil }
+func (tensorTrap) String() string                          { return "tensorTrap" }
 
 func TestRandomErasingAllocs(t *testing.T) {
 	for _, dt := range []pack.DType{pack.Float32, pack.BFloat16, pack.Uint8} {

@@ -46,8 +46,8 @@ func (o *RandomRotation) Validate() error {
 }
 
 // OutputSize returns the input's size without Expand; with it, the size for a fixed
-// angle (Degrees[0] == Degrees[1]) or 0, 0 (unknown) for a random one. It makes
-// RandomRotation a Sizer.
+// angle (Degrees[0] == Degrees[1]) or 0, 0 (unknown) for a random one, which
+// MaxOutputSize bounds. It makes RandomRotation a Sizer.
 func (o *RandomRotation) OutputSize(width, height int) (w, h int) {
 	if !o.Expand {
 		return width, height
@@ -56,6 +56,56 @@ func (o *RandomRotation) OutputSize(width, height int) (w, h int) {
 		return 0, 0
 	}
 	return expandedSize(o.Degrees[0], width, height)
+}
+
+// MaxOutputSize returns a size that the output for any angle in Degrees and any input of
+// at most width×height does not exceed along either side: the input's size without
+// Expand; with it, the rotated bounding box at its widest (and tallest) in Degrees, its
+// diagonal where the range holds the angle of the image's diagonal, rounded up, plus one
+// pixel for Pillow's rounding of the box's corners outwards. It makes RandomRotation a
+// MaxSizer, so that Pipeline.Largest can size a random expanding rotation.
+func (o *RandomRotation) MaxOutputSize(width, height int) (w, h int) {
+	if !o.Expand {
+		return width, height
+	}
+	if width <= 0 || height <= 0 {
+		return 0, 0
+	}
+	return maxExpandedSize(o.Degrees[0], o.Degrees[1], width, height)
+}
+
+// maxExpandedSize bounds expandedSize for angles in [lo, hi] and sizes up to width×height.
+// The box of a width×height image rotated by θ is ew = width·|cos θ| + height·|sin θ| wide
+// and eh = width·|sin θ| + height·|cos θ| tall; each is largest at an end of the range or
+// where the side it measures is parallel to the diagonal, θ ≡ ±atan(height/width) (ew) or
+// θ ≡ ±(90° - atan(height/width)) (eh) modulo 180°. Pillow's expanded size, the box's
+// corners (about the image's centre) rounded outwards, is less than the extent plus 2.
+func maxExpandedSize(lo, hi float64, width, height int) (w, h int) {
+	if hi-lo >= 180 {
+		lo, hi = 0, 180 // the extents repeat every 180°
+	}
+	fw, fh := float64(width), float64(height)
+	ext := func(deg float64) (ew, eh float64) {
+		sn, cs := math.Sincos(deg * degToRad)
+		sn, cs = math.Abs(sn), math.Abs(cs)
+		return fw*cs + fh*sn, fw*sn + fh*cs
+	}
+	ew, eh := ext(lo)
+	grow := func(deg float64) {
+		a, b := ext(deg)
+		ew, eh = math.Max(ew, a), math.Max(eh, b)
+	}
+	grow(hi)
+	phi := math.Atan2(fh, fw) / degToRad
+	for _, base := range [4]float64{phi, -phi, 90 - phi, phi - 90} {
+		// The critical angles base + k·180 inside [lo, hi].
+		for k := math.Ceil((lo - base) / 180); base+k*180 <= hi; k++ {
+			grow(base + k*180)
+		}
+	}
+	// A margin far above the rounding of the sines and cosines (about 1e-16 relative).
+	const margin = 1e-6
+	return int(math.Ceil(ew+margin)) + 1, int(math.Ceil(eh+margin)) + 1
 }
 
 // expandedSize is the size of Pillow's rotate(angle, expand=True) of a width×height image.
@@ -361,7 +411,8 @@ func (m PaddingMode) String() string {
 // RandomCrop cuts a Width×Height part at a uniformly random position, like
 // torchvision.transforms.RandomCrop on a PIL image: the image is first padded by Padding
 // (left, top, right, bottom), then, with PadIfNeeded, by the missing width on both left
-// and right and the missing height on both top and bottom, in PaddingMode. An image still
+// and right and the missing height on both top and bottom, in PaddingMode, each padding
+// mirroring (PadReflect, PadSymmetric) the image the one before made. An image still
 // smaller than the crop is an error, as in torchvision. The padded image is never built:
 // each output pixel is read from its source pixel or the padding rule (about 10 µs for
 // 224×224).
@@ -408,17 +459,7 @@ func (o *RandomCrop) OutputSize(width, height int) (w, h int) { return o.Width, 
 // top offset, then the left one, each uniform; an image (after padding) equal to the crop
 // draws nothing.
 func (o *RandomCrop) Params(r *rand.Rand, width, height int) (image.Rectangle, error) {
-	left, top := o.Padding[0], o.Padding[1]
-	pw := width + o.Padding[0] + o.Padding[2]
-	ph := height + o.Padding[1] + o.Padding[3]
-	if o.PadIfNeeded && pw < o.Width {
-		left += o.Width - pw
-		pw += 2 * (o.Width - pw)
-	}
-	if o.PadIfNeeded && ph < o.Height {
-		top += o.Height - ph
-		ph += 2 * (o.Height - ph)
-	}
+	pw, ph, ex, ey := o.padded(width, height)
 	if pw < o.Width || ph < o.Height {
 		return image.Rectangle{}, fmt.Errorf("augment: %v: crop %dx%d is larger than the padded %dx%d image", o, o.Width, o.Height, pw, ph)
 	}
@@ -427,7 +468,38 @@ func (o *RandomCrop) Params(r *rand.Rand, width, height int) (image.Rectangle, e
 		i = r.IntN(ph - o.Height + 1)
 		j = r.IntN(pw - o.Width + 1)
 	}
+	left, top := o.Padding[0]+ex, o.Padding[1]+ey
 	return image.Rect(j-left, i-top, j-left+o.Width, i-top+o.Height), nil
+}
+
+// padded returns the size of the padded width×height image and the padding PadIfNeeded
+// adds on each side horizontally (ex) and vertically (ey), after Padding.
+func (o *RandomCrop) padded(width, height int) (pw, ph, ex, ey int) {
+	pw = width + o.Padding[0] + o.Padding[2]
+	ph = height + o.Padding[1] + o.Padding[3]
+	if o.PadIfNeeded && pw < o.Width {
+		ex = o.Width - pw
+	}
+	if o.PadIfNeeded && ph < o.Height {
+		ey = o.Height - ph
+	}
+	return pw + 2*ex, ph + 2*ey, ex, ey
+}
+
+// srcIndex maps position p of a side of length n, in the unpadded image's coordinates, to
+// the source position it shows, or -1 for the constant fill. The side is padded by before
+// and after (Padding), then by extra on both ends (PadIfNeeded). As in torchvision, which
+// pads in turn, the second padding mirrors the first padded image, not the source: with
+// PadReflect or PadSymmetric the two differ once the first padding is nonzero.
+func srcIndex(p, n, before, after, extra int, mode PaddingMode) int {
+	if extra > 0 {
+		q := padIndex(p+before, n+before+after, mode)
+		if q < 0 {
+			return -1
+		}
+		p = q - before
+	}
+	return padIndex(p, n, mode)
 }
 
 // Apply copies the crop into a Context buffer.
@@ -442,6 +514,7 @@ func (o *RandomCrop) Apply(c *Context, src *decode.Image) (*decode.Image, error)
 	if err != nil {
 		return nil, err
 	}
+	_, _, ex, ey := o.padded(src.Width, src.Height)
 	dst := c.Next(src)
 	dst.Reset(o.Width, o.Height)
 	// Columns [cx0, cx1) of the output lie inside the source.
@@ -449,7 +522,7 @@ func (o *RandomCrop) Apply(c *Context, src *decode.Image) (*decode.Image, error)
 	cx1 = max(cx1, cx0)
 	for y := range o.Height {
 		row := dst.Row(y)
-		sy := padIndex(rect.Min.Y+y, src.Height, o.PaddingMode)
+		sy := srcIndex(rect.Min.Y+y, src.Height, o.Padding[1], o.Padding[3], ey, o.PaddingMode)
 		if sy < 0 {
 			fillRow(row, o.Fill)
 			continue
@@ -464,7 +537,7 @@ func (o *RandomCrop) Apply(c *Context, src *decode.Image) (*decode.Image, error)
 				continue
 			}
 			px := row[3*x : 3*x+3 : 3*x+3]
-			if sx := padIndex(rect.Min.X+x, src.Width, o.PaddingMode); sx < 0 {
+			if sx := srcIndex(rect.Min.X+x, src.Width, o.Padding[0], o.Padding[2], ex, o.PaddingMode); sx < 0 {
 				px[0], px[1], px[2] = o.Fill[0], o.Fill[1], o.Fill[2]
 			} else {
 				copy(px, in[3*sx:3*sx+3])

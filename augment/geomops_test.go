@@ -148,6 +148,11 @@ func TestRotateExpand(t *testing.T) {
 	if w, h := (&RandomRotation{Degrees: [2]float64{-5, 5}, Expand: true}).OutputSize(40, 30); w != 0 || h != 0 {
 		t.Errorf("random expand: OutputSize %dx%d, want unknown", w, h)
 	}
+	// Its bound (MaxSizer) is not an exact size: Validate must not hold the packed size
+	// against it.
+	if err := (Pipeline{&RandomRotation{Degrees: [2]float64{-5, 5}, Expand: true}}).Validate(40, 30); err != nil {
+		t.Errorf("Validate of a random expanding rotation: %v", err)
+	}
 }
 
 // affineParamsRef transcribes torchvision's RandomAffine.get_params, with r in place of
@@ -471,5 +476,52 @@ func TestGeomOpsAllocs(t *testing.T) {
 		if n := testing.AllocsPerRun(10, run); n != 0 {
 			t.Errorf("%v: %v allocations per run, want 0", op, n)
 		}
+	}
+}
+
+// TestRotationMaxOutputSize checks RandomRotation's bound on its expanded size against
+// Pillow's sizes (expandedSize) over each range's angles and smaller inputs, and that the
+// bound is no more than two pixels loose.
+func TestRotationMaxOutputSize(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, tc := range []struct {
+		lo, hi float64
+		w, h   int
+	}{
+		{-10, 10, 400, 300}, {-45, 45, 224, 224}, {-180, 180, 100, 10}, {30, 40, 640, 480},
+		{0, 0, 40, 30}, {85, 95, 7, 200}, {-1000, 1000, 33, 45}, {170, 200, 1, 1}, {-5, 5, 1, 5000},
+	} {
+		o := &RandomRotation{Degrees: [2]float64{tc.lo, tc.hi}, Expand: true}
+		mw, mh := o.MaxOutputSize(tc.w, tc.h)
+		bw, bh := 0, 0
+		angles := []float64{tc.lo, tc.hi}
+		for range 20000 {
+			angles = append(angles, tc.lo+(tc.hi-tc.lo)*r.Float64())
+		}
+		// The diagonals' angles and the transposes, where they lie in the range.
+		phi := math.Atan2(float64(tc.h), float64(tc.w)) * 180 / math.Pi
+		for _, a := range []float64{phi, -phi, 90 - phi, phi - 90, 180 - phi, 90, -90, 180} {
+			if a >= tc.lo && a <= tc.hi {
+				angles = append(angles, a, math.Nextafter(a, 1000), math.Nextafter(a, -1000))
+			}
+		}
+		for _, a := range angles {
+			w, h := expandedSize(a, tc.w, tc.h)
+			bw, bh = max(bw, w), max(bh, h)
+			if w > mw || h > mh {
+				t.Fatalf("%v: %gdeg of %dx%d expands to %dx%d, beyond MaxOutputSize %dx%d", o, a, tc.w, tc.h, w, h, mw, mh)
+			}
+			// Smaller inputs stay within the bound too.
+			sw, sh := 1+r.IntN(tc.w), 1+r.IntN(tc.h)
+			if w, h := expandedSize(a, sw, sh); w > mw || h > mh {
+				t.Fatalf("%v: %gdeg of %dx%d expands to %dx%d, beyond MaxOutputSize(%d, %d) %dx%d", o, a, sw, sh, w, h, tc.w, tc.h, mw, mh)
+			}
+		}
+		if mw > bw+2 || mh > bh+2 {
+			t.Errorf("%v: MaxOutputSize(%d, %d) = %dx%d, more than 2 pixels beyond the largest seen, %dx%d", o, tc.w, tc.h, mw, mh, bw, bh)
+		}
+	}
+	if w, h := (&RandomRotation{Degrees: [2]float64{-30, 30}}).MaxOutputSize(40, 30); w != 40 || h != 30 {
+		t.Errorf("MaxOutputSize without Expand = %dx%d, want 40x30", w, h)
 	}
 }

@@ -19,7 +19,8 @@ import (
 //
 // An op may also implement Validator, to have its parameters checked before the first
 // sample, and Sizer, to tell its output size without an image, so that Pipeline.Validate
-// can check the pipeline's final size; RegionOp lets a loader decode only the part of the
+// can check the pipeline's final size (MaxSizer, where the size varies with the draws,
+// bounds it for Pipeline.Largest); RegionOp lets a loader decode only the part of the
 // image the op crops. An op that implements none of them works as well, checked only as
 // it runs.
 type Op interface {

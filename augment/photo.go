@@ -259,6 +259,9 @@ func (o *RandomSolarize) OutputSize(width, height int) (w, h int) { return width
 
 // Apply solarizes src in place or leaves it as it is.
 func (o *RandomSolarize) Apply(c *Context, src *decode.Image) (*decode.Image, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
 	if applyWithP(c, o.P) {
 		Solarize(src, o.Threshold)
 	}

@@ -380,16 +380,15 @@ func TestPolicyDraws(t *testing.T) {
 }
 
 // refApplyOp applies a torchvision op name with a magnitude through the exported
-// functional ops, as _apply_op does; shears go through applyAugOp (TestAugOpPixels
-// checks them against a direct sampling).
+// functional ops, as _apply_op does, and the shears through refShear.
 func refApplyOp(t *testing.T, m *decode.Image, name string, mag float64, fill [3]uint8) *decode.Image {
 	c := NewContext()
 	switch name {
 	case "Identity":
 	case "ShearX":
-		return clone(applyAugOp(c, m, opShearX, mag, Nearest, fill))
+		return refShear(m, false, mag, fill)
 	case "ShearY":
-		return clone(applyAugOp(c, m, opShearY, mag, Nearest, fill))
+		return refShear(m, true, mag, fill)
 	case "TranslateX":
 		return clone(Affine(c, m, 0, [2]float64{float64(int(mag)), 0}, 1, [2]float64{}, Nearest, fill))
 	case "TranslateY":
@@ -418,6 +417,40 @@ func refApplyOp(t *testing.T, m *decode.Image, name string, mag float64, fill [3
 		t.Fatalf("unknown op %q", name)
 	}
 	return m
+}
+
+// refShear is _apply_op's ShearX (or ShearY, when vertical) by mag with nearest
+// interpolation, transcribed without the package's geometry: F.affine's inverse matrix
+// for a shear of degrees(atan(mag)) about the top-left corner (center [0, 0]), sampled as
+// Pillow's affine_fixed does, with each output pixel's 16.16 fixed-point source position
+// computed directly instead of stepped.
+func refShear(src *decode.Image, vertical bool, mag float64, fill [3]uint8) *decode.Image {
+	pi := math.Pi // CPython's degrees and radians divide by the float64 π at run time
+	sh := float64(math.Atan(mag)*(180/pi)) * (pi / 180)
+	// _get_inverse_affine_matrix(center=[0, 0], angle=0, translate=[0, 0], scale=1,
+	// shear): [d, -b, 0, -c, a, 0] with a = d = 1, and -b = tan(sx) or -c = sin(sy)/cos(sy).
+	a := [6]float64{1, math.Tan(sh), 0, 0, 1, 0}
+	if vertical {
+		a = [6]float64{1, 0, 0, math.Sin(sh) / math.Cos(sh), 1, 0}
+	}
+	fix := func(v float64) int64 { return int64(math.Floor(float64(v*65536) + 0.5)) }
+	a0, a1, a3, a4 := fix(a[0]), fix(a[1]), fix(a[3]), fix(a[4])
+	a2 := fix(a[2] + float64(a[0]*0.5) + float64(a[1]*0.5))
+	a5 := fix(a[5] + float64(a[3]*0.5) + float64(a[4]*0.5))
+	out := &decode.Image{}
+	out.Reset(src.Width, src.Height)
+	for y := range src.Height {
+		for x := range src.Width {
+			px := out.Row(y)[3*x : 3*x+3]
+			copy(px, fill[:])
+			xin := (a2 + int64(y)*a1 + int64(x)*a0) >> 16
+			yin := (a5 + int64(y)*a4 + int64(x)*a3) >> 16
+			if xin >= 0 && xin < int64(src.Width) && yin >= 0 && yin < int64(src.Height) {
+				copy(px, src.Row(int(yin))[3*xin:3*xin+3])
+			}
+		}
+	}
+	return out
 }
 
 // TestAugOpPixels checks each op of the space at a fixed magnitude against the

@@ -26,8 +26,9 @@ type Validator interface {
 // Resize of the shorter side needs the input's size; flips and colour ops return their
 // input's size.
 //
-// Pipeline.Validate uses it to check the chain's final size. The result need only be
-// right for parameters that pass Validate.
+// Pipeline.Validate uses it to check the chain's final size, and Pipeline.Largest to size
+// the ops' buffers. The result need only be right for parameters that pass Validate. An op
+// whose size varies with its draws returns 0, 0 and may implement MaxSizer to bound it.
 type Sizer interface {
 	OutputSize(width, height int) (w, h int)
 }
@@ -97,18 +98,52 @@ func (p Pipeline) Validate(width, height int) error {
 	return nil
 }
 
+// MaxSizer is an optional interface of an Op whose output size varies with its draws, such
+// as RandomRotation with Expand, whose Sizer answer is then 0, 0 (unknown): MaxOutputSize
+// returns a size that no image Apply returns exceeds, along either side, for any input of
+// at most width×height (each side). It may be larger than any image Apply makes, but never
+// smaller. Pipeline.Largest uses it, so that a loader can still reserve the ops' memory;
+// Pipeline.Validate does not, since a bound is not the size the batch packs.
+type MaxSizer interface {
+	MaxOutputSize(width, height int) (w, h int)
+}
+
 // Largest returns the largest image, by pixel count, that any op of p produces from a
-// width×height input, for a loader to reserve memory before running them. ok is false
-// when that cannot be told without running them: an op that does not implement Sizer,
-// or an input size of 0.
+// width×height input, or a bound on it, for a loader to reserve memory before running
+// them. An op that implements MaxSizer contributes its bound; after an op whose size is
+// only bounded, each later op must implement MaxSizer too or have a fixed output size (a
+// Sizer whose OutputSize(0, 0) is known, as crops and Resize to Width×Height), since an
+// op's exact size for the bound need not bound its size for a smaller input (Resize of the
+// shorter side). ok is false when the size cannot be told or bounded without running the
+// ops: an op that implements neither Sizer nor MaxSizer, one that does not follow a bound
+// as above, or an input size of 0.
 func (p Pipeline) Largest(width, height int) (w, h int, ok bool) {
 	cw, ch := width, height
+	bounded := false // cw×ch bounds the current size rather than being it
 	for _, op := range p {
-		s, isSizer := op.(Sizer)
-		if !isSizer || cw <= 0 || ch <= 0 {
+		if cw <= 0 || ch <= 0 {
 			return 0, 0, false
 		}
-		cw, ch = s.OutputSize(cw, ch)
+		s, isSizer := op.(Sizer)
+		if m, isMax := op.(MaxSizer); isMax {
+			mw, mh := m.MaxOutputSize(cw, ch)
+			if isSizer && !bounded {
+				// Exact when the op's size does not vary (RandomRotation without Expand).
+				ew, eh := s.OutputSize(cw, ch)
+				bounded = ew != mw || eh != mh
+			} else {
+				bounded = true
+			}
+			cw, ch = mw, mh
+		} else if !isSizer {
+			return 0, 0, false
+		} else if !bounded {
+			cw, ch = s.OutputSize(cw, ch)
+		} else if fw, fh := s.OutputSize(0, 0); fw > 0 && fh > 0 {
+			cw, ch, bounded = fw, fh, false // a fixed size, whatever the input
+		} else {
+			return 0, 0, false
+		}
 		if cw <= 0 || ch <= 0 {
 			return 0, 0, false
 		}

@@ -272,6 +272,16 @@ func TestLargest(t *testing.T) {
 		{Pipeline{NewRandomResizedCrop(224, 224), &RandomHorizontalFlip{P: 0.5}}, 4000, 3000, 224, 224, true},
 		{Pipeline{&Resize{Size: 256}, opaque{}}, 10, 10, 0, 0, false},
 		{eval, 0, 0, 0, 0, false},
+		// A random expanding rotation is bounded (MaxSizer): by the diagonal, 141.4, where
+		// the range holds 45°, else by the box at 30°, 224·(cos 30° + sin 30°) = 306.0,
+		// each rounded up plus a pixel.
+		{Pipeline{&RandomRotation{Degrees: [2]float64{-45, 45}, Expand: true}}, 100, 100, 143, 143, true},
+		{Pipeline{NewRandomResizedCrop(224, 224), &RandomRotation{Degrees: [2]float64{-30, 30}, Expand: true}, &Resize{Width: 224, Height: 224}}, 4000, 3000, 307, 307, true},
+		{Pipeline{&RandomRotation{Degrees: [2]float64{-30, 30}}, &Resize{Size: 256}}, 100, 50, 512, 256, true},
+		// After a bound only MaxSizers and fixed sizes are followed: Resize of the shorter
+		// side of a smaller image can be larger than that of the bound.
+		{Pipeline{&RandomRotation{Degrees: [2]float64{-30, 30}, Expand: true}, &Resize{Size: 256}}, 100, 50, 0, 0, false},
+		{Pipeline{&RandomRotation{Degrees: [2]float64{-30, 30}, Expand: true}, &RandomHorizontalFlip{P: 0.5}}, 100, 50, 0, 0, false},
 	} {
 		w, h, ok := tc.p.Largest(tc.inW, tc.inH)
 		if w != tc.w || h != tc.h || ok != tc.ok {

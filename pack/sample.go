@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"image"
 	"math"
+
+	"github.com/conveyor-ml/conveyor/internal/half"
 )
 
 // Sample is a view of one packed sample in its batch slot: Width×Height pixels of three
@@ -58,7 +60,7 @@ func (s Sample) Value(c, x, y int) float32 {
 	case Float32:
 		return math.Float32frombits(binary.LittleEndian.Uint32(s.Data[4*i:]))
 	case Float16:
-		return float16Value(binary.LittleEndian.Uint16(s.Data[2*i:]))
+		return half.Float16To32(binary.LittleEndian.Uint16(s.Data[2*i:]))
 	default:
 		return math.Float32frombits(uint32(binary.LittleEndian.Uint16(s.Data[2*i:])) << 16)
 	}
@@ -138,23 +140,4 @@ func (s Sample) FillFunc(r image.Rectangle, next func() float32) {
 			}
 		}
 	}
-}
-
-// float16Value widens IEEE binary16 bits to a float32.
-func float16Value(h uint16) float32 {
-	sign := uint32(h&0x8000) << 16
-	exp := int(h>>10) & 0x1f
-	mant := uint32(h & 0x3ff)
-	switch {
-	case exp == 0x1f:
-		return math.Float32frombits(sign | 0x7f800000 | mant<<13)
-	case exp == 0:
-		// Subnormal or zero: mant·2^-24.
-		v := float32(mant) * (1.0 / (1 << 24))
-		if sign != 0 {
-			v = -v
-		}
-		return v
-	}
-	return math.Float32frombits(sign | uint32(exp-15+127)<<23 | mant<<13)
 }

@@ -6,11 +6,12 @@ import (
 	"testing"
 
 	"github.com/conveyor-ml/conveyor/decode"
+	"github.com/conveyor-ml/conveyor/internal/half"
 )
 
-func TestFloat16ValueRoundTrip(t *testing.T) {
+func TestFloat16RoundTrip(t *testing.T) {
 	for h := range 1 << 16 {
-		v := float16Value(uint16(h))
+		v := half.Float16To32(uint16(h))
 		if v != v {
 			if got := float16Bits(v); got&0x7c00 != 0x7c00 || got&0x3ff == 0 {
 				t.Fatalf("NaN %#04x came back as %#04x", h, got)
@@ -21,8 +22,8 @@ func TestFloat16ValueRoundTrip(t *testing.T) {
 			t.Fatalf("float16 %#04x → %v → %#04x", h, v, got)
 		}
 	}
-	if float16Value(0x3c00) != 1 || float16Value(0xc000) != -2 || float16Value(0x0001) != 1.0/(1<<24) {
-		t.Error("float16Value of 1, -2 or the smallest subnormal is wrong")
+	if half.Float16To32(0x3c00) != 1 || half.Float16To32(0xc000) != -2 || half.Float16To32(0x0001) != 1.0/(1<<24) {
+		t.Error("Float16To32 of 1, -2 or the smallest subnormal is wrong")
 	}
 }
 
@@ -72,7 +73,7 @@ func TestSampleFill(t *testing.T) {
 						case Uint8:
 							want = float32(math.RoundToEven(float64(min(max(want, 0), 255))))
 						case Float16:
-							want = float16Value(float16Bits(want))
+							want = half.Float16To32(float16Bits(want))
 						case BFloat16:
 							want = math.Float32frombits(uint32(bfloat16Bits(want)) << 16)
 						}

@@ -85,6 +85,12 @@ func TestRandomErasingNoiseSameForAnyWorkerCount(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Without the erasing, as a baseline: the erasing draws after the image ops, so the
+	// samples it leaves are the same bytes.
+	cfg := testConfig(1)
+	cfg.Pack.DType = pack.BFloat16
+	ld := newLoader(t, src, cfg)
+	plain := collect(t, ld, context.Background(), 2, 0)
 	var ref []byte
 	for _, workers := range []int{1, 2} {
 		cfg := testConfig(workers)
@@ -96,6 +102,21 @@ func TestRandomErasingNoiseSameForAnyWorkerCount(t *testing.T) {
 		} else if !bytes.Equal(got.data, ref) {
 			t.Fatalf("workers=%d: batches differ from workers=1", workers)
 		}
+	}
+	if len(ref) != len(plain.data) {
+		t.Fatalf("%d bytes with RandomErasing, %d without", len(ref), len(plain.data))
+	}
+	n := len(ref) / ld.sampleBytes
+	erased := 0
+	for i := range n {
+		a := ref[i*ld.sampleBytes : (i+1)*ld.sampleBytes]
+		if !bytes.Equal(a, plain.data[i*ld.sampleBytes:(i+1)*ld.sampleBytes]) {
+			erased++
+		}
+	}
+	// P 0.5 over 60 samples: 30 expected, outside [15, 45] about once in 10^4 seeds.
+	if erased < 15 || erased > 45 {
+		t.Errorf("%d of %d samples erased with P 0.5", erased, n)
 	}
 }
 

@@ -92,9 +92,10 @@ func (l *Loader) decodeNeed(dec *decode.Decoder, it readItem, cfg decode.Config,
 
 // opsNeed is what the augment ops chain (after the crop, for a region decode) holds for a
 // width×height input: their Context's two buffers, each at most the largest image an op
-// makes (3 bytes a pixel). That image is worked out when every op is an augment.Sizer, so
-// an eval Resize that would enlarge a 1×100000 image is refused before it allocates;
-// otherwise four times the packed size is assumed. w×h is the largest image (0×0 when
+// makes (3 bytes a pixel). That image is worked out, or bounded, when every op is an
+// augment.Sizer or augment.MaxSizer (see Pipeline.Largest), so an eval Resize that would
+// enlarge a 1×100000 image is refused before it allocates and a random expanding rotation
+// reserves for its largest angle; otherwise four times the packed size is assumed. w×h is the largest image (0×0 when
 // unknown), for messages.
 func (l *Loader) opsNeed(chain augment.Pipeline, width, height int) (need int64, w, h int) {
 	if w, h, ok := chain.Largest(width, height); ok {

@@ -13,10 +13,12 @@ function, parameters, size and offset in it. The Go tests read them and need no 
 """
 import gzip
 import json
+import math
 
 import numpy as np
 import torch
 from PIL import Image
+from torchvision import transforms as T
 from torchvision.transforms import InterpolationMode
 from torchvision.transforms import functional as F
 from torchvision.transforms import functional_pil as F_pil
@@ -121,6 +123,33 @@ for mode in ("constant", "edge", "reflect", "symmetric"):
         fill = [20, 40, 60] if mode == "constant" else 0
         out = F.pad(srcs["rect"], pad, fill=fill, padding_mode=mode)
         add("pad", "rect", out, padding=pad, mode=mode, fill=fill if mode == "constant" else [0, 0, 0])
+
+# RandomCrop with padding and pad_if_needed: torchvision pads in turn (padding, then the
+# missing width, then the missing height), each padding mirroring the image the one before
+# made. get_params is replaced to crop the whole padded image, which the Go test compares
+# with every crop position.
+full = staticmethod(lambda img, output_size: (0, 0, img.size[1], img.size[0]))
+for mode in ("constant", "edge", "reflect", "symmetric"):
+    for pad, crop in (([1, 2, 3, 4], [60, 50]), ([5, 0, 0, 3], [110, 40]), ([0, 0, 0, 0], [50, 40]),
+                      ([2, 3, 1, 0], [40, 30]), ([9, 1, 0, 6], [48, 90])):
+        fill = [20, 40, 60] if mode == "constant" else 0
+        t = T.RandomCrop((crop[1], crop[0]), padding=pad, pad_if_needed=True, fill=fill, padding_mode=mode)
+        t.get_params = full
+        out = t(srcs["rect"])
+        add("padcrop", "rect", out, padding=pad, crop=crop, mode=mode,
+            fill=fill if mode == "constant" else [0, 0, 0])
+
+# The autoaugment shears, as torchvision's _apply_op: about the top-left corner.
+for src in srcs:
+    for interp in MODES:
+        for axis in ("x", "y"):
+            for i, mag in enumerate([0.27, -0.31, 0.9, -0.99]):
+                fill = [10, 20, 30] if i % 2 else [0, 0, 0]
+                deg = math.degrees(math.atan(mag))
+                shear = [deg, 0.0] if axis == "x" else [0.0, deg]
+                out = F.affine(srcs[src], angle=0.0, translate=[0, 0], scale=1.0, shear=shear,
+                               interpolation=MODES[interp], fill=fill, center=[0, 0])
+                add("shear", src, out, axis=axis, magnitude=mag, interpolation=interp, fill=fill)
 
 with gzip.GzipFile("golden.bin.gz", "wb", mtime=0) as f:
     f.write(bytes(blob))
