@@ -21,8 +21,8 @@ import (
 type s3Backend struct {
 	bucket   string
 	partSize int64
-	client *s3.Client
-	do     func(context.Context, func(context.Context) error) error
+	client   *s3.Client
+	do       func(context.Context, func(context.Context) error) error
 }
 
 func newS3Backend(ctx context.Context, bucket string, o *Options) (*s3Backend, error) {
