@@ -50,7 +50,9 @@ type Options struct {
 	MaxConns int
 	// HTTPClient makes every request (S3 and HTTPS); its Transport is used as given.
 	// Default: a client built from http.DefaultTransport with MaxConns and
-	// Retry.AttemptTimeout as the response-header timeout.
+	// Retry.AttemptTimeout as the response-header timeout (for S3, the SDK's buildable
+	// client, so AWS_CA_BUNDLE and ca_bundle in the profile are honoured; a client given
+	// here cannot take them).
 	HTTPClient *http.Client
 }
 
@@ -69,15 +71,25 @@ func (o *Options) ensureDefaults() {
 	if o.PartSize == 0 {
 		o.PartSize = 64 << 20
 	}
-	if o.HTTPClient == nil {
-		t := http.DefaultTransport.(*http.Transport).Clone()
-		t.MaxConnsPerHost = o.MaxConns
-		t.MaxIdleConnsPerHost = o.MaxConns
-		t.ResponseHeaderTimeout = o.Retry.AttemptTimeout
-		// Shards are already compressed; gzip would only cost CPU and hide lengths.
-		t.DisableCompression = true
-		o.HTTPClient = &http.Client{Transport: t}
+}
+
+// tune sets up a transport for shard traffic.
+func (o *Options) tune(t *http.Transport) {
+	t.MaxConnsPerHost = o.MaxConns
+	t.MaxIdleConnsPerHost = o.MaxConns
+	t.ResponseHeaderTimeout = o.Retry.AttemptTimeout
+	// Shards are already compressed; gzip would only cost CPU and hide lengths.
+	t.DisableCompression = true
+}
+
+// httpClient is the client for HTTP(S) buckets.
+func (o *Options) httpClient() *http.Client {
+	if o.HTTPClient != nil {
+		return o.HTTPClient
 	}
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	o.tune(t)
+	return &http.Client{Transport: t}
 }
 
 func (o *Options) validate() error {
@@ -189,7 +201,7 @@ func openBucket(ctx context.Context, loc Location, opts *Options) (*Bucket, erro
 		if !strings.HasSuffix(b.root, "/") {
 			b.root += "/"
 		}
-		b.be = &httpBackend{base: loc.Scheme + "://" + loc.Host, query: loc.Query, client: o.HTTPClient}
+		b.be = &httpBackend{base: loc.Scheme + "://" + loc.Host, query: loc.Query, client: o.httpClient()}
 	}
 	return b, nil
 }
@@ -302,8 +314,9 @@ func (e stopError) Error() string { return e.err.Error() }
 func (e stopError) Unwrap() error { return e.err }
 
 // Download writes the whole object into f (from its start; f is truncated first) and
-// returns its size and ETag. Failed attempts are retried; a truncated body resumes where
-// it stopped with a ranged request, and a download whose MD5 does not match a plain (not
+// returns its size and ETag. Failed attempts are retried (Retry.Attempts bounds the
+// attempts in a row that add no byte); a truncated body resumes where it stopped with a
+// ranged request, and a download whose MD5 does not match a plain (not
 // multipart) ETag starts again. onSize, if not nil, is called with the object's size
 // once per attempt before any byte is written; an error from it ends the download and
 // is returned as is.
@@ -321,7 +334,13 @@ func (b *Bucket) Download(ctx context.Context, name string, f *os.File, onSize f
 				return Object{}, errors.Join(err, serr)
 			}
 		}
+		before := st.off
 		err = b.downloadOnce(ctx, key, f, st, onSize)
+		if st.off > before {
+			// An attempt that moved the download on starts the count again: Attempts
+			// bounds the tries in a row that bring nothing.
+			attempt = 0
+		}
 		if err == nil {
 			if err = st.verify(b.URL(name)); err == nil {
 				return Object{Name: name, Size: st.size, ETag: st.etag}, nil

@@ -57,6 +57,7 @@ const (
 
 type entry struct {
 	name   string
+	seq    int64 // creation order: parked entries are served in it
 	file   string
 	state  entryState
 	size   int64 // reserved bytes, once known
@@ -96,6 +97,10 @@ type Cache struct {
 	misses  int64
 	evicted int64
 	fetched int64
+	seq     int64
+	unsized int   // fetches started whose size is not known yet
+	sizeSum int64 // sizes seen, for the estimate that admits prefetches
+	sizeN   int64
 }
 
 // NewCache returns a cache of b's objects.
@@ -174,7 +179,8 @@ func (c *Cache) Prefetch(names ...string) {
 
 func (c *Cache) newEntry(name string) *entry {
 	sum := sha256.Sum256([]byte(name))
-	e := &entry{name: name, done: make(chan struct{}),
+	c.seq++
+	e := &entry{name: name, seq: c.seq, done: make(chan struct{}),
 		file: filepath.Join(c.opts.Dir, hex.EncodeToString(sum[:8])+"-"+path.Base(name))}
 	c.entries[name] = e
 	return e
@@ -201,10 +207,10 @@ func (c *Cache) Open(name string) (fs.File, error) {
 		e = c.newEntry(name)
 		e.demand = true
 		c.demandQ = append(c.demandQ, e)
-	} else if !e.demand && (e.state == queued || e.state == parked) {
+	} else if !e.demand && e.state != ready {
 		e.demand = true
 		if e.state == queued {
-			c.demandQ = append(c.demandQ, e) // the hint queue skips it from now on
+			c.demandQ = append(c.demandQ, e) // first come first served: it may be in both queues
 		}
 	}
 	e.refs++
@@ -345,6 +351,9 @@ func (c *Cache) kick() {
 		if e == nil {
 			return
 		}
+		if e.err != errPark {
+			c.unsized++
+		}
 		e.state = fetching
 		c.active++
 		c.wg.Add(1)
@@ -353,13 +362,29 @@ func (c *Cache) kick() {
 }
 
 // next picks the next entry to fetch, reserving space for a parked one. Locked.
+//
+// Parked entries know their size and go first, Opens before prefetches, each in the
+// order they were asked for; a parked entry that does not fit yet holds back those
+// behind it, so prefetches are fetched in order and never overtake one another. Then
+// queued Opens; then queued prefetches, only while no prefetch is parked (one would
+// only park again behind it, wasting a request).
 func (c *Cache) next() *entry {
-	// Parked entries know their size: the first that fits goes, demanded ones first.
+	hintParked := false
 	for _, demand := range []bool{true, false} {
+		var first *entry
 		for _, e := range c.entries {
-			if e.state == parked && e.demand == demand && c.reserve(e.size, demand) {
-				return e
+			if e.state == parked && e.demand == demand && (first == nil || e.seq < first.seq) {
+				first = e
 			}
+		}
+		if first == nil {
+			continue
+		}
+		if c.reserve(first.size, demand) {
+			return first
+		}
+		if !demand {
+			hintParked = true
 		}
 	}
 	for len(c.demandQ) > 0 {
@@ -369,14 +394,40 @@ func (c *Cache) next() *entry {
 			return e
 		}
 	}
+	if hintParked {
+		return nil
+	}
 	for len(c.hintQ) > 0 {
 		e := c.hintQ[0]
-		c.hintQ = c.hintQ[1:]
-		if c.entries[e.name] == e && e.state == queued {
-			return e
+		if c.entries[e.name] != e || e.state != queued {
+			c.hintQ = c.hintQ[1:]
+			continue
 		}
+		// Admit a prefetch only if it and the fetches whose sizes are not known yet
+		// would fit, guessing each at the mean size seen: sizes are learnt from the
+		// responses, and a fetch that then finds no room parks and costs a request.
+		var est int64
+		if c.sizeN > 0 {
+			est = c.sizeSum / c.sizeN
+		}
+		if c.used+int64(c.unsized+1)*est > c.opts.MaxBytes+c.evictableBytes() {
+			return nil // wait for an Open, a Close or a Release
+		}
+		c.hintQ = c.hintQ[1:]
+		return e
 	}
 	return nil
+}
+
+// evictableBytes is what a prefetch could evict. Locked.
+func (c *Cache) evictableBytes() int64 {
+	var n int64
+	for el := c.lru.Back(); el != nil; el = el.Prev() {
+		if e := el.Value.(*entry); !e.hinted {
+			n += e.size
+		}
+	}
+	return n
 }
 
 var errPark = errors.New("objstore: no room yet")
@@ -388,6 +439,7 @@ func (c *Cache) fetch(e *entry) {
 	c.mu.Lock()
 	wasParked := e.err == errPark // next reserved its space
 	c.mu.Unlock()
+	sized := wasParked
 
 	var f *os.File
 	var err error
@@ -397,6 +449,12 @@ func (c *Cache) fetch(e *entry) {
 		_, err = c.b.Download(c.ctx, e.name, f, func(size int64) error {
 			c.mu.Lock()
 			defer c.mu.Unlock()
+			if !sized {
+				sized = true
+				c.unsized--
+				c.sizeSum += size
+				c.sizeN++
+			}
 			if held {
 				if size == e.size {
 					return nil
@@ -433,6 +491,9 @@ func (c *Cache) fetch(e *entry) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.active--
+	if !sized {
+		c.unsized--
+	}
 	switch {
 	case err == errPark && !c.closed:
 		e.state = parked

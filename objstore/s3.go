@@ -29,7 +29,11 @@ func newS3Backend(ctx context.Context, bucket string, o *Options) (*s3Backend, e
 	lo := []func(*config.LoadOptions) error{
 		// Every attempt is made, counted and retried here, not inside the SDK.
 		config.WithRetryer(func() aws.Retryer { return aws.NopRetryer{} }),
-		config.WithHTTPClient(o.HTTPClient),
+	}
+	if o.HTTPClient != nil {
+		lo = append(lo, config.WithHTTPClient(o.HTTPClient))
+	} else {
+		lo = append(lo, config.WithHTTPClient(awshttp.NewBuildableClient().WithTransportOptions(o.tune)))
 	}
 	if o.Region != "" {
 		lo = append(lo, config.WithRegion(o.Region))
