@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -82,14 +83,14 @@ func (o *Options) tune(t *http.Transport) {
 	t.DisableCompression = true
 }
 
-// httpClient is the client for HTTP(S) buckets.
-func (o *Options) httpClient() *http.Client {
+// httpClient is the client for HTTP(S) buckets; own is its transport when made here.
+func (o *Options) httpClient() (c *http.Client, own *http.Transport) {
 	if o.HTTPClient != nil {
-		return o.HTTPClient
+		return o.HTTPClient, nil
 	}
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	o.tune(t)
-	return &http.Client{Transport: t}
+	return &http.Client{Transport: t}, t
 }
 
 func (o *Options) validate() error {
@@ -155,6 +156,9 @@ type Bucket struct {
 	be   backend
 	opts Options
 	c    counters
+
+	mu   sync.Mutex
+	owns []*http.Transport // transports made here, closed by Close
 }
 
 // OpenBucket opens the store under a root URL (no braces or globs): a local directory,
@@ -190,7 +194,7 @@ func openBucket(ctx context.Context, loc Location, opts *Options) (*Bucket, erro
 		if b.root != "" && !strings.HasSuffix(b.root, "/") {
 			b.root += "/"
 		}
-		be, err := newS3Backend(ctx, loc.Host, &o)
+		be, err := newS3Backend(ctx, loc.Host, &o, b.own)
 		if err != nil {
 			return nil, err
 		}
@@ -201,9 +205,30 @@ func openBucket(ctx context.Context, loc Location, opts *Options) (*Bucket, erro
 		if !strings.HasSuffix(b.root, "/") {
 			b.root += "/"
 		}
-		b.be = &httpBackend{base: loc.Scheme + "://" + loc.Host, query: loc.Query, client: o.httpClient()}
+		client, own := o.httpClient()
+		if own != nil {
+			b.owns = append(b.owns, own)
+		}
+		b.be = &httpBackend{base: loc.Scheme + "://" + loc.Host, query: loc.Query, client: client}
 	}
 	return b, nil
+}
+
+func (b *Bucket) own(t *http.Transport) {
+	b.mu.Lock()
+	b.owns = append(b.owns, t)
+	b.mu.Unlock()
+}
+
+// Close closes the idle connections of the HTTP transport the bucket made (none when
+// Options.HTTPClient was given). Requests may still be made afterwards.
+func (b *Bucket) Close() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, t := range b.owns {
+		t.CloseIdleConnections()
+	}
+	return nil
 }
 
 // String names the bucket's root as a URL.

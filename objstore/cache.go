@@ -11,6 +11,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"sort"
 	"sync"
 )
 
@@ -308,32 +309,41 @@ func (c *Cache) evict(e *entry) {
 	delete(c.entries, e.name)
 }
 
-// reserve makes room for size bytes, evicting unreferenced objects least recently used
-// first (objects prefetched and not yet opened only when demand is set). Locked.
+// reserve makes room for size bytes, evicting unreferenced objects: those already
+// opened first, least recently used first; then, for an Open only (demand), objects
+// prefetched and not yet opened, the one asked for last first, since it is needed
+// furthest ahead. Locked.
 func (c *Cache) reserve(size int64, demand bool) bool {
 	if c.used+size <= c.opts.MaxBytes {
 		c.used += size
 		c.peak = max(c.peak, c.used)
 		return true
 	}
-	// Is there enough to evict?
+	var victims, hinted []*entry
 	free := c.opts.MaxBytes - c.used
-	for el := c.lru.Back(); el != nil && free < size; el = el.Prev() {
-		e := el.Value.(*entry)
-		if demand || !e.hinted {
+	for el := c.lru.Back(); el != nil; el = el.Prev() {
+		if e := el.Value.(*entry); e.hinted {
+			hinted = append(hinted, e)
+		} else if free < size {
+			victims = append(victims, e)
+			free += e.size
+		}
+	}
+	if free < size && demand {
+		sort.Slice(hinted, func(i, j int) bool { return hinted[i].seq > hinted[j].seq })
+		for _, e := range hinted {
+			if free >= size {
+				break
+			}
+			victims = append(victims, e)
 			free += e.size
 		}
 	}
 	if free < size {
 		return false
 	}
-	for el := c.lru.Back(); el != nil && c.used+size > c.opts.MaxBytes; {
-		prev := el.Prev()
-		e := el.Value.(*entry)
-		if demand || !e.hinted {
-			c.evict(e)
-		}
-		el = prev
+	for _, e := range victims {
+		c.evict(e)
 	}
 	c.used += size
 	c.peak = max(c.peak, c.used)

@@ -25,7 +25,7 @@ type s3Backend struct {
 	do       func(context.Context, func(context.Context) error) error
 }
 
-func newS3Backend(ctx context.Context, bucket string, o *Options) (*s3Backend, error) {
+func newS3Backend(ctx context.Context, bucket string, o *Options, own func(*http.Transport)) (*s3Backend, error) {
 	lo := []func(*config.LoadOptions) error{
 		// Every attempt is made, counted and retried here, not inside the SDK.
 		config.WithRetryer(func() aws.Retryer { return aws.NopRetryer{} }),
@@ -33,7 +33,10 @@ func newS3Backend(ctx context.Context, bucket string, o *Options) (*s3Backend, e
 	if o.HTTPClient != nil {
 		lo = append(lo, config.WithHTTPClient(o.HTTPClient))
 	} else {
-		lo = append(lo, config.WithHTTPClient(awshttp.NewBuildableClient().WithTransportOptions(o.tune)))
+		lo = append(lo, config.WithHTTPClient(awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) {
+			o.tune(t)
+			own(t)
+		})))
 	}
 	if o.Region != "" {
 		lo = append(lo, config.WithRegion(o.Region))

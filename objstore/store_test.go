@@ -18,9 +18,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conveyor-ml/conveyor/internal/leakcheck"
 	"github.com/conveyor-ml/conveyor/internal/s3test"
 	"github.com/conveyor-ml/conveyor/objstore"
 )
+
+func TestMain(m *testing.M) { leakcheck.Main(m) }
 
 // shards makes n objects of random sizes in [lo, hi) bytes, named s-000.bin on.
 func shards(n, lo, hi int, seed uint64) map[string][]byte {
@@ -103,6 +106,7 @@ func TestS3PutResolveRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer b.Close()
 	data := shards(6, 1, 200<<10, 1)
 	big := bytes.Repeat([]byte("0123456789abcdef"), (11<<20)/16+3) // three parts
 	data["big.bin"] = big
@@ -130,6 +134,9 @@ func TestS3PutResolveRead(t *testing.T) {
 		{srv.URL("train/s-002.bin"), []string{"s-002.bin"}},
 	} {
 		rb, names, err := objstore.Resolve(ctx, tc.spec, fastRetry)
+		if rb != nil {
+			defer rb.Close()
+		}
 		if err != nil || !reflect.DeepEqual(names, tc.want) {
 			t.Errorf("Resolve(%q) = %q, %v; want %q", tc.spec, names, err, tc.want)
 			continue
@@ -185,6 +192,7 @@ func TestS3Faults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer b.Close()
 	c, err := objstore.NewCache(b, &objstore.CacheOptions{MaxBytes: 64 << 20, Concurrency: 4})
 	if err != nil {
 		t.Fatal(err)
@@ -217,6 +225,7 @@ func TestS3Errors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer b.Close()
 	c, err := objstore.NewCache(b, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -231,6 +240,7 @@ func TestS3Errors(t *testing.T) {
 	}
 	// A bucket that does not exist.
 	nb, _ := objstore.OpenBucket(ctx, "s3://no-such-bucket/x/", fastRetry)
+	defer nb.Close()
 	if _, err := nb.Stat(ctx, "a.bin"); !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), "s3://no-such-bucket/x/a.bin") {
 		t.Errorf("missing bucket: %v", err)
 	}
@@ -240,6 +250,7 @@ func TestS3Errors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer bad.Close()
 	bc, _ := objstore.NewCache(bad, nil)
 	defer bc.Close()
 	_, err = bc.Open("a.bin")
@@ -339,6 +350,7 @@ func TestCacheFirstOpenDoesNotWait(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer b.Close()
 	c, _ := objstore.NewCache(b, &objstore.CacheOptions{Concurrency: 2})
 	defer c.Close()
 	c.Prefetch(names...)
@@ -375,6 +387,7 @@ func TestHTTPFaultsAndResume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer b.Close()
 	c, _ := objstore.NewCache(b, nil)
 	defer c.Close()
 	readAll(t, c, names, data)
