@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -23,7 +24,13 @@ import (
 	"github.com/conveyor-ml/conveyor/objstore"
 )
 
-func TestMain(m *testing.M) { leakcheck.Main(m) }
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if f := flag.Lookup("test.fuzz"); f != nil && f.Value.String() != "" {
+		os.Exit(m.Run()) // the fuzzing engine keeps a signal handler running
+	}
+	leakcheck.Main(m)
+}
 
 // shards makes n objects of random sizes in [lo, hi) bytes, named s-000.bin on.
 func shards(n, lo, hi int, seed uint64) map[string][]byte {
@@ -400,4 +407,33 @@ func TestHTTPFaultsAndResume(t *testing.T) {
 	if !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), p.URL+"/nope.bin") {
 		t.Errorf("404 over HTTP: %v", err)
 	}
+}
+
+// TestS3SharedConfigProfile reads credentials and the endpoint from a named profile in
+// the shared config and credentials files, with nothing in the environment but
+// AWS_PROFILE and the files' paths: the standard chain, not a home-made one.
+func TestS3SharedConfigProfile(t *testing.T) {
+	srv := s3test.Start(t)
+	srv.Put(t, "p/a.bin", []byte("profile"))
+	srv.Env(t, "")
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "config")
+	creds := filepath.Join(dir, "credentials")
+	os.WriteFile(cfg, []byte("[profile shards]\nregion = us-east-1\nendpoint_url = "+srv.Endpoint+"\n"), 0o600)
+	os.WriteFile(creds, []byte("[shards]\naws_access_key_id = "+srv.AccessKey+"\naws_secret_access_key = "+srv.SecretKey+"\n"), 0o600)
+	for _, k := range []string{"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL", "AWS_REGION"} {
+		t.Setenv(k, "")
+		os.Unsetenv(k)
+	}
+	t.Setenv("AWS_CONFIG_FILE", cfg)
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", creds)
+	t.Setenv("AWS_PROFILE", "shards")
+	b, names, err := objstore.Resolve(context.Background(), srv.URL("p/a.bin"), fastRetry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	c, _ := objstore.NewCache(b, nil)
+	defer c.Close()
+	readAll(t, c, names, map[string][]byte{"a.bin": []byte("profile")})
 }
