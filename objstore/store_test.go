@@ -437,3 +437,34 @@ func TestS3SharedConfigProfile(t *testing.T) {
 	defer c.Close()
 	readAll(t, c, names, map[string][]byte{"a.bin": []byte("profile")})
 }
+
+// TestStalledBodyIsAbandoned: a connection that stops sending in mid-body is given up
+// after AttemptTimeout and the download resumes where it stopped.
+func TestStalledBodyIsAbandoned(t *testing.T) {
+	data := shards(4, 200<<10, 300<<10, 6)
+	dir := t.TempDir()
+	for n, d := range data {
+		os.WriteFile(filepath.Join(dir, n), d, 0o644)
+	}
+	hs := httptest.NewServer(http.FileServer(http.Dir(dir)))
+	defer hs.Close()
+	p := s3test.NewProxy(t, hs.URL, s3test.Faults{Stall: 2})
+	opts := *fastRetry
+	opts.Retry.AttemptTimeout = 200 * time.Millisecond
+	b, names, err := objstore.Resolve(context.Background(), p.URL+"/s-{000..003}.bin", &opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	c, _ := objstore.NewCache(b, nil)
+	defer c.Close()
+	start := time.Now()
+	readAll(t, c, names, data)
+	st := c.Stats()
+	if stalls := p.Counts()["stall"]; stalls == 0 || st.Retries != int64(stalls) {
+		t.Errorf("%d stalls, %d retries", stalls, st.Retries)
+	}
+	if el := time.Since(start); el > 10*time.Second {
+		t.Errorf("took %v: stalls not abandoned", el)
+	}
+}

@@ -31,6 +31,9 @@ type Faults struct {
 	// Short sends every Short-th GET's first half with Content-Length saying that is
 	// all: only a checksum or a size check can tell.
 	Short int
+	// Stall sends every Stall-th GET's headers and half its body, then sends nothing
+	// more until the client gives up (or 30 s pass).
+	Stall int
 }
 
 // A Proxy is a fault-injecting reverse proxy in front of one HTTP server (S3 or not).
@@ -110,6 +113,8 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 			fault = "truncate"
 		case f.Short > 0 && n%int64(f.Short) == 0:
 			fault = "short"
+		case f.Stall > 0 && n%int64(f.Stall) == 0:
+			fault = "stall"
 		}
 	}
 	if fault != "" {
@@ -135,6 +140,17 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		w.WriteHeader(resp.StatusCode)
 		io.CopyN(w, resp.Body, half)
+	case "stall":
+		copyHeader(w.Header(), resp.Header)
+		w.WriteHeader(resp.StatusCode)
+		io.CopyN(w, resp.Body, resp.ContentLength/2)
+		if fl, ok := w.(http.Flusher); ok {
+			fl.Flush()
+		}
+		select {
+		case <-r.Context().Done():
+		case <-time.After(30 * time.Second):
+		}
 	default:
 		copyHeader(w.Header(), resp.Header)
 		w.WriteHeader(resp.StatusCode)
