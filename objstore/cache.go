@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"time"
 )
 
 // Stats counts a bucket's requests and a cache's use of its disk.
@@ -271,6 +272,38 @@ func (c *Cache) unref(e *entry) {
 		}
 	}
 }
+
+// Stat reports an object's size without fetching it: from the cache when it is local,
+// else with one HEAD request.
+func (c *Cache) Stat(name string) (fs.FileInfo, error) {
+	if !fs.ValidPath(name) {
+		return nil, &fs.PathError{Op: "stat", Path: name, Err: fs.ErrInvalid}
+	}
+	c.mu.Lock()
+	if e := c.entries[name]; e != nil && e.state == ready {
+		size := e.size
+		c.mu.Unlock()
+		return objectInfo{name: path.Base(name), size: size}, nil
+	}
+	c.mu.Unlock()
+	o, err := c.b.Stat(c.ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return objectInfo{name: path.Base(name), size: o.Size}, nil
+}
+
+type objectInfo struct {
+	name string
+	size int64
+}
+
+func (o objectInfo) Name() string       { return o.name }
+func (o objectInfo) Size() int64        { return o.size }
+func (o objectInfo) Mode() fs.FileMode  { return 0o444 }
+func (o objectInfo) ModTime() time.Time { return time.Time{} }
+func (o objectInfo) IsDir() bool        { return false }
+func (o objectInfo) Sys() any           { return nil }
 
 // Release says the named object is not needed again soon: it is removed from the cache
 // once nobody holds it open, or dropped from the prefetch queue if not yet fetched.
@@ -570,6 +603,8 @@ func (c *Cache) Close() error {
 	}
 	return nil
 }
+
+var _ fs.StatFS = (*Cache)(nil)
 
 // A File is an object open in a [Cache]: an *os.File whose Close lets the cache evict
 // the object again.

@@ -19,6 +19,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
 	"github.com/conveyor-ml/conveyor/internal/leakcheck"
 	"github.com/conveyor-ml/conveyor/internal/s3test"
 	"github.com/conveyor-ml/conveyor/objstore"
@@ -466,5 +470,56 @@ func TestStalledBodyIsAbandoned(t *testing.T) {
 	}
 	if el := time.Since(start); el > 10*time.Second {
 		t.Errorf("took %v: stalls not abandoned", el)
+	}
+}
+
+// TestS3MultipartResume: Put finds a multipart upload left unfinished by an earlier run
+// and sends only the parts it lacks.
+func TestS3MultipartResume(t *testing.T) {
+	srv := s3test.Start(t)
+	srv.Env(t, "")
+	ctx := context.Background()
+	const part = 5 << 20
+	big := make([]byte, 2*part+12345)
+	for i := range big {
+		big[i] = byte(i * 7 / 5)
+	}
+	// An earlier run: the upload created and its first part sent, then it died.
+	client := s3.New(s3.Options{Region: "us-east-1", BaseEndpoint: aws.String(srv.Endpoint), UsePathStyle: true,
+		Credentials: credentials.NewStaticCredentialsProvider(srv.AccessKey, srv.SecretKey, "")})
+	key := "conv/shard-000.bin"
+	up, err := client.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: &srv.Bucket, Key: &key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.UploadPart(ctx, &s3.UploadPartInput{Bucket: &srv.Bucket, Key: &key, UploadId: up.UploadId,
+		PartNumber: aws.Int32(1), Body: bytes.NewReader(big[:part]), ContentLength: aws.Int64(part)}); err != nil {
+		t.Fatal(err)
+	}
+	opts := *fastRetry
+	opts.PartSize = part
+	b, err := objstore.OpenBucket(ctx, srv.URL("conv/"), &opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if err := b.Put(ctx, "shard-000.bin", bytes.NewReader(big), int64(len(big))); err != nil {
+		t.Fatal(err)
+	}
+	if got := srv.Get(t, key); !bytes.Equal(got, big) {
+		t.Fatalf("stored %d bytes, want the %d put", len(got), len(big))
+	}
+	if st := b.Stats(); st.BytesUploaded != int64(len(big))-part {
+		t.Errorf("uploaded %d bytes, want %d: the finished part sent again?", st.BytesUploaded, len(big)-part)
+	}
+	// Stat without fetching.
+	c, _ := objstore.NewCache(b, nil)
+	defer c.Close()
+	fi, err := fs.Stat(c, "shard-000.bin")
+	if err != nil || fi.Size() != int64(len(big)) || fi.Name() != "shard-000.bin" {
+		t.Errorf("Stat = %v, %v", fi, err)
+	}
+	if st := c.Stats(); st.Fetched != 0 || st.BytesFetched != 0 {
+		t.Errorf("Stat fetched: %+v", st)
 	}
 }
