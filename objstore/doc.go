@@ -20,6 +20,9 @@
 // nobody holds are evicted least recently used first, or at once with Release. Stats
 // counts requests, bytes, retries, hits, misses and evictions.
 //
+// [OpenDataset] puts the two together: a dataset URL becomes an fs.FS and its shard
+// names, read in place when local and through a Cache when remote.
+//
 // S3 goes through aws-sdk-go-v2 with config.LoadDefaultConfig, so credentials and region
 // come from the standard AWS chain (environment, shared config and credentials files,
 // SSO, web identity as on EKS, ECS and EC2 instance roles) and AWS_ENDPOINT_URL /

@@ -523,3 +523,43 @@ func TestS3MultipartResume(t *testing.T) {
 		t.Errorf("Stat fetched: %+v", st)
 	}
 }
+
+func TestOpenDataset(t *testing.T) {
+	data := shards(3, 10, 20, 7)
+	dir := t.TempDir()
+	for n, d := range data {
+		os.WriteFile(filepath.Join(dir, n), d, 0o644)
+	}
+	ctx := context.Background()
+	// Local: read in place, no cache.
+	d, err := objstore.OpenDataset(ctx, dir+"/s-*.bin", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Cache != nil || !reflect.DeepEqual(d.Names, sortedNames(data)) {
+		t.Errorf("local dataset: cache %v, names %q", d.Cache, d.Names)
+	}
+	for _, n := range d.Names {
+		if got, err := fs.ReadFile(d.FS, n); err != nil || !bytes.Equal(got, data[n]) {
+			t.Errorf("%s: %v", n, err)
+		}
+	}
+	d.Close()
+	// Remote (HTTP): through a cache.
+	hs := httptest.NewServer(http.FileServer(http.Dir(dir)))
+	defer hs.Close()
+	d, err = objstore.OpenDataset(ctx, hs.URL+"/s-{000..002}.bin", fastRetry, &objstore.CacheOptions{Concurrency: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	d.Prefetch(d.Names...)
+	for _, n := range d.Names {
+		if got, err := fs.ReadFile(d.FS, n); err != nil || !bytes.Equal(got, data[n]) {
+			t.Errorf("%s: %v", n, err)
+		}
+	}
+	if st := d.Stats(); st.Fetched != 3 || !strings.Contains(st.String(), "3 fetched") {
+		t.Errorf("stats %v", st)
+	}
+}
