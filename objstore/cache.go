@@ -192,6 +192,16 @@ func (c *Cache) newEntry(name string) *entry {
 // cache. The file is an *os.File underneath (it implements io.ReaderAt and io.Seeker);
 // the object stays in the cache until it is closed.
 func (c *Cache) Open(name string) (fs.File, error) {
+	f, err := c.OpenContext(context.Background(), name)
+	if err != nil {
+		return nil, err // not a nil *File in a non-nil fs.File
+	}
+	return f, nil
+}
+
+// OpenContext is Open with a context: when ctx ends first, it returns ctx's error (the
+// fetch goes on for whoever else wants the object, or as a prefetch).
+func (c *Cache) OpenContext(ctx context.Context, name string) (*File, error) {
 	if !fs.ValidPath(name) {
 		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrInvalid}
 	}
@@ -229,15 +239,20 @@ func (c *Cache) Open(name string) (fs.File, error) {
 	}
 	c.mu.Unlock()
 
+	var ctxErr error
 	select {
 	case <-e.done:
 	case <-c.ctx.Done():
+	case <-ctx.Done():
+		ctxErr = ctx.Err()
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e.state != ready {
 		err := e.err
-		if err == nil {
+		if ctxErr != nil {
+			err = fmt.Errorf("objstore: %s: %w", c.b.URL(name), ctxErr)
+		} else if err == nil {
 			err = ErrClosed
 		}
 		c.unref(e)

@@ -383,6 +383,14 @@ func TestCacheFirstOpenDoesNotWait(t *testing.T) {
 	if st := c.Stats(); st.Fetched >= int64(len(names)) {
 		t.Errorf("Open of the last name waited for all the prefetches (%v)", time.Since(start))
 	}
+	// OpenContext gives up when its context ends, naming the URL.
+	c2, _ := objstore.NewCache(b, nil)
+	defer c2.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
+	defer cancel()
+	if _, err := c2.OpenContext(ctx, names[3]); !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), b.URL(names[3])) {
+		t.Errorf("OpenContext past its deadline: %v", err)
+	}
 }
 
 func TestHTTPFaultsAndResume(t *testing.T) {
