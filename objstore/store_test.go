@@ -571,3 +571,62 @@ func TestOpenDataset(t *testing.T) {
 		t.Errorf("stats %v", st)
 	}
 }
+
+// benchShards reads n shards of size bytes through a fresh cache per iteration and
+// reports MB/s and requests per shard.
+func benchShards(b *testing.B, spec func(b *testing.B, data map[string][]byte) string, n, size int) {
+	data := shards(n, size, size+1, 9)
+	url := spec(b, data)
+	var total int64
+	for _, d := range data {
+		total += int64(len(d))
+	}
+	b.SetBytes(total)
+	b.ResetTimer()
+	for range b.N {
+		d, err := objstore.OpenDataset(context.Background(), url, nil, &objstore.CacheOptions{Concurrency: 4})
+		if err != nil {
+			b.Fatal(err)
+		}
+		d.Prefetch(d.Names...)
+		for _, name := range d.Names {
+			f, err := d.FS.Open(name)
+			if err != nil {
+				b.Fatal(err)
+			}
+			io.Copy(io.Discard, f)
+			f.Close()
+			d.Release(name)
+		}
+		d.Close()
+	}
+}
+
+func localSpec(b *testing.B, data map[string][]byte) string {
+	dir := b.TempDir()
+	for n, d := range data {
+		os.WriteFile(filepath.Join(dir, n), d, 0o644)
+	}
+	return dir + "/s-*.bin"
+}
+
+func s3Spec(latency time.Duration) func(*testing.B, map[string][]byte) string {
+	return func(b *testing.B, data map[string][]byte) string {
+		srv := s3test.Start(b)
+		for n, d := range data {
+			srv.Put(b, "bench/"+n, d)
+		}
+		endpoint := srv.Endpoint
+		if latency > 0 {
+			endpoint = s3test.NewProxy(b, srv.Endpoint, s3test.Faults{Latency: latency}).URL
+		}
+		srv.Env(b, endpoint)
+		return srv.URL("bench/s-*.bin")
+	}
+}
+
+func BenchmarkShards4MiBLocal(b *testing.B) { benchShards(b, localSpec, 32, 4<<20) }
+func BenchmarkShards4MiBS3(b *testing.B)    { benchShards(b, s3Spec(0), 32, 4<<20) }
+func BenchmarkShards4MiBS3Latency20(b *testing.B) {
+	benchShards(b, s3Spec(20*time.Millisecond), 32, 4<<20)
+}
