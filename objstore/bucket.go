@@ -1,0 +1,656 @@
+package objstore
+
+import (
+	"context"
+	"crypto/md5"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"io/fs"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// An Object is one stored object: its name under the bucket's root, size and ETag
+// (empty where the store has none, as for local files).
+type Object struct {
+	Name string
+	Size int64
+	ETag string
+}
+
+// Options configures how a [Bucket] reaches its store. A nil *Options means defaults.
+type Options struct {
+	// Retry is how failed requests are retried. Default: see [RetryPolicy].
+	Retry RetryPolicy
+	// Endpoint is the S3 endpoint URL of an S3-compatible store (MinIO, Ceph, R2,
+	// https://storage.googleapis.com). Default: the AWS configuration's
+	// (AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, endpoint_url in the profile), else AWS.
+	Endpoint string
+	// Region is the S3 region. Default: the AWS configuration's (AWS_REGION, the
+	// profile), else us-east-1.
+	Region string
+	// VirtualHosted addresses buckets as bucket.host instead of host/bucket when an
+	// endpoint is set (AWS itself is always virtual-hosted). Default false: path-style,
+	// which every S3-compatible store accepts.
+	VirtualHosted bool
+	// PartSize is the part size of S3 multipart uploads; Put sends objects up to it
+	// in one request. At least 5 MiB (S3's minimum). Default 64 MiB.
+	PartSize int64
+	// MaxConns bounds the open connections per host. Default 64.
+	MaxConns int
+	// HTTPClient makes every request (S3 and HTTPS); its Transport is used as given.
+	// Default: a client built from http.DefaultTransport with MaxConns and
+	// Retry.AttemptTimeout as the response-header timeout (for S3, the SDK's buildable
+	// client, so AWS_CA_BUNDLE and ca_bundle in the profile are honoured; a client given
+	// here cannot take them).
+	HTTPClient *http.Client
+}
+
+func (o *Options) clone() Options {
+	if o == nil {
+		return Options{}
+	}
+	return *o
+}
+
+func (o *Options) ensureDefaults() {
+	o.Retry.ensureDefaults()
+	if o.MaxConns == 0 {
+		o.MaxConns = 64
+	}
+	if o.PartSize == 0 {
+		o.PartSize = 64 << 20
+	}
+}
+
+// tune sets up a transport for shard traffic.
+func (o *Options) tune(t *http.Transport) {
+	t.MaxConnsPerHost = o.MaxConns
+	t.MaxIdleConnsPerHost = o.MaxConns
+	t.ResponseHeaderTimeout = o.Retry.AttemptTimeout
+	// Shards are already compressed; gzip would only cost CPU and hide lengths.
+	t.DisableCompression = true
+}
+
+// httpClient is the client for HTTP(S) buckets; own is its transport when made here.
+func (o *Options) httpClient() (c *http.Client, own *http.Transport) {
+	if o.HTTPClient != nil {
+		return o.HTTPClient, nil
+	}
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	o.tune(t)
+	return &http.Client{Transport: t}, t
+}
+
+func (o *Options) validate() error {
+	if err := o.Retry.validate(); err != nil {
+		return err
+	}
+	if o.PartSize < 5<<20 {
+		return fmt.Errorf("objstore: Options.PartSize %d: S3 parts are at least 5 MiB", o.PartSize)
+	}
+	if o.MaxConns < 1 {
+		return fmt.Errorf("objstore: Options.MaxConns %d: want at least 1", o.MaxConns)
+	}
+	if o.Endpoint != "" {
+		if l, err := ParseURL(o.Endpoint); err != nil || (l.Scheme != "http" && l.Scheme != "https") {
+			return fmt.Errorf("objstore: Options.Endpoint %q: want an http:// or https:// URL", o.Endpoint)
+		}
+	}
+	return nil
+}
+
+// String prints the effective options.
+func (o Options) String() string {
+	ep := o.Endpoint
+	if ep == "" {
+		ep = "(AWS config)"
+	}
+	return fmt.Sprintf("objstore.Options{Endpoint: %s, Region: %q, VirtualHosted: %v, PartSize: %d, MaxConns: %d, Retry: {Attempts: %d, BaseDelay: %v, MaxDelay: %v, AttemptTimeout: %v}}",
+		ep, o.Region, o.VirtualHosted, o.PartSize, o.MaxConns, o.Retry.Attempts, o.Retry.BaseDelay, o.Retry.MaxDelay, o.Retry.AttemptTimeout)
+}
+
+// backend is one kind of store making single attempts; keys are full keys or paths.
+type backend interface {
+	url(key string) string
+	// get returns the object's bytes from off (or from 0 when the store ignores
+	// ranges: start says which), the object's total size and ETag, and the body's
+	// length (-1 when unknown).
+	get(ctx context.Context, key string, off int64) (body io.ReadCloser, r getResult, err error)
+	stat(ctx context.Context, key string) (Object, error)
+	// list returns the objects whose full keys start with prefix, full keys as names.
+	list(ctx context.Context, prefix string) ([]Object, error)
+}
+
+type getResult struct {
+	start, length, size int64
+	etag                string
+}
+
+// putter is a backend that can store objects.
+type putter interface {
+	put(ctx context.Context, key string, r io.ReaderAt, size int64, c *counters) error
+}
+
+type counters struct {
+	requests, bytes, retries, uploaded atomic.Int64
+}
+
+// A Bucket is a dataset's root in one store: a local directory, an S3 bucket and key
+// prefix, or an HTTP(S) base URL. Names are relative to the root and use '/'. A Bucket
+// is safe for concurrent use.
+type Bucket struct {
+	root string // key prefix, directory or URL path, ending in '/' unless empty
+	loc  Location
+	be   backend
+	opts Options
+	c    counters
+
+	mu   sync.Mutex
+	owns []*http.Transport // transports made here, closed by Close
+}
+
+// OpenBucket opens the store under a root URL (no braces or globs): a local directory,
+// s3://bucket/prefix/ or https://host/path/. It makes no request: a bad bucket or
+// credentials show in the first Stat, List or Download, naming the URL.
+func OpenBucket(ctx context.Context, rootURL string, opts *Options) (*Bucket, error) {
+	loc, err := ParseURL(rootURL)
+	if err != nil {
+		return nil, err
+	}
+	if strings.ContainsAny(loc.Path, "{}") || hasGlob(loc.Path) {
+		return nil, fmt.Errorf("objstore: OpenBucket %q: a root may not hold braces or globs (use Resolve)", rootURL)
+	}
+	return openBucket(ctx, loc, opts)
+}
+
+func openBucket(ctx context.Context, loc Location, opts *Options) (*Bucket, error) {
+	o := opts.clone()
+	o.ensureDefaults()
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	b := &Bucket{loc: loc, opts: o}
+	switch loc.Scheme {
+	case "file":
+		b.root = loc.Path
+		if b.root != "" && !strings.HasSuffix(b.root, "/") {
+			b.root += "/"
+		}
+		b.be = localBackend{}
+	case "s3":
+		b.root = loc.Path
+		if b.root != "" && !strings.HasSuffix(b.root, "/") {
+			b.root += "/"
+		}
+		be, err := newS3Backend(ctx, loc.Host, &o, b.own)
+		if err != nil {
+			return nil, err
+		}
+		be.do = b.do
+		b.be = be
+	case "http", "https":
+		b.root = loc.Path
+		if !strings.HasSuffix(b.root, "/") {
+			b.root += "/"
+		}
+		client, own := o.httpClient()
+		if own != nil {
+			b.owns = append(b.owns, own)
+		}
+		b.be = &httpBackend{base: loc.Scheme + "://" + loc.Host, query: loc.Query, client: client}
+	}
+	return b, nil
+}
+
+func (b *Bucket) own(t *http.Transport) {
+	b.mu.Lock()
+	b.owns = append(b.owns, t)
+	b.mu.Unlock()
+}
+
+// Close closes the idle connections of the HTTP transport the bucket made (none when
+// Options.HTTPClient was given). Requests may still be made afterwards.
+func (b *Bucket) Close() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, t := range b.owns {
+		t.CloseIdleConnections()
+	}
+	return nil
+}
+
+// String names the bucket's root as a URL.
+func (b *Bucket) String() string {
+	l := b.loc
+	l.Path = b.root
+	return l.String()
+}
+
+// Local returns the root directory when the bucket is on the local file system.
+func (b *Bucket) Local() (dir string, ok bool) {
+	if b.loc.Scheme != "file" {
+		return "", false
+	}
+	if b.root == "" {
+		return ".", true
+	}
+	return b.root, true
+}
+
+// URL names an object for messages and logs.
+func (b *Bucket) URL(name string) string { return b.be.url(b.root + name) }
+
+// Stats returns the bucket's request counters (the cache fields are zero).
+func (b *Bucket) Stats() Stats {
+	return Stats{
+		Requests:      b.c.requests.Load(),
+		BytesFetched:  b.c.bytes.Load(),
+		Retries:       b.c.retries.Load(),
+		BytesUploaded: b.c.uploaded.Load(),
+	}
+}
+
+// do runs op with the retry policy; op's error decides.
+func (b *Bucket) do(ctx context.Context, op func(context.Context) error) error {
+	var err error
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 {
+			b.c.retries.Add(1)
+			if serr := b.sleep(ctx, attempt); serr != nil {
+				return errors.Join(err, serr)
+			}
+		}
+		actx, cancel := context.WithTimeout(ctx, b.opts.Retry.AttemptTimeout)
+		b.c.requests.Add(1)
+		err = op(actx)
+		cancel()
+		if err == nil || !retryable(err) || attempt+1 >= b.opts.Retry.Attempts || ctx.Err() != nil {
+			return err
+		}
+	}
+}
+
+// sleep waits the backoff before retry number attempt (1 for the first retry).
+func (b *Bucket) sleep(ctx context.Context, attempt int) error {
+	p := &b.opts.Retry
+	d := p.BaseDelay << min(attempt-1, 30)
+	if d > p.MaxDelay || d <= 0 {
+		d = p.MaxDelay
+	}
+	if d > 0 {
+		d = rand.N(d) + 1
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Stat returns an object's size and ETag.
+func (b *Bucket) Stat(ctx context.Context, name string) (Object, error) {
+	var o Object
+	err := b.do(ctx, func(ctx context.Context) error {
+		var err error
+		o, err = b.be.stat(ctx, b.root+name)
+		return err
+	})
+	o.Name = name
+	return o, err
+}
+
+// List returns the objects under the root whose names start with prefix, sorted by name.
+func (b *Bucket) List(ctx context.Context, prefix string) ([]Object, error) {
+	var objs []Object
+	err := b.do(ctx, func(ctx context.Context) error {
+		var err error
+		objs, err = b.be.list(ctx, b.root+prefix)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	for i := range objs {
+		objs[i].Name = strings.TrimPrefix(objs[i].Name, b.root)
+	}
+	sort.Slice(objs, func(i, j int) bool { return objs[i].Name < objs[j].Name })
+	return objs, nil
+}
+
+// errStop is returned by a Download's onSize to end the download without a retry.
+type stopError struct{ err error }
+
+func (e stopError) Error() string { return e.err.Error() }
+func (e stopError) Unwrap() error { return e.err }
+
+// Download writes the whole object into f (from its start; f is truncated first) and
+// returns its size and ETag. Failed attempts are retried (Retry.Attempts bounds the
+// attempts in a row that add no byte); a truncated body resumes where it stopped with a
+// ranged request, and a download whose MD5 does not match a plain (not
+// multipart) ETag starts again. onSize, if not nil, is called with the object's size
+// once per attempt before any byte is written; an error from it ends the download and
+// is returned as is.
+func (b *Bucket) Download(ctx context.Context, name string, f *os.File, onSize func(size int64) error) (Object, error) {
+	key := b.root + name
+	if err := resetFile(f); err != nil {
+		return Object{}, fmt.Errorf("objstore: %s: %w", b.URL(name), err)
+	}
+	st := &dlState{md5: md5.New(), size: -1}
+	var err error
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 {
+			b.c.retries.Add(1)
+			if serr := b.sleep(ctx, attempt); serr != nil {
+				return Object{}, errors.Join(err, serr)
+			}
+		}
+		before := st.off
+		err = b.downloadOnce(ctx, key, f, st, onSize)
+		if st.off > before {
+			// An attempt that moved the download on starts the count again: Attempts
+			// bounds the tries in a row that bring nothing.
+			attempt = 0
+		}
+		if err == nil {
+			if err = st.verify(b.URL(name)); err == nil {
+				return Object{Name: name, Size: st.size, ETag: st.etag}, nil
+			}
+			if rerr := st.restart(f); rerr != nil {
+				return Object{}, rerr
+			}
+		}
+		var stop stopError
+		if errors.As(err, &stop) {
+			return Object{}, stop.err
+		}
+		if !retryable(err) || attempt+1 >= b.opts.Retry.Attempts || ctx.Err() != nil {
+			if attempt > 0 {
+				err = fmt.Errorf("%w (after %d attempts)", err, attempt+1)
+			}
+			return Object{}, err
+		}
+	}
+}
+
+type dlState struct {
+	off, size int64
+	etag      string
+	md5       hash.Hash
+}
+
+// verify checks a finished download's length and, for a plain ETag, its MD5.
+func (st *dlState) verify(url string) error {
+	if st.size >= 0 && st.off != st.size {
+		return &Error{Op: "GET", URL: url, Err: fmt.Errorf("%w: got %d of %d bytes", ErrTruncated, st.off, st.size)}
+	}
+	if plainMD5(st.etag) {
+		if got := hex.EncodeToString(st.md5.Sum(nil)); got != st.etag {
+			return &Error{Op: "GET", URL: url, Err: fmt.Errorf("%w: MD5 %s, ETag %s", ErrTruncated, got, st.etag)}
+		}
+	}
+	return nil
+}
+
+func (st *dlState) restart(f *os.File) error {
+	st.off, st.size, st.etag = 0, -1, ""
+	st.md5.Reset()
+	return resetFile(f)
+}
+
+func resetFile(f *os.File) error {
+	if err := f.Truncate(0); err != nil {
+		return err
+	}
+	_, err := f.Seek(0, io.SeekStart)
+	return err
+}
+
+// plainMD5 reports whether an ETag is an MD5 of the content: 32 hex digits. Multipart
+// ETags end in -N and SSE-KMS ones are not MD5s either; those are checked by length only.
+func plainMD5(etag string) bool {
+	if len(etag) != 32 {
+		return false
+	}
+	for _, c := range etag {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+func (b *Bucket) downloadOnce(ctx context.Context, key string, f *os.File, st *dlState, onSize func(int64) error) error {
+	actx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	// The watchdog abandons an attempt that gets no headers, or no body bytes, for
+	// AttemptTimeout: a connection that stalls without closing is retried.
+	wd := time.AfterFunc(b.opts.Retry.AttemptTimeout, cancel)
+	defer wd.Stop()
+	b.c.requests.Add(1)
+	body, r, err := b.be.get(actx, key, st.off)
+	if err != nil {
+		if ctx.Err() == nil && actx.Err() != nil {
+			return &Error{Op: "GET", URL: b.be.url(key), Err: fmt.Errorf("no response in %v: %w", b.opts.Retry.AttemptTimeout, context.DeadlineExceeded)}
+		}
+		return err
+	}
+	defer body.Close()
+	if st.size >= 0 && (r.etag != st.etag || r.size != st.size) {
+		// The object changed between attempts: start again from zero.
+		if err := st.restart(f); err != nil {
+			return err
+		}
+		return &Error{Op: "GET", URL: b.be.url(key), Err: fmt.Errorf("%w: object changed during the download", ErrTruncated)}
+	}
+	if r.start != st.off {
+		// The store ignored the range: take the whole body again.
+		if err := st.restart(f); err != nil {
+			return err
+		}
+	}
+	st.size, st.etag = r.size, r.etag
+	if onSize != nil {
+		if err := onSize(r.size); err != nil {
+			return stopError{err}
+		}
+	}
+	w := io.MultiWriter(f, st.md5)
+	buf := make([]byte, 256<<10)
+	var got int64
+	for {
+		n, rerr := body.Read(buf)
+		if n > 0 {
+			wd.Reset(b.opts.Retry.AttemptTimeout)
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return stopError{fmt.Errorf("objstore: %s: writing the cache file: %w", b.be.url(key), werr)}
+			}
+			st.off += int64(n)
+			got += int64(n)
+			b.c.bytes.Add(int64(n))
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			if ctx.Err() == nil && actx.Err() != nil {
+				rerr = fmt.Errorf("body stalled for %v: %w", b.opts.Retry.AttemptTimeout, context.DeadlineExceeded)
+			}
+			return &Error{Op: "GET", URL: b.be.url(key), Err: rerr}
+		}
+	}
+	if r.length >= 0 && got != r.length {
+		return &Error{Op: "GET", URL: b.be.url(key), Err: fmt.Errorf("%w: body of %d bytes, Content-Length %d", ErrTruncated, got, r.length)}
+	}
+	return nil
+}
+
+// Put stores r (size bytes) as name: one PUT for small objects, a multipart upload in
+// parts for large ones on S3; local buckets write a temporary file and rename it. HTTP
+// buckets are read-only.
+func (b *Bucket) Put(ctx context.Context, name string, r io.ReaderAt, size int64) error {
+	p, ok := b.be.(putter)
+	if !ok {
+		return fmt.Errorf("objstore: %s: %s is read-only", b.URL(name), b.loc.Scheme)
+	}
+	return p.put(ctx, b.root+name, r, size, &b.c)
+}
+
+// Resolve parses a dataset URL or shard list and returns the bucket of its root and the
+// names it selects, relative to that root:
+//
+//   - a brace pattern names its expansion, in order, without listing (a missing shard
+//     shows when it is fetched);
+//   - a glob in the last element lists the directory or prefix and keeps the matches, sorted;
+//   - a local directory or an s3 prefix (ending in '/', or naming no object) lists every
+//     object beneath it, sorted;
+//   - anything else names one object.
+//
+// A pattern or prefix that selects nothing is an error naming the URL.
+func Resolve(ctx context.Context, spec string, opts *Options) (*Bucket, []string, error) {
+	loc, err := ParseURL(spec)
+	if err != nil {
+		return nil, nil, err
+	}
+	dir, pattern := splitPattern(loc.Path)
+	if pattern == "" {
+		return resolvePlain(ctx, spec, loc, opts)
+	}
+	rootLoc := loc
+	rootLoc.Path = dir
+	if loc.Scheme == "file" && dir == "" {
+		rootLoc.Path = ""
+	}
+	b, err := openBucket(ctx, rootLoc, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	names, err := ExpandBraces(pattern)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !hasGlob(pattern) {
+		for _, n := range names {
+			if !fs.ValidPath(n) {
+				return nil, nil, fmt.Errorf("objstore: %q: %q is not a valid object name", spec, n)
+			}
+		}
+		return b, names, nil
+	}
+	if loc.Scheme == "http" || loc.Scheme == "https" {
+		return nil, nil, fmt.Errorf("objstore: %q: globs need a listing, which HTTP servers do not give; use a brace range", spec)
+	}
+	for _, n := range names {
+		if err := checkGlob(spec, n); err != nil {
+			return nil, nil, err
+		}
+	}
+	literal := pattern[:strings.IndexAny(pattern, "{*?[")]
+	objs, err := b.List(ctx, literal)
+	if err != nil {
+		return nil, nil, err
+	}
+	var out []string
+	seen := map[string]bool{}
+	for _, o := range objs {
+		for _, n := range names {
+			if ok, _ := path.Match(n, o.Name); ok && !seen[o.Name] {
+				seen[o.Name] = true
+				out = append(out, o.Name)
+			}
+		}
+	}
+	if len(out) == 0 {
+		return nil, nil, fmt.Errorf("objstore: %q: %w: no object matches", spec, fs.ErrNotExist)
+	}
+	sort.Strings(out)
+	return b, out, nil
+}
+
+func resolvePlain(ctx context.Context, spec string, loc Location, opts *Options) (*Bucket, []string, error) {
+	switch loc.Scheme {
+	case "file":
+		fi, err := os.Stat(loc.Path)
+		if err != nil {
+			return nil, nil, fmt.Errorf("objstore: %w", err)
+		}
+		if !fi.IsDir() {
+			dl := loc
+			dl.Path = filepath.Dir(loc.Path)
+			b, err := openBucket(ctx, dl, opts)
+			return b, []string{filepath.Base(loc.Path)}, err
+		}
+		b, err := openBucket(ctx, loc, opts)
+		if err != nil {
+			return nil, nil, err
+		}
+		return listAll(ctx, spec, b)
+	case "s3":
+		if loc.Path == "" || strings.HasSuffix(loc.Path, "/") {
+			b, err := openBucket(ctx, loc, opts)
+			if err != nil {
+				return nil, nil, err
+			}
+			return listAll(ctx, spec, b)
+		}
+		dl := loc
+		dl.Path = path.Dir(loc.Path) + "/"
+		if dl.Path == "./" {
+			dl.Path = ""
+		}
+		b, err := openBucket(ctx, dl, opts)
+		if err != nil {
+			return nil, nil, err
+		}
+		base := path.Base(loc.Path)
+		_, serr := b.Stat(ctx, base)
+		if serr == nil {
+			return b, []string{base}, nil
+		}
+		if !errors.Is(serr, fs.ErrNotExist) {
+			return nil, nil, serr
+		}
+		// No such object: maybe a prefix written without its slash.
+		pl := loc
+		pl.Path += "/"
+		pb, err := openBucket(ctx, pl, opts)
+		if err != nil {
+			return nil, nil, err
+		}
+		return listAll(ctx, spec, pb)
+	default:
+		dl := loc
+		dl.Path = path.Dir(loc.Path)
+		b, err := openBucket(ctx, dl, opts)
+		return b, []string{path.Base(loc.Path)}, err
+	}
+}
+
+func listAll(ctx context.Context, spec string, b *Bucket) (*Bucket, []string, error) {
+	objs, err := b.List(ctx, "")
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(objs) == 0 {
+		return nil, nil, fmt.Errorf("objstore: %q: %w: no objects under it", spec, fs.ErrNotExist)
+	}
+	names := make([]string, len(objs))
+	for i, o := range objs {
+		names[i] = o.Name
+	}
+	return b, names, nil
+}

@@ -1,0 +1,88 @@
+package objstore
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"os"
+)
+
+// A Dataset is a resolved dataset URL ready to read: a file system holding its shards and
+// their names. A local dataset is read in place (no copies, no cache); a remote one
+// through a [Cache]. Safe for concurrent use.
+type Dataset struct {
+	// FS opens the shards by name; a *Cache for remote datasets.
+	FS fs.FS
+	// Names are the shards the URL selected, in its order (brace order, or sorted).
+	Names []string
+	// Bucket is the dataset's root.
+	Bucket *Bucket
+	// Cache is the shard cache; nil for a local dataset.
+	Cache *Cache
+}
+
+// OpenDataset resolves spec (see [Resolve]) and opens it for reading. cache configures
+// the shard cache of a remote dataset; nil means defaults.
+func OpenDataset(ctx context.Context, spec string, opts *Options, cache *CacheOptions) (*Dataset, error) {
+	b, names, err := Resolve(ctx, spec, opts)
+	if err != nil {
+		return nil, err
+	}
+	d := &Dataset{Bucket: b, Names: names}
+	if dir, ok := b.Local(); ok {
+		if _, err := os.Stat(dir); err != nil {
+			return nil, fmt.Errorf("objstore: %q: %w", spec, err)
+		}
+		d.FS = os.DirFS(dir)
+		return d, nil
+	}
+	c, err := NewCache(b, cache)
+	if err != nil {
+		b.Close()
+		return nil, err
+	}
+	d.FS, d.Cache = c, c
+	return d, nil
+}
+
+// URL names a shard for messages.
+func (d *Dataset) URL(name string) string { return d.Bucket.URL(name) }
+
+// Prefetch starts fetching shards of a remote dataset ahead of need; see [Cache.Prefetch].
+func (d *Dataset) Prefetch(names ...string) {
+	if d.Cache != nil {
+		d.Cache.Prefetch(names...)
+	}
+}
+
+// Release frees the disk of shards no longer needed; see [Cache.Release].
+func (d *Dataset) Release(names ...string) {
+	if d.Cache != nil {
+		d.Cache.Release(names...)
+	}
+}
+
+// Stats returns the counters of the bucket and the cache.
+func (d *Dataset) Stats() Stats {
+	if d.Cache != nil {
+		return d.Cache.Stats()
+	}
+	return d.Bucket.Stats()
+}
+
+// Close closes the cache (removing a temporary cache directory) and the bucket's idle
+// connections.
+func (d *Dataset) Close() error {
+	var err error
+	if d.Cache != nil {
+		err = d.Cache.Close()
+	}
+	d.Bucket.Close()
+	return err
+}
+
+// String prints the counters on one line, for logs and conveyor bench.
+func (s Stats) String() string {
+	return fmt.Sprintf("%d requests, %d bytes fetched, %d retries, %d bytes uploaded; shard cache: %d hits, %d misses, %d fetched, %d evicted, %d bytes (peak %d)",
+		s.Requests, s.BytesFetched, s.Retries, s.BytesUploaded, s.Hits, s.Misses, s.Fetched, s.Evictions, s.CachedBytes, s.PeakBytes)
+}

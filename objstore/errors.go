@@ -1,0 +1,147 @@
+package objstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"net/http"
+	"syscall"
+	"time"
+)
+
+// ErrTruncated is wrapped by an attempt whose body ended before its length, or whose
+// checksum did not match; it is retried.
+var ErrTruncated = errors.New("objstore: truncated or corrupt body")
+
+// ErrTooLarge is returned when an object is larger than the cache's whole byte limit.
+var ErrTooLarge = errors.New("objstore: object larger than the cache limit")
+
+// An Error is a request that failed for good: the object's URL, the operation and, when
+// the server answered, its HTTP status. It matches [fs.ErrNotExist] for 404 and
+// [fs.ErrPermission] for 401 and 403 with errors.Is.
+type Error struct {
+	Op     string // "GET", "HEAD", "LIST", "PUT"
+	URL    string // the object, s3://bucket/key or https://host/path
+	Status int    // HTTP status; 0 when none came back
+	Code   string // the store's error code (NoSuchKey, AccessDenied, SlowDown), if any
+	Err    error
+}
+
+func (e *Error) Error() string {
+	s := "objstore: " + e.Op + " " + e.URL
+	switch {
+	case e.Status == http.StatusNotFound:
+		s += ": not found"
+	case e.Status == http.StatusForbidden || e.Status == http.StatusUnauthorized:
+		s += ": access denied (check the AWS credentials, profile and region)"
+	case e.Status != 0:
+		s += fmt.Sprintf(": HTTP %d", e.Status)
+	}
+	if e.Code != "" {
+		s += " (" + e.Code + ")"
+	}
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, fs.ErrNotExist) and fs.ErrPermission work.
+func (e *Error) Is(target error) bool {
+	switch target {
+	case fs.ErrNotExist:
+		return e.Status == http.StatusNotFound
+	case fs.ErrPermission:
+		return e.Status == http.StatusForbidden || e.Status == http.StatusUnauthorized
+	}
+	return false
+}
+
+// retryable decides whether an attempt's error is worth another try: throttling, server
+// errors, timeouts, resets and truncated bodies are; a missing object, refused
+// credentials, other client errors and cancellation are not.
+func retryable(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, context.Canceled) {
+		return false
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		switch {
+		case e.Status >= 500, e.Status == http.StatusTooManyRequests, e.Status == http.StatusRequestTimeout:
+			return true
+		case e.Code == "SlowDown", e.Code == "Throttling", e.Code == "ThrottlingException",
+			e.Code == "RequestTimeout", e.Code == "RequestTimeTooSkewed", e.Code == "InternalError":
+			return true
+		case e.Status >= 400:
+			return false
+		}
+		// No status: a transport error; look at what is inside.
+	}
+	if errors.Is(err, ErrTruncated) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+		return true
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNABORTED) {
+		return true
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return true
+	}
+	// Anything else without an HTTP status is a transport failure of some other kind
+	// (TLS, a proxy, a closed idle connection): retrying is cheap and bounded.
+	return e != nil && e.Status == 0
+}
+
+// RetryPolicy is how failed attempts are retried: up to Attempts tries in all, sleeping
+// a random time in [0, min(MaxDelay, BaseDelay·2ⁿ)) before try n+1 ("full jitter", which
+// spreads the retries of many ranks hit by the same throttling).
+type RetryPolicy struct {
+	// Attempts is the number of tries per request, the first included. Default 10.
+	Attempts int
+	// BaseDelay is the backoff before the first retry's jitter. Default 100ms.
+	BaseDelay time.Duration
+	// MaxDelay caps the backoff. Default 10s.
+	MaxDelay time.Duration
+	// AttemptTimeout bounds one attempt's wait for response headers and any pause
+	// between two reads of its body; a stalled connection is abandoned and retried.
+	// Default 60s.
+	AttemptTimeout time.Duration
+}
+
+func (p *RetryPolicy) ensureDefaults() {
+	if p.Attempts == 0 {
+		p.Attempts = 10
+	}
+	if p.BaseDelay == 0 {
+		p.BaseDelay = 100 * time.Millisecond
+	}
+	if p.MaxDelay == 0 {
+		p.MaxDelay = 10 * time.Second
+	}
+	if p.AttemptTimeout == 0 {
+		p.AttemptTimeout = 60 * time.Second
+	}
+}
+
+func (p *RetryPolicy) validate() error {
+	switch {
+	case p.Attempts < 1:
+		return fmt.Errorf("objstore: Retry.Attempts %d: want at least 1", p.Attempts)
+	case p.BaseDelay < 0:
+		return fmt.Errorf("objstore: Retry.BaseDelay %v is negative", p.BaseDelay)
+	case p.MaxDelay < p.BaseDelay:
+		return fmt.Errorf("objstore: Retry.MaxDelay %v is below Retry.BaseDelay %v", p.MaxDelay, p.BaseDelay)
+	case p.AttemptTimeout < 0:
+		return fmt.Errorf("objstore: Retry.AttemptTimeout %v is negative", p.AttemptTimeout)
+	}
+	return nil
+}

@@ -1,0 +1,259 @@
+package objstore
+
+import (
+	"context"
+	"crypto/md5"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go"
+)
+
+type s3Backend struct {
+	bucket   string
+	partSize int64
+	client   *s3.Client
+	do       func(context.Context, func(context.Context) error) error
+}
+
+func newS3Backend(ctx context.Context, bucket string, o *Options, own func(*http.Transport)) (*s3Backend, error) {
+	lo := []func(*config.LoadOptions) error{
+		// Every attempt is made, counted and retried here, not inside the SDK.
+		config.WithRetryer(func() aws.Retryer { return aws.NopRetryer{} }),
+	}
+	if o.HTTPClient != nil {
+		lo = append(lo, config.WithHTTPClient(o.HTTPClient))
+	} else {
+		lo = append(lo, config.WithHTTPClient(awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) {
+			o.tune(t)
+			own(t)
+		})))
+	}
+	if o.Region != "" {
+		lo = append(lo, config.WithRegion(o.Region))
+	}
+	cfg, err := config.LoadDefaultConfig(ctx, lo...)
+	if err != nil {
+		return nil, fmt.Errorf("objstore: s3://%s: loading the AWS configuration: %w", bucket, err)
+	}
+	if cfg.Region == "" {
+		cfg.Region = "us-east-1"
+	}
+	client := s3.NewFromConfig(cfg, func(so *s3.Options) {
+		if o.Endpoint != "" {
+			so.BaseEndpoint = aws.String(o.Endpoint)
+		}
+		if so.BaseEndpoint != nil && *so.BaseEndpoint != "" {
+			so.UsePathStyle = !o.VirtualHosted
+		}
+		// Stores other than AWS reject or ignore the newer default checksums; the
+		// downloads check lengths and ETags themselves.
+		so.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
+		so.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
+	})
+	return &s3Backend{bucket: bucket, partSize: o.PartSize, client: client}, nil
+}
+
+func (s *s3Backend) url(key string) string { return "s3://" + s.bucket + "/" + key }
+
+// s3Err turns an SDK error into an *Error with the status and the store's code.
+func (s *s3Backend) s3Err(op, key string, err error) error {
+	e := &Error{Op: op, URL: s.url(key), Err: err}
+	var re *awshttp.ResponseError
+	if errors.As(err, &re) {
+		e.Status = re.HTTPStatusCode()
+	}
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		e.Code = ae.ErrorCode()
+		// The SDK's message repeats the operation and request id; keep the store's words.
+		e.Err = errors.New(ae.ErrorMessage())
+		if e.Err.Error() == "" {
+			e.Err = nil
+		}
+	}
+	var nf *types.NoSuchKey
+	var nb *types.NoSuchBucket
+	if e.Status == 0 && (errors.As(err, &nf) || errors.As(err, &nb)) {
+		e.Status = http.StatusNotFound
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		e.Err = err
+	}
+	return e
+}
+
+func (s *s3Backend) get(ctx context.Context, key string, off int64) (io.ReadCloser, getResult, error) {
+	in := &s3.GetObjectInput{Bucket: &s.bucket, Key: &key}
+	if off > 0 {
+		in.Range = aws.String(fmt.Sprintf("bytes=%d-", off))
+	}
+	out, err := s.client.GetObject(ctx, in)
+	if err != nil {
+		return nil, getResult{}, s.s3Err("GET", key, err)
+	}
+	r := getResult{length: aws.ToInt64(out.ContentLength), etag: strings.Trim(aws.ToString(out.ETag), `"`)}
+	if out.ContentLength == nil {
+		r.length = -1
+	}
+	r.size = r.length
+	if cr := aws.ToString(out.ContentRange); cr != "" {
+		start, total, ok := parseContentRange(cr)
+		if !ok {
+			out.Body.Close()
+			return nil, getResult{}, &Error{Op: "GET", URL: s.url(key), Err: fmt.Errorf("%w: bad Content-Range %q", ErrTruncated, cr)}
+		}
+		r.start, r.size = start, total
+	}
+	return out.Body, r, nil
+}
+
+func (s *s3Backend) stat(ctx context.Context, key string) (Object, error) {
+	out, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &s.bucket, Key: &key})
+	if err != nil {
+		return Object{}, s.s3Err("HEAD", key, err)
+	}
+	return Object{Name: key, Size: aws.ToInt64(out.ContentLength), ETag: strings.Trim(aws.ToString(out.ETag), `"`)}, nil
+}
+
+func (s *s3Backend) list(ctx context.Context, prefix string) ([]Object, error) {
+	var out []Object
+	p := s3.NewListObjectsV2Paginator(s.client, &s3.ListObjectsV2Input{Bucket: &s.bucket, Prefix: &prefix})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, s.s3Err("LIST", prefix, err)
+		}
+		for _, o := range page.Contents {
+			k := aws.ToString(o.Key)
+			if strings.HasSuffix(k, "/") {
+				continue // a folder marker, not an object
+			}
+			out = append(out, Object{Name: k, Size: aws.ToInt64(o.Size), ETag: strings.Trim(aws.ToString(o.ETag), `"`)})
+		}
+	}
+	return out, nil
+}
+
+// put uploads in one PUT up to the part size, else as a multipart upload. A multipart upload
+// left unfinished by an earlier process for the same key is resumed: its parts whose
+// MD5 matches the data are kept, the rest are sent again.
+func (s *s3Backend) put(ctx context.Context, key string, r io.ReaderAt, size int64, c *counters) error {
+	if size <= s.partSize {
+		return s.do(ctx, func(ctx context.Context) error {
+			_, err := s.client.PutObject(ctx, &s3.PutObjectInput{
+				Bucket: &s.bucket, Key: &key, Body: io.NewSectionReader(r, 0, size), ContentLength: aws.Int64(size),
+			})
+			if err != nil {
+				return s.s3Err("PUT", key, err)
+			}
+			c.uploaded.Add(size)
+			return nil
+		})
+	}
+	uploadID, have, err := s.findUpload(ctx, key)
+	if err != nil {
+		return err
+	}
+	if uploadID == "" {
+		err = s.do(ctx, func(ctx context.Context) error {
+			out, err := s.client.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: &s.bucket, Key: &key})
+			if err != nil {
+				return s.s3Err("PUT", key, err)
+			}
+			uploadID = aws.ToString(out.UploadId)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	var parts []types.CompletedPart
+	for i, off := int32(1), int64(0); off < size; i, off = i+1, off+s.partSize {
+		n := min(s.partSize, size-off)
+		sec := io.NewSectionReader(r, off, n)
+		h := md5.New()
+		if _, err := io.Copy(h, sec); err != nil {
+			return fmt.Errorf("objstore: %s: reading part %d: %w", s.url(key), i, err)
+		}
+		sum := hex.EncodeToString(h.Sum(nil))
+		if prev, ok := have[i]; ok && prev.size == n && prev.etag == sum {
+			parts = append(parts, types.CompletedPart{PartNumber: aws.Int32(i), ETag: aws.String(`"` + sum + `"`)})
+			continue
+		}
+		err := s.do(ctx, func(ctx context.Context) error {
+			out, err := s.client.UploadPart(ctx, &s3.UploadPartInput{
+				Bucket: &s.bucket, Key: &key, UploadId: &uploadID, PartNumber: aws.Int32(i),
+				Body: io.NewSectionReader(r, off, n), ContentLength: aws.Int64(n),
+			})
+			if err != nil {
+				return s.s3Err("PUT", key, err)
+			}
+			c.uploaded.Add(n)
+			parts = append(parts, types.CompletedPart{PartNumber: aws.Int32(i), ETag: out.ETag})
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("%w (multipart upload %s, part %d; run again to resume)", err, uploadID, i)
+		}
+	}
+	return s.do(ctx, func(ctx context.Context) error {
+		_, err := s.client.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{
+			Bucket: &s.bucket, Key: &key, UploadId: &uploadID,
+			MultipartUpload: &types.CompletedMultipartUpload{Parts: parts},
+		})
+		if err != nil {
+			return s.s3Err("PUT", key, err)
+		}
+		return nil
+	})
+}
+
+type partInfo struct {
+	size int64
+	etag string
+}
+
+// findUpload returns the newest unfinished multipart upload of key and its parts.
+func (s *s3Backend) findUpload(ctx context.Context, key string) (string, map[int32]partInfo, error) {
+	var id string
+	err := s.do(ctx, func(ctx context.Context) error {
+		out, err := s.client.ListMultipartUploads(ctx, &s3.ListMultipartUploadsInput{Bucket: &s.bucket, Prefix: &key})
+		if err != nil {
+			return s.s3Err("LIST", key, err)
+		}
+		for _, u := range out.Uploads {
+			if aws.ToString(u.Key) == key {
+				id = aws.ToString(u.UploadId)
+			}
+		}
+		return nil
+	})
+	if err != nil || id == "" {
+		return "", nil, err
+	}
+	have := map[int32]partInfo{}
+	err = s.do(ctx, func(ctx context.Context) error {
+		p := s3.NewListPartsPaginator(s.client, &s3.ListPartsInput{Bucket: &s.bucket, Key: &key, UploadId: &id})
+		for p.HasMorePages() {
+			page, err := p.NextPage(ctx)
+			if err != nil {
+				return s.s3Err("LIST", key, err)
+			}
+			for _, pt := range page.Parts {
+				have[aws.ToInt32(pt.PartNumber)] = partInfo{size: aws.ToInt64(pt.Size), etag: strings.Trim(aws.ToString(pt.ETag), `"`)}
+			}
+		}
+		return nil
+	})
+	return id, have, err
+}
