@@ -84,8 +84,12 @@ func (p Part) Range(n int) (lo, hi int) {
 	return int(int64(p.Index) * int64(n) / int64(p.Count)), int(int64(p.Index+1) * int64(n) / int64(p.Count))
 }
 
-// name is how p's files are named: "part-i-of-N".
-func (p Part) name() string { return fmt.Sprintf("part-%d-of-%d", p.Index, p.Count) }
+// name is how p's files are named: "part-i-of-N", i padded with zeros to N's width, so
+// that names sort in part order (part-02-of-16 before part-10-of-16), and shard by
+// shard readers (pipeline.Converted.ByShard) list the parts' shards in sample order.
+func (p Part) name() string {
+	return fmt.Sprintf("part-%0*d-of-%d", len(strconv.Itoa(p.Count)), p.Index, p.Count)
+}
 
 // ShardPrefix is the Options.ShardPrefix of the Cache that converts part p: its shards
 // are named "part-i-of-N-…". "" for the zero Part.

@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -59,6 +60,13 @@ func TestPartRangesCover(t *testing.T) {
 				t.Fatalf("n %d in %d parts: cover [0, %d), sizes %d to %d", n, count, next, small, big)
 			}
 		}
+	}
+	var names []string
+	for i := range 16 {
+		names = append(names, Part{i, 16}.ShardPrefix())
+	}
+	if !slices.IsSorted(names) || names[2] != "part-02-of-16-" {
+		t.Fatalf("shard prefixes of 16 parts do not sort in part order: %q", names)
 	}
 	if lo, hi := (Part{}).Range(5); lo != 0 || hi != 5 {
 		t.Fatalf("the zero Part holds [%d, %d) of 5", lo, hi)
@@ -160,6 +168,13 @@ func TestLockPart(t *testing.T) {
 	}
 	if holder, running := Converting(dir); !running || !strings.HasPrefix(holder, "part 0/2: pid ") {
 		t.Fatalf("Converting = %q, %t; want part 0/2 running", holder, running)
+	}
+	if err := CreatePartedInfo(dir, &Info{FormatVersion: FormatVersion, Spec: testSpec, Codec: S2, Samples: 4, Parts: 2}); err != nil {
+		t.Fatal(err)
+	}
+	info, err := ReadInfo(dir)
+	if err != nil || !strings.Contains(info.Stopped, "part 0/2 is still running (pid ") || !strings.Contains(info.Stopped, "part 1/2 has not run") {
+		t.Fatalf("ReadInfo while part 0/2 runs: %q, %v", info.Stopped, err)
 	}
 }
 

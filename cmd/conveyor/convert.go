@@ -45,7 +45,7 @@ second one started while the first runs exits at once, naming the first's pid.
 [i·n/N, (i+1)·n/N) of n, so that N processes convert SRC into one DST together (a
 Kubernetes Indexed Job, a Slurm array; see examples/convert-parts). Each part writes
 only files named after it (part-i-of-N-*.shard, dataset.part-i-of-N.json,
-convert-report.part-i-of-N.txt); DST opens once every part has finished, with no
+convert-report.part-i-of-N.txt, i padded with zeros to N's width); DST opens once every part has finished, with no
 merge step, and holds what one conversion would, in the same order; verify names a
 missing part. A rerun of a part resumes it. --part env takes i from
 $JOB_COMPLETION_INDEX (Kubernetes) or $SLURM_ARRAY_TASK_ID minus $SLURM_ARRAY_TASK_MIN
@@ -189,7 +189,7 @@ func writeReport(path, srcDir, dst string, rep *pipeline.ConvertReport) error {
 
 // partReportName is the file, in the destination, that lists part p's bad files.
 func partReportName(p cache.Part) string {
-	return fmt.Sprintf("convert-report.part-%d-of-%d.txt", p.Index, p.Count)
+	return "convert-report." + strings.TrimSuffix(p.ShardPrefix(), "-") + ".txt"
 }
 
 // parsePart parses --part: "" (the whole of SRC), "i/N", "env" or "env/N". env takes i

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
 	"os"
 	"path/filepath"
@@ -85,6 +86,12 @@ func TestConvertParts(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "part 1/3 has not run") || !strings.Contains(out.String(), "incomplete: ") {
 		t.Fatalf("verify with part 1/3 missing: %v\n%s", err, out.String())
 	}
+	var res inspectResult
+	out.Reset()
+	if err := inspect([]string{"--json", dst}, &out, io.Discard); err != nil || json.Unmarshal(out.Bytes(), &res) != nil ||
+		res.Parts != 3 || len(res.Unfinished) != 1 || res.Unfinished[0] != "1/3" || res.Complete {
+		t.Fatalf("inspect --json with part 1/3 missing: %v\n%s", err, out.String())
+	}
 	if code, _, stderr := runCLI(t, "bench", dst, "--epochs", "1"); code != 1 || !strings.Contains(stderr, "--part 1/3") {
 		t.Fatalf("bench with part 1/3 missing: exit %d\n%s", code, stderr)
 	}
@@ -112,7 +119,8 @@ func TestConvertParts(t *testing.T) {
 		t.Errorf("the parts' reports list %d bad files, want 2", bad)
 	}
 	out.Reset()
-	if err := inspect([]string{dst}, &out, io.Discard); err != nil || !strings.Contains(out.String(), "24 stored of 26 listed, 2 bad") || !strings.Contains(out.String(), "complete      true") {
+	if err := inspect([]string{dst}, &out, io.Discard); err != nil || !strings.Contains(out.String(), "24 stored of 26 listed, 2 bad") || !strings.Contains(out.String(), "complete      true") ||
+		!strings.Contains(out.String(), "parts         3, all complete") {
 		t.Fatalf("inspect: %v\n%s", err, out.String())
 	}
 
