@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
@@ -93,8 +94,17 @@ func writeInfoFile(dir, name string, info *Info, exclusive bool) error {
 	switch {
 	case err == nil && exclusive:
 		// A hard link fails when the name exists, so of processes racing to create it,
-		// one wins and the others read what it wrote.
-		err = os.Link(tmp.Name(), filepath.Join(dir, name))
+		// one wins and the others read what it wrote. A file system without hard links
+		// (some FUSE mounts) gets a rename when the name is free: a race is then lost
+		// silently, but the contents differ only if the racers disagree.
+		final := filepath.Join(dir, name)
+		if err = os.Link(tmp.Name(), final); err != nil && !errors.Is(err, fs.ErrExist) {
+			if _, serr := os.Stat(final); serr == nil {
+				err = fmt.Errorf("%w: %s", fs.ErrExist, final)
+			} else {
+				err = os.Rename(tmp.Name(), final)
+			}
+		}
 		os.Remove(tmp.Name())
 	case err == nil:
 		err = os.Rename(tmp.Name(), filepath.Join(dir, name))
