@@ -290,3 +290,47 @@ func TestConvertPartsDamagedShard(t *testing.T) {
 		t.Fatalf("opening named no damaged shard %s: %q", filepath.Base(shards[0]), l.l)
 	}
 }
+
+// A part that stopped (its cache refused more records, as on a full disk) is named with
+// why; run again, it resumes, keeping what it stored, and the dataset opens.
+func TestConvertPartStopped(t *testing.T) {
+	src, err := Dir(newTree(t, 2, 20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := t.TempDir()
+	p := cache.Part{Index: 1, Count: 2}
+	c, err := cache.Open(dst, &cache.Options{MaxBytes: 40 << 10, ShardPrefix: p.ShardPrefix(), Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := convertOpts(t)
+	o.Part = p
+	first, err := Convert(context.Background(), src, c, o)
+	c.Close()
+	if !errors.Is(err, cache.ErrFull) || first.Stored == 0 {
+		t.Fatalf("part 1/2 into a small cache: %v, %+v; want ErrFull after some were stored", err, first)
+	}
+	if _, err := convertPart(t, src, dst, cache.Part{Index: 0, Count: 2}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = OpenConverted(dst, ConvertedOptions{Logf: t.Logf})
+	if !errors.Is(err, ErrIncomplete) || !strings.Contains(err.Error(), "part 1/2 stopped with ") || !strings.Contains(err.Error(), "full") {
+		t.Fatalf("open with part 1/2 stopped: %v", err)
+	}
+	rep, err := convertPart(t, src, dst, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Skipped != first.Stored {
+		t.Errorf("part 1/2 resumed skipping %d, want the %d it stored before", rep.Skipped, first.Stored)
+	}
+	conv, err := OpenConverted(dst, ConvertedOptions{Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conv.Close()
+	if got := conv.Info(); !got.Complete || got.Stored+got.Bad != src.Len() {
+		t.Fatalf("after the resumed part: complete %t, %d stored + %d bad of %d", got.Complete, got.Stored, got.Bad, src.Len())
+	}
+}
