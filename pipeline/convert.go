@@ -83,7 +83,10 @@ type ConvertReport struct {
 // One conversion writes a directory at a time: Convert holds its conversion lock for the
 // whole run (cache.Cache.LockConversion), and a second one into the same directory, from
 // this process or another, fails at once with an error wrapping cache.ErrLocked that
-// names the holder, rather than waiting or storing every sample a second time.
+// names the holder, rather than waiting or storing every sample a second time. With
+// opts.Part set, Convert converts that part alone, under the part's own lock, and
+// records it in the part's own file (cache.WritePartInfo) after creating or checking
+// the dataset.json the parts share (cache.CreatePartedInfo); see cache.Part.
 func Convert(ctx context.Context, src Source, c *cache.Cache, opts *ConvertOptions) (*ConvertReport, error) {
 	var o ConvertOptions
 	if opts != nil {

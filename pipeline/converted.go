@@ -129,8 +129,8 @@ func incomplete(dir string, info *cache.Info, listed int, problems []cache.Probl
 		for _, p := range info.Unfinished {
 			runs = append(runs, fmt.Sprintf("--part %s", p))
 		}
-		return fmt.Sprintf("its conversion %s; run conveyor convert SRC %s with %s to finish them (each resumes where it stopped, and the dataset opens once every part has finished), %s",
-			info.Stopped, dir, strings.Join(runs, ", "), allow)
+		return fmt.Sprintf("its conversion %s; run %s with %s to finish them (each resumes where it stopped, and the dataset opens once every part has finished), %s",
+			info.Stopped, convert, strings.Join(runs, ", "), allow)
 	case !info.Complete:
 		if holder, running := cache.Converting(dir); running {
 			return fmt.Sprintf("its conversion is still running (%s); wait for it to finish, %s so far", holder, allow)
