@@ -111,6 +111,17 @@ func (p Part) lockName() string {
 	return "convert." + p.name() + ".lock"
 }
 
+// ShardPart reports which part wrote the shard or index file name (a path or a base
+// name), from its prefix; false for a shard not written by a part.
+func ShardPart(name string) (Part, bool) {
+	var p Part
+	base := filepath.Base(name)
+	if _, err := fmt.Sscanf(base, "part-%d-of-%d-", &p.Index, &p.Count); err != nil || p.Count == 0 || p.Validate() != nil || !strings.HasPrefix(base, p.ShardPrefix()) {
+		return Part{}, false
+	}
+	return p, true
+}
+
 // CreatePartedInfo creates dir's dataset.json for a dataset converted in info.Parts
 // parts, as the first part to start does; every part calls it with the same info (the
 // whole source's Samples and Classes, the spec and codec). When dataset.json exists, it

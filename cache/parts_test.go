@@ -68,6 +68,21 @@ func TestPartRangesCover(t *testing.T) {
 	if !slices.IsSorted(names) || names[2] != "part-02-of-16-" {
 		t.Fatalf("shard prefixes of 16 parts do not sort in part order: %q", names)
 	}
+	for _, tc := range []struct {
+		name string
+		want Part
+		ok   bool
+	}{
+		{"/d/part-02-of-16-18eac6-b2d31ebf.shard", Part{2, 16}, true},
+		{"part-0-of-1-x.idx", Part{0, 1}, true},
+		{"part-2-of-16-x.shard", Part{}, false}, // not padded: not a name a part writes
+		{"part-3-of-3-x.shard", Part{}, false},
+		{"18eac6-b2d31ebf.shard", Part{}, false},
+	} {
+		if got, ok := ShardPart(tc.name); got != tc.want || ok != tc.ok {
+			t.Errorf("ShardPart(%q) = %v, %t; want %v, %t", tc.name, got, ok, tc.want, tc.ok)
+		}
+	}
 	if lo, hi := (Part{}).Range(5); lo != 0 || hi != 5 {
 		t.Fatalf("the zero Part holds [%d, %d) of 5", lo, hi)
 	}
