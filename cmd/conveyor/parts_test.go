@@ -2,15 +2,19 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/conveyor-ml/conveyor/cache"
+	"github.com/conveyor-ml/conveyor/pipeline"
 )
 
 func TestParsePartFlag(t *testing.T) {
@@ -140,5 +144,81 @@ func TestConvertParts(t *testing.T) {
 	err = verify([]string{dst}, &out, io.Discard)
 	if err == nil || !strings.Contains(out.String(), shards[0]) || !strings.Contains(out.String(), "(part 1/3)") || !strings.Contains(err.Error(), "(part 1/3)") {
 		t.Fatalf("verify with a damaged record of part 1/3: %v\n%s", err, out.String())
+	}
+}
+
+// partHelperEnv, when set to "SRC DST PART", makes TestHelperConvertPart a process that
+// runs conveyor convert SRC DST --part PART and exits with its status.
+const partHelperEnv = "CONVEYOR_CONVERT_PART_HELPER"
+
+func TestHelperConvertPart(t *testing.T) {
+	args := strings.Fields(os.Getenv(partHelperEnv))
+	if len(args) != 3 {
+		return // not a helper process
+	}
+	os.Exit(run([]string{"convert", args[0], args[1], "--size", "32", "--workers", "1", "--part", args[2]}, os.Stdout, os.Stderr))
+}
+
+// Three processes convert their parts of one tree into one DST at once; the result
+// verifies, and a loader over it gives the batches a loader over a conversion in one
+// process gives.
+func TestConvertPartsProcesses(t *testing.T) {
+	src, _ := badTree(t)
+	dst := filepath.Join(t.TempDir(), "dst")
+	const n = 3
+	cmds := make([]*exec.Cmd, n)
+	outs := make([]bytes.Buffer, n)
+	for i := range n {
+		cmds[i] = exec.Command(os.Args[0], "-test.run=^TestHelperConvertPart$")
+		cmds[i].Env = append(os.Environ(), partHelperEnv+"="+src+" "+dst+" "+strconv.Itoa(i)+"/"+strconv.Itoa(n))
+		cmds[i].Stdout, cmds[i].Stderr = &outs[i], &outs[i]
+		if err := cmds[i].Start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, cmd := range cmds {
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("part %d/%d: %v\n%s", i, n, err, outs[i].String())
+		}
+	}
+	var out bytes.Buffer
+	if err := verify([]string{dst}, &out, io.Discard); err != nil {
+		t.Fatalf("verify: %v\n%s", err, out.String())
+	}
+	one := filepath.Join(t.TempDir(), "one")
+	if o, stderr, err := runConvert(t, src, one, "--size", "32", "--workers", "2"); err != nil {
+		t.Fatalf("convert: %v\n%s%s", err, o, stderr)
+	}
+	batches := func(dir string) []byte {
+		conv, err := pipeline.OpenConverted(dir, pipeline.ConvertedOptions{Logf: t.Logf})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conv.Close()
+		cfg := &pipeline.Config{BatchSize: 5, Workers: 2, Seed: 9, Logf: t.Logf}
+		if err := pipeline.ApplyRecipe(cfg, "train", 24); err != nil {
+			t.Fatal(err)
+		}
+		ld, err := pipeline.New(conv, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ld.Close()
+		var all []byte
+		for b, err := range ld.Epoch(context.Background(), 1) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			all = append(all, b.Data...)
+			for k, i := range b.Indices {
+				all = append(all, conv.Path(int(i))...)
+				all = append(all, byte(b.Labels[k]))
+			}
+			b.Release()
+		}
+		return all
+	}
+	if a, b := batches(one), batches(dst); len(a) == 0 || !bytes.Equal(a, b) {
+		t.Fatalf("batches from %d processes' parts differ from one conversion's (%d and %d bytes)", n, len(b), len(a))
 	}
 }
