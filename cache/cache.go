@@ -50,6 +50,12 @@ type Options struct {
 	MaxBytes int64
 	// ShardBytes is the size at which a writer starts a new shard; default 1 GiB.
 	ShardBytes int64
+	// ShardPrefix begins the name of every shard (and index) this Cache creates, and
+	// Manifest lists only shards whose names begin with it, so that processes writing
+	// disjoint parts of one converted dataset into one directory can each record their
+	// own shards (see Part). Letters, digits, '-', '_' and '.' only. Default "": names
+	// are a timestamp and a random number, and Manifest lists every shard.
+	ShardPrefix string
 	// ReadOnly opens an existing cache without creating or writing anything; default false.
 	ReadOnly bool
 	// Logf receives notices such as writes being disabled; default log.Printf.
@@ -83,12 +89,21 @@ func (o *Options) Validate() error {
 	if o.MaxBytes < 0 || o.ShardBytes < 1<<16 {
 		return fmt.Errorf("cache: MaxBytes %d must be ≥ 0 and ShardBytes %d ≥ 64 KiB", o.MaxBytes, o.ShardBytes)
 	}
+	if i := strings.IndexFunc(o.ShardPrefix, func(r rune) bool {
+		return !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '-' || r == '_' || r == '.')
+	}); i >= 0 || len(o.ShardPrefix) > 64 {
+		return fmt.Errorf("cache: ShardPrefix %q: want at most 64 letters, digits, '-', '_' or '.'", o.ShardPrefix)
+	}
 	return nil
 }
 
 // String prints the effective options.
 func (o *Options) String() string {
-	return fmt.Sprintf("codec=%s quality=%d max_bytes=%d shard_bytes=%d read_only=%t", o.Codec, o.Quality, o.MaxBytes, o.ShardBytes, o.ReadOnly)
+	s := fmt.Sprintf("codec=%s quality=%d max_bytes=%d shard_bytes=%d read_only=%t", o.Codec, o.Quality, o.MaxBytes, o.ShardBytes, o.ReadOnly)
+	if o.ShardPrefix != "" {
+		s += " shard_prefix=" + o.ShardPrefix
+	}
+	return s
 }
 
 // Ref locates one record. It is a small value; copy it freely.
@@ -605,7 +620,7 @@ func (c *Cache) newWriter(spec string) (*writer, error) {
 	var f *os.File
 	var name string
 	for {
-		name = fmt.Sprintf("%016x-%08x", time.Now().UnixNano(), rand.Uint32())
+		name = fmt.Sprintf("%s%016x-%08x", c.opts.ShardPrefix, time.Now().UnixNano(), rand.Uint32())
 		var err error
 		f, err = os.OpenFile(filepath.Join(c.dir, name+shardExt), os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o644)
 		if err == nil {

@@ -28,10 +28,15 @@ var ErrLocked = errors.New("another conversion is writing this directory")
 //
 // Without flock (non-unix systems) the lock always succeeds and protects nothing.
 func (c *Cache) LockConversion() (release func(), err error) {
+	return c.lockConversion(convertLockName)
+}
+
+// lockConversion takes the conversion lock in file name.
+func (c *Cache) lockConversion(name string) (release func(), err error) {
 	if c.opts.ReadOnly {
 		return nil, ErrReadOnly
 	}
-	f, err := os.OpenFile(filepath.Join(c.dir, convertLockName), os.O_CREATE|os.O_RDWR, 0o644)
+	f, err := os.OpenFile(filepath.Join(c.dir, name), os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("cache: %w", err)
 	}
@@ -54,10 +59,28 @@ func (c *Cache) LockConversion() (release func(), err error) {
 	}, nil
 }
 
-// Converting reports whether a conversion holds dir's conversion lock now, and who:
-// "pid N, since TIME".
+// Converting reports whether a conversion holds dir's conversion lock now, or the lock of
+// one of its parts (see Part), and who: "pid N, since TIME", or "part i/N: pid N, since
+// TIME" (the first part found running).
 func Converting(dir string) (holder string, running bool) {
-	f, err := os.Open(filepath.Join(dir, convertLockName))
+	if holder, running := converting(dir, convertLockName); running {
+		return holder, true
+	}
+	for _, name := range partLocks(dir) {
+		if holder, running := converting(dir, name); running {
+			var p Part
+			if _, err := fmt.Sscanf(name, "convert.part-%d-of-%d.lock", &p.Index, &p.Count); err == nil {
+				holder = "part " + p.String() + ": " + holder
+			}
+			return holder, true
+		}
+	}
+	return "", false
+}
+
+// converting reports whether a conversion holds the lock in dir/name, and who.
+func converting(dir, name string) (holder string, running bool) {
+	f, err := os.Open(filepath.Join(dir, name))
 	if err != nil {
 		return "", false
 	}

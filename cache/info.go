@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
@@ -12,17 +13,24 @@ import (
 // InfoName is the file, in a cache directory, that describes a converted dataset.
 const InfoName = "dataset.json"
 
-// InfoVersion is the version of dataset.json this package writes. Version 2 added the
-// manifest (Shards) and Stopped; ReadInfo reads version 1 files (no "version" field) too,
-// whose Manifested is false.
-const InfoVersion = 2
+// InfoVersion is the newest version of dataset.json this package reads and writes.
+// Version 2 added the manifest (Shards) and Stopped; version 3 added datasets converted
+// in parts (Parts, Part and the part files, see Part). Only a dataset converted in parts
+// is written as version 3; one converted in one process is still written as
+// WholeInfoVersion, so that a conveyor that predates parts reads it, and refuses one in
+// parts saying it was written by a newer conveyor. ReadInfo reads version 1 files (no
+// "version" field) too, whose Manifested is false.
+const InfoVersion = 3
+
+// WholeInfoVersion is the version of the Info of a dataset converted in one process.
+const WholeInfoVersion = 2
 
 // Info describes a dataset converted into a cache directory (conveyor convert): the
 // spec its records were stored under, the class names their labels index, whether the
 // conversion finished, and what it left in the directory (Shards), so that damage or
 // loss is found rather than silently training on less.
 type Info struct {
-	Version       int       `json:"version"` // InfoVersion when written; 0 in version 1 files
+	Version       int       `json:"version"` // 2 or 3 when written (see InfoVersion); 0 in version 1 files
 	FormatVersion int       `json:"format_version"`
 	Spec          string    `json:"spec"`
 	Codec         Codec     `json:"codec"`
@@ -38,6 +46,15 @@ type Info struct {
 	// ended, with its size, record count and the checksums of its header and index.
 	// It is nil while a conversion runs (and in version 1 files).
 	Shards []ShardManifest `json:"shards"`
+	// Parts, in the dataset.json of a dataset converted in parts (version 3), is their
+	// number; each part records its Stored, Bad, Complete, Stopped and Shards in its own
+	// part file, and ReadInfo sums them into the Info it returns. 0 otherwise.
+	Parts int `json:"parts,omitempty"`
+	// Part, in a part file, is the part it describes, "i/N"; "" otherwise.
+	Part string `json:"part,omitempty"`
+	// Unfinished, in an Info ReadInfo assembled from parts, lists the parts that have not
+	// completed ("i/N"), in order. It is not stored.
+	Unfinished []string `json:"-"`
 }
 
 // Manifested reports whether info records the dataset's shards, so that CheckDataset
@@ -46,13 +63,24 @@ func (info *Info) Manifested() bool {
 	return info != nil && info.Version >= 2 && info.Shards != nil
 }
 
-// WriteInfo replaces dir's Info atomically.
+// WriteInfo replaces dir's Info atomically; a conversion in one process sets its Version
+// to WholeInfoVersion. A dataset converted in parts writes its dataset.json with
+// CreatePartedInfo and each part its part file with WritePartInfo instead.
 func WriteInfo(dir string, info *Info) error {
+	if info.Parts != 0 || info.Part != "" {
+		return fmt.Errorf("cache: %s: WriteInfo writes the Info of a dataset converted in one process; one in parts is written with CreatePartedInfo and WritePartInfo", filepath.Join(dir, InfoName))
+	}
+	return writeInfoFile(dir, InfoName, info, false)
+}
+
+// writeInfoFile writes info as dir/name atomically: replacing it, or, with exclusive,
+// only if there is none (the error then wraps fs.ErrExist).
+func writeInfoFile(dir, name string, info *Info, exclusive bool) error {
 	b, err := json.MarshalIndent(info, "", "  ")
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(dir, InfoName+".tmp*")
+	tmp, err := os.CreateTemp(dir, name+".tmp*")
 	if err != nil {
 		return fmt.Errorf("cache: %w", err)
 	}
@@ -63,34 +91,71 @@ func WriteInfo(dir string, info *Info) error {
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), filepath.Join(dir, InfoName))
+	switch {
+	case err == nil && exclusive:
+		// A hard link fails when the name exists, so of processes racing to create it,
+		// one wins and the others read what it wrote. A file system without hard links
+		// (some FUSE mounts) gets a rename when the name is free: a race is then lost
+		// silently, but the contents differ only if the racers disagree.
+		final := filepath.Join(dir, name)
+		if err = os.Link(tmp.Name(), final); err != nil && !errors.Is(err, fs.ErrExist) {
+			if _, serr := os.Stat(final); serr == nil {
+				err = fmt.Errorf("%w: %s", fs.ErrExist, final)
+			} else {
+				err = os.Rename(tmp.Name(), final)
+			}
+		}
+		os.Remove(tmp.Name())
+	case err == nil:
+		err = os.Rename(tmp.Name(), filepath.Join(dir, name))
 	}
 	if err != nil {
 		os.Remove(tmp.Name())
-		return fmt.Errorf("cache: writing %s: %w", InfoName, err)
+		return fmt.Errorf("cache: writing %s: %w", filepath.Join(dir, name), err)
 	}
 	return nil
 }
 
-// ReadInfo reads dir's Info; the error wraps fs.ErrNotExist when dir holds none.
+// ReadInfo reads dir's Info; the error wraps fs.ErrNotExist when dir holds none. For a
+// dataset converted in parts it reads every part file too and returns their sum: the
+// records stored and bad, the manifest of every finished part's shards, complete only
+// when every part is, and otherwise Stopped saying which parts are unfinished and why
+// (listed in Unfinished).
 func ReadInfo(dir string) (*Info, error) {
-	b, err := os.ReadFile(filepath.Join(dir, InfoName))
+	info, err := readInfoFile(dir, InfoName)
+	if err != nil {
+		return nil, err
+	}
+	if info.Parts > 0 {
+		if err := assembleParts(dir, info); err != nil {
+			return nil, err
+		}
+	}
+	return info, nil
+}
+
+// readInfoFile reads and checks the Info in dir/name.
+func readInfoFile(dir, name string) (*Info, error) {
+	path := filepath.Join(dir, name)
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("cache: %w", err)
 	}
 	var info Info
 	if err := json.Unmarshal(b, &info); err != nil {
-		return nil, fmt.Errorf("cache: %s: %w", filepath.Join(dir, InfoName), err)
+		return nil, fmt.Errorf("cache: %s: %w", path, err)
 	}
 	if info.Version > InfoVersion {
-		return nil, fmt.Errorf("cache: %s: version %d, written by a newer conveyor (this one reads up to %d)", filepath.Join(dir, InfoName), info.Version, InfoVersion)
+		return nil, fmt.Errorf("cache: %s: version %d, written by a newer conveyor (this one reads up to %d)", path, info.Version, InfoVersion)
 	}
 	if info.FormatVersion != FormatVersion {
-		return nil, fmt.Errorf("cache: %s: format version %d, want %d", filepath.Join(dir, InfoName), info.FormatVersion, FormatVersion)
+		return nil, fmt.Errorf("cache: %s: format version %d, want %d", path, info.FormatVersion, FormatVersion)
 	}
 	if info.Spec == "" {
-		return nil, errors.New("cache: " + filepath.Join(dir, InfoName) + ": no spec")
+		return nil, errors.New("cache: " + path + ": no spec")
+	}
+	if info.Parts < 0 || info.Parts > 0 && info.Version < 3 {
+		return nil, fmt.Errorf("cache: %s: version %d with %d parts", path, info.Version, info.Parts)
 	}
 	return &info, nil
 }

@@ -158,7 +158,9 @@ func (c *Cache) fileNames() ([]string, error) {
 }
 
 // Manifest describes the shards holding records of spec, for a converted dataset's Info
-// (Info.Shards). Call it when nothing more is being written under spec.
+// (Info.Shards): those whose names begin with Options.ShardPrefix, when it is set. Call
+// it when nothing more is being written under spec by this Cache (or, without a prefix,
+// by anyone).
 func (c *Cache) Manifest(spec string) ([]ShardManifest, error) {
 	if err := c.Refresh(); err != nil {
 		return nil, err
@@ -168,7 +170,7 @@ func (c *Cache) Manifest(spec string) ([]ShardManifest, error) {
 	c.mu.RLock()
 	var shards []*shard
 	for _, sh := range c.shards {
-		if sh.spec == spec && !sh.gone && sh.broken == nil {
+		if sh.spec == spec && !sh.gone && sh.broken == nil && strings.HasPrefix(sh.name, c.opts.ShardPrefix) {
 			shards = append(shards, sh)
 		}
 	}

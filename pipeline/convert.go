@@ -30,6 +30,14 @@ type ConvertOptions struct {
 	MaxFileBytes int64
 	// Source names the converted directory in the dataset's Info; default "".
 	Source string
+	// Part, when set, converts only that part of src: the samples cache.Part.Range
+	// gives, one contiguous range of the listing, so that Part.Count processes, each
+	// given its own Part.Index, convert src into one directory together, with no lock
+	// shared between them and no merge step (see cache.Part). The cache must be opened
+	// with Options.ShardPrefix set to Part.ShardPrefix(). The dataset opens once every
+	// part has completed, and holds the samples a conversion in one process would, in
+	// the same order. Default the zero Part: all of src.
+	Part cache.Part
 	// Progress, when set, is called about ten times a second and once at the end, from
 	// one goroutine at a time.
 	Progress func(ConvertProgress)
@@ -75,7 +83,10 @@ type ConvertReport struct {
 // One conversion writes a directory at a time: Convert holds its conversion lock for the
 // whole run (cache.Cache.LockConversion), and a second one into the same directory, from
 // this process or another, fails at once with an error wrapping cache.ErrLocked that
-// names the holder, rather than waiting or storing every sample a second time.
+// names the holder, rather than waiting or storing every sample a second time. With
+// opts.Part set, Convert converts that part alone, under the part's own lock, and
+// records it in the part's own file (cache.WritePartInfo) after creating or checking
+// the dataset.json the parts share (cache.CreatePartedInfo); see cache.Part.
 func Convert(ctx context.Context, src Source, c *cache.Cache, opts *ConvertOptions) (*ConvertReport, error) {
 	var o ConvertOptions
 	if opts != nil {
@@ -96,6 +107,12 @@ func Convert(ctx context.Context, src Source, c *cache.Cache, opts *ConvertOptio
 	}
 	if o.Workers < 1 || o.MaxFileBytes < 1 {
 		return nil, fmt.Errorf("pipeline: convert: Workers %d and MaxFileBytes %d must be ≥ 1", o.Workers, o.MaxFileBytes)
+	}
+	if err := o.Part.Validate(); err != nil {
+		return nil, fmt.Errorf("pipeline: convert: Part: %w", err)
+	}
+	if want := o.Part.ShardPrefix(); c.Options().ShardPrefix != want {
+		return nil, fmt.Errorf("pipeline: convert: Part %v needs a cache opened with ShardPrefix %q, not %q (cache.Part.ShardPrefix)", o.Part, want, c.Options().ShardPrefix)
 	}
 	if err := checkKind(src); err != nil {
 		return nil, fmt.Errorf("pipeline: convert: %w", err)
@@ -119,7 +136,22 @@ func Convert(ctx context.Context, src Source, c *cache.Cache, opts *ConvertOptio
 	if src.Len() == 0 {
 		return nil, errors.New("pipeline: convert: empty source")
 	}
-	release, err := c.LockConversion()
+	whole := src
+	lo, hi := o.Part.Range(src.Len())
+	if !o.Part.Whole() {
+		if o.Part.Count > src.Len() {
+			return nil, fmt.Errorf("pipeline: convert: part %v: %v holds %d samples, fewer than %d parts; convert in at most %d parts", o.Part, src, src.Len(), o.Part.Count, src.Len())
+		}
+		var err error
+		if src, err = Subset(whole, seq(lo, hi)); err != nil {
+			return nil, fmt.Errorf("pipeline: convert: part %v: %w", o.Part, err)
+		}
+	}
+	lockConversion := c.LockConversion
+	if !o.Part.Whole() {
+		lockConversion = func() (func(), error) { return c.LockPart(o.Part) }
+	}
+	release, err := lockConversion()
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: convert: %w; wait for that conversion to end, or stop it (a later run resumes where it stopped)", err)
 	}
@@ -139,13 +171,27 @@ func Convert(ctx context.Context, src Source, c *cache.Cache, opts *ConvertOptio
 		return nil, fmt.Errorf("pipeline: convert: %w", err)
 	}
 	defer ld.Close()
-	info := &cache.Info{Version: cache.InfoVersion, FormatVersion: cache.FormatVersion, Spec: ld.spec, Codec: c.Options().Codec, Source: o.Source, Samples: src.Len(), Classes: src.Classes()}
-	if old, err := cache.ReadInfo(c.Dir()); err == nil && (old.Spec != info.Spec || old.Codec != info.Codec) {
-		o.Logf("pipeline: convert: %s held a dataset of spec %q, codec %s; converting again as %q, codec %s",
-			c.Dir(), old.Spec, old.Codec, info.Spec, info.Codec)
+	info := &cache.Info{Version: cache.WholeInfoVersion, FormatVersion: cache.FormatVersion, Spec: ld.spec, Codec: c.Options().Codec, Source: o.Source, Samples: src.Len(), Classes: src.Classes()}
+	writeInfo := func() error { return cache.WriteInfo(c.Dir(), info) }
+	if o.Part.Whole() {
+		if old, err := cache.ReadInfo(c.Dir()); err == nil && old.Parts > 0 {
+			return nil, fmt.Errorf("pipeline: convert: %s holds a dataset converted in %d parts; convert with Part set (conveyor convert --part i/%d) to resume it, or into an empty directory", c.Dir(), old.Parts, old.Parts)
+		} else if err == nil && (old.Spec != info.Spec || old.Codec != info.Codec) {
+			o.Logf("pipeline: convert: %s held a dataset of spec %q, codec %s; converting again as %q, codec %s",
+				c.Dir(), old.Spec, old.Codec, info.Spec, info.Codec)
+		}
+	} else {
+		// dataset.json names the parts and the whole listing; each part's own file
+		// records what it stored.
+		all := *info
+		all.Samples, all.Parts, all.Updated = whole.Len(), o.Part.Count, time.Now().UTC()
+		if err := cache.CreatePartedInfo(c.Dir(), &all); err != nil {
+			return nil, fmt.Errorf("pipeline: convert: part %v: %w", o.Part, err)
+		}
+		writeInfo = func() error { return cache.WritePartInfo(c.Dir(), o.Part, info) }
 	}
 	info.Updated = time.Now().UTC()
-	if err := cache.WriteInfo(c.Dir(), info); err != nil {
+	if err := writeInfo(); err != nil {
 		return nil, err
 	}
 
@@ -176,7 +222,9 @@ func Convert(ctx context.Context, src Source, c *cache.Cache, opts *ConvertOptio
 	}
 	rep := &ConvertReport{ConvertProgress: progress(done), Spec: ld.spec}
 	for _, i := range slices.Sorted(maps.Keys(cv.bad)) {
-		rep.BadFiles = append(rep.BadFiles, cv.bad[i])
+		e := cv.bad[i]
+		e.Index += lo // the index in src, not in the part
+		rep.BadFiles = append(rep.BadFiles, e)
 	}
 	// The manifest records what this run leaves, complete or not, so that a dataset opened
 	// with AllowIncomplete is checked too.
@@ -186,13 +234,15 @@ func Convert(ctx context.Context, src Source, c *cache.Cache, opts *ConvertOptio
 		info.Shards = m
 	}
 	info.Complete = stopErr == nil
-	info.Stored = len(c.Records(ld.spec))
+	if info.Stored = len(c.Records(ld.spec)); !o.Part.Whole() {
+		info.Stored = storedIn(c.Records(ld.spec), src) // the other parts' records are theirs
+	}
 	if stopErr != nil {
 		info.Stopped = fmt.Sprintf("stopped with %d of %d files stored: %v", info.Stored, info.Samples, stopErr)
 	}
 	info.Bad = rep.Bad
 	info.Updated = time.Now().UTC()
-	if err := cache.WriteInfo(c.Dir(), info); err != nil && stopErr == nil {
+	if err := writeInfo(); err != nil && stopErr == nil {
 		stopErr = err
 	}
 	if o.Progress != nil {
@@ -202,6 +252,27 @@ func Convert(ctx context.Context, src Source, c *cache.Cache, opts *ConvertOptio
 		return rep, fmt.Errorf("pipeline: convert stopped after %d of %d files: %w", rep.Done, rep.Total, stopErr)
 	}
 	return rep, nil
+}
+
+// seq is lo, lo+1, ..., hi-1.
+func seq(lo, hi int) []int {
+	s := make([]int, hi-lo)
+	for i := range s {
+		s[i] = lo + i
+	}
+	return s
+}
+
+// storedIn counts the records of refs, sorted by path, whose paths are samples of src:
+// a part's, where refs also hold the other parts' records.
+func storedIn(refs []cache.Ref, src Source) int {
+	n := 0
+	for i := range src.Len() {
+		if _, ok := slices.BinarySearchFunc(refs, src.Path(i), func(r cache.Ref, p string) int { return strings.Compare(r.Path, p) }); ok {
+			n++
+		}
+	}
+	return n
 }
 
 // converting is a Loader's state when it runs Convert: every decoded sample is stored

@@ -124,6 +124,13 @@ func incomplete(dir string, info *cache.Info, listed int, problems []cache.Probl
 	}
 	allow := fmt.Sprintf("or set ConvertedOptions.AllowIncomplete (conveyor bench --allow-incomplete) to train on the %d samples stored", listed)
 	switch {
+	case !info.Complete && info.Parts > 0:
+		var runs []string
+		for _, p := range info.Unfinished {
+			runs = append(runs, fmt.Sprintf("--part %s", p))
+		}
+		return fmt.Sprintf("its conversion %s; run %s with %s to finish them (each resumes where it stopped, and the dataset opens once every part has finished), %s",
+			info.Stopped, convert, strings.Join(runs, ", "), allow)
 	case !info.Complete:
 		if holder, running := cache.Converting(dir); running {
 			return fmt.Sprintf("its conversion is still running (%s); wait for it to finish, %s so far", holder, allow)

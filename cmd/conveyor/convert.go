@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -40,6 +41,16 @@ against; bench refuses a DST whose conversion did not complete or is still runni
 (--allow-incomplete trains on it anyway). One conversion writes DST at a time: a
 second one started while the first runs exits at once, naming the first's pid.
 
+--part i/N converts only part i (0 ≤ i < N) of SRC's sorted listing, the files
+[i·n/N, (i+1)·n/N) of n, so that N processes convert SRC into one DST together (a
+Kubernetes Indexed Job, a Slurm array; see examples/convert-parts). Each part writes
+only files named after it (part-i-of-N-*.shard, dataset.part-i-of-N.json,
+convert-report.part-i-of-N.txt, i padded with zeros to N's width); DST opens once every part has finished, with no
+merge step, and holds what one conversion would, in the same order; verify names a
+missing part. A rerun of a part resumes it. --part env takes i from
+$JOB_COMPLETION_INDEX (Kubernetes) or $SLURM_ARRAY_TASK_ID minus $SLURM_ARRAY_TASK_MIN
+(Slurm), and N from $SLURM_ARRAY_TASK_COUNT; --part env/N gives N.
+
 flags:
 `, reportName, cache.InfoName)
 		fs.PrintDefaults()
@@ -51,6 +62,7 @@ flags:
 	var maxBytes byteSize
 	fs.Var(&maxBytes, "max-bytes", "bound on DST's size, e.g. 200G; conversion stops when full (0: none)")
 	decoder := fs.String("decoder", decode.BackendAuto, "JPEG decoder: auto (libjpeg-turbo when it loads), go or turbo")
+	partFlag := fs.String("part", "", "convert part i of N of SRC: i/N, env or env/N (see above); default all of it")
 	pos, err := parseFlags(fs, args, stdout)
 	if err != nil {
 		return err
@@ -76,6 +88,10 @@ flags:
 		return usagef("--workers %d < 1", *workers)
 	case *quality < 1 || *quality > 100:
 		return usagef("--quality %d not in [1, 100]", *quality)
+	}
+	part, err := parsePart(*partFlag, os.Getenv)
+	if err != nil {
+		return usagef("--part: %s", strings.TrimPrefix(err.Error(), "cache: "))
 	}
 	dopts := decode.Options{Backend: *decoder}
 	if *size > 0 {
@@ -105,7 +121,7 @@ flags:
 	}
 
 	pr := newProgress(stderr)
-	c, err := cache.Open(dst, &cache.Options{Codec: cd, Quality: *quality, MaxBytes: int64(maxBytes), Logf: pr.logf})
+	c, err := cache.Open(dst, &cache.Options{Codec: cd, Quality: *quality, MaxBytes: int64(maxBytes), ShardPrefix: part.ShardPrefix(), Logf: pr.logf})
 	if err != nil {
 		return err
 	}
@@ -115,7 +131,7 @@ flags:
 	defer stop()
 	context.AfterFunc(ctx, stop) // a second Ctrl-C kills at once
 	rep, err := pipeline.Convert(ctx, src, c, &pipeline.ConvertOptions{
-		Decode: dopts, Workers: *workers, Source: absSrc, Progress: func(cp pipeline.ConvertProgress) { pr.update(convertState(cp)) }, Logf: pr.logf,
+		Decode: dopts, Workers: *workers, Source: absSrc, Part: part, Progress: func(cp pipeline.ConvertProgress) { pr.update(convertState(cp)) }, Logf: pr.logf,
 	})
 	pr.finish(true)
 	if rep == nil {
@@ -124,17 +140,26 @@ flags:
 	switch {
 	case ctx.Err() != nil:
 		err = fmt.Errorf("interrupted after %d of %d files; run the same command again to resume", rep.Done, rep.Total)
+		if !part.Whole() {
+			err = fmt.Errorf("part %v %w", part, err)
+		}
 	case errors.Is(err, cache.ErrFull):
 		err = fmt.Errorf("%w (raise --max-bytes and run again to resume)", err)
 	}
 
 	reportPath := filepath.Join(dst, reportName)
+	if !part.Whole() {
+		reportPath = filepath.Join(dst, partReportName(part))
+	}
 	if rerr := writeReport(reportPath, srcDir, dst, rep); rerr != nil {
 		err = errors.Join(err, rerr)
 	}
 	secs := rep.Elapsed.Seconds()
 	fmt.Fprintf(stdout, "conveyor convert stored=%d skipped=%d bad=%d seconds=%.2f images_per_s=%.1f bytes=%d dir=%s",
 		rep.Stored, rep.Skipped, rep.Bad, secs, perSecond(rep.Stored, secs), c.Stats().Bytes, dst)
+	if !part.Whole() {
+		fmt.Fprintf(stdout, " part=%v", part)
+	}
 	if rep.Bad > 0 {
 		fmt.Fprintf(stdout, " report=%s", reportPath)
 	}
@@ -160,6 +185,56 @@ func writeReport(path, srcDir, dst string, rep *pipeline.ConvertReport) error {
 		return fmt.Errorf("writing the report: %w", err)
 	}
 	return nil
+}
+
+// partReportName is the file, in the destination, that lists part p's bad files.
+func partReportName(p cache.Part) string {
+	return "convert-report." + strings.TrimSuffix(p.ShardPrefix(), "-") + ".txt"
+}
+
+// parsePart parses --part: "" (the whole of SRC), "i/N", "env" or "env/N". env takes i
+// from JOB_COMPLETION_INDEX (a Kubernetes Indexed Job) or SLURM_ARRAY_TASK_ID less
+// SLURM_ARRAY_TASK_MIN (a Slurm array, whose ids need not start at 0), and N from
+// SLURM_ARRAY_TASK_COUNT unless given: Kubernetes sets no variable for it.
+func parsePart(s string, getenv func(string) string) (cache.Part, error) {
+	if s == "" {
+		return cache.Part{}, nil
+	}
+	env, count, ok := strings.Cut(s, "/")
+	if env != "env" {
+		return cache.ParsePart(s)
+	}
+	atoi := func(name string) (int, error) {
+		v, err := strconv.Atoi(getenv(name))
+		if err != nil {
+			return 0, fmt.Errorf("%s: $%s is %q, not an integer", s, name, getenv(name))
+		}
+		return v, nil
+	}
+	var index int
+	var err error
+	switch {
+	case getenv("JOB_COMPLETION_INDEX") != "":
+		index, err = atoi("JOB_COMPLETION_INDEX")
+	case getenv("SLURM_ARRAY_TASK_ID") != "":
+		var lo int
+		if index, err = atoi("SLURM_ARRAY_TASK_ID"); err == nil && getenv("SLURM_ARRAY_TASK_MIN") != "" {
+			lo, err = atoi("SLURM_ARRAY_TASK_MIN")
+			index -= lo
+		}
+	default:
+		return cache.Part{}, fmt.Errorf("%s: neither $JOB_COMPLETION_INDEX (a Kubernetes Indexed Job) nor $SLURM_ARRAY_TASK_ID (a Slurm array) is set; give the part as i/N", s)
+	}
+	if err != nil {
+		return cache.Part{}, err
+	}
+	if !ok {
+		if getenv("SLURM_ARRAY_TASK_COUNT") == "" {
+			return cache.Part{}, fmt.Errorf("%s: $SLURM_ARRAY_TASK_COUNT is not set; give the number of parts as env/N", s)
+		}
+		count = getenv("SLURM_ARRAY_TASK_COUNT")
+	}
+	return cache.ParsePart(fmt.Sprintf("%d/%s", index, count))
 }
 
 func perSecond(n int, secs float64) float64 {

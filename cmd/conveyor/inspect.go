@@ -33,6 +33,10 @@ type inspectResult struct {
 	// Incomplete says why the conversion did not complete: still running, stopped (and
 	// why), or killed.
 	Incomplete string `json:"incomplete,omitempty"`
+	// Parts is the number of parts the dataset was converted in (conveyor convert
+	// --part), and Unfinished those of them that have not completed, "i/N".
+	Parts      int      `json:"parts,omitempty"`
+	Unfinished []string `json:"unfinished_parts,omitempty"`
 	// Manifest: dataset.json records the dataset's shards, which Problems compares the
 	// directory with (shard headers and indexes; records are not read).
 	Manifest bool         `json:"manifest"`
@@ -166,6 +170,7 @@ func describe(c *cache.Cache, info *cache.Info) *inspectResult {
 		res.FormatVersion = info.FormatVersion
 		res.Spec, res.Codec, res.Source = info.Spec, string(info.Codec), info.Source
 		res.Listed, res.Bad, res.Complete = info.Samples, info.Bad, info.Complete
+		res.Parts, res.Unfinished = info.Parts, info.Unfinished
 		if !info.Updated.IsZero() {
 			res.Updated = &info.Updated
 		}
@@ -245,6 +250,12 @@ func printInspect(w io.Writer, r *inspectResult) {
 			line("source", "%s", r.Source)
 		}
 		line("samples", "%d stored of %d listed, %d bad", r.Samples, r.Listed, r.Bad)
+		switch {
+		case r.Parts > 0 && len(r.Unfinished) > 0:
+			line("parts", "%d, %d unfinished: %s", r.Parts, len(r.Unfinished), strings.Join(r.Unfinished, ", "))
+		case r.Parts > 0:
+			line("parts", "%d, all complete", r.Parts)
+		}
 		if r.Incomplete != "" {
 			line("complete", "false: %s", r.Incomplete)
 		} else {

@@ -45,8 +45,8 @@ no longer uses.
 	var damaged []string
 	rep, err := c.VerifyDataset(info, func(p cache.Problem) {
 		if p.Kind != cache.KindRecord {
-			fmt.Fprintf(stdout, "%s %s: %v\n", problemKind(p.Kind), p.File(), p.Err)
-			damaged = append(damaged, fmt.Sprintf("%s %s", p.Kind, filepath.Base(p.File())))
+			fmt.Fprintf(stdout, "%s %s: %v%s\n", problemKind(p.Kind), p.File(), p.Err, ofPart(p.File()))
+			damaged = append(damaged, fmt.Sprintf("%s %s%s", p.Kind, filepath.Base(p.File()), ofPart(p.File())))
 			return
 		}
 		path := p.Path
@@ -59,8 +59,8 @@ no longer uses.
 			fmt.Fprintf(stdout, "superseded %s+%d %s: %s (stored again later; the dataset reads the later copy)\n", p.Shard, p.Offset, path, msg)
 			return
 		}
-		fmt.Fprintf(stdout, "damaged %s+%d %s: %s\n", p.Shard, p.Offset, path, msg)
-		damaged = append(damaged, path)
+		fmt.Fprintf(stdout, "damaged %s+%d %s: %s%s\n", p.Shard, p.Offset, path, msg, ofPart(p.Shard))
+		damaged = append(damaged, path+ofPart(p.Shard))
 	})
 	if err != nil {
 		return fmt.Errorf("%s: %w", dir, err)
@@ -98,6 +98,15 @@ no longer uses.
 		return fmt.Errorf("%s is incomplete: %s", dir, incomplete)
 	}
 	return nil
+}
+
+// ofPart is " (part i/N)" for a file written by a part of a conversion in parts, so
+// that whoever reruns it knows which: "" otherwise.
+func ofPart(file string) string {
+	if p, ok := cache.ShardPart(file); ok {
+		return " (part " + p.String() + ")"
+	}
+	return ""
 }
 
 // problemKind is how verify and inspect name a kind of damage to a shard.
