@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"hash/fnv"
 	"io"
 	"io/fs"
 	"math/rand/v2"
@@ -22,11 +23,34 @@ import (
 )
 
 // An Object is one stored object: its name under the bucket's root, size and ETag
-// (empty where the store has none, as for local files).
+// (empty where the store has none, as for local files), and when it was last modified.
 type Object struct {
 	Name string
 	Size int64
 	ETag string
+	// ModTime is the object's Last-Modified time (a local file's modification time).
+	// Stat and Download fill it; where the store gives none, it is a fixed time derived
+	// from the ETag (see [Bucket.Download]), so it changes only when the object does.
+	ModTime time.Time
+}
+
+// etagTime stands in for a missing Last-Modified: a time in 1970-2038 taken from a hash
+// of the ETag, the same on every node and run, different when the object changes. It is
+// the zero time when there is no ETag either.
+func etagTime(etag string) time.Time {
+	if etag == "" {
+		return time.Time{}
+	}
+	h := fnv.New64a()
+	h.Write([]byte(etag))
+	return time.Unix(int64(h.Sum64()%(1<<31)), 0).UTC()
+}
+
+func withModTime(o Object) Object {
+	if o.ModTime.IsZero() {
+		o.ModTime = etagTime(o.ETag)
+	}
+	return o
 }
 
 // Options configures how a [Bucket] reaches its store. A nil *Options means defaults.
@@ -136,11 +160,35 @@ type backend interface {
 type getResult struct {
 	start, length, size int64
 	etag                string
+	modTime             time.Time // Last-Modified; zero when not given
+	// encrypted says the ETag is not the body's MD5 even if it looks like one:
+	// SSE-KMS and SSE-C objects on AWS (x-amz-server-side-encryption: aws:kms, or the
+	// SSE-C customer-algorithm header).
+	encrypted bool
+}
+
+// sseNotMD5 reports whether server-side-encryption response headers mean the ETag is
+// not an MD5 of the content.
+func sseNotMD5(sse, customerAlgorithm string) bool {
+	return strings.HasPrefix(sse, "aws:kms") || customerAlgorithm != ""
+}
+
+// timedLister is a backend whose list bounds each request itself (S3 pages) or needs no
+// bound (local directories), so the listing is not run inside one attempt's deadline.
+type timedLister interface {
+	listEach(ctx context.Context, prefix string, do func(context.Context, func(context.Context) error) error) ([]Object, error)
 }
 
 // putter is a backend that can store objects.
 type putter interface {
 	put(ctx context.Context, key string, r io.ReaderAt, size int64, c *counters) error
+}
+
+// partTimeout bounds one upload request of n bytes: AttemptTimeout for the request to
+// start and answer, plus the time to send n bytes at 256 KiB/s (64 MiB: 4m16s more), a
+// floor slow enough for a congested link but finite for a dead one.
+func (o *Options) partTimeout(n int64) time.Duration {
+	return o.Retry.AttemptTimeout + time.Duration(n)*time.Second/(256<<10)
 }
 
 type counters struct {
@@ -198,7 +246,7 @@ func openBucket(ctx context.Context, loc Location, opts *Options) (*Bucket, erro
 		if err != nil {
 			return nil, err
 		}
-		be.do = b.do
+		be.do, be.doTimeout, be.partTimeout = b.do, b.doTimeout, b.opts.partTimeout
 		b.be = be
 	case "http", "https":
 		b.root = loc.Path
@@ -262,8 +310,13 @@ func (b *Bucket) Stats() Stats {
 	}
 }
 
-// do runs op with the retry policy; op's error decides.
+// do runs op with the retry policy, each attempt within AttemptTimeout; op's error decides.
 func (b *Bucket) do(ctx context.Context, op func(context.Context) error) error {
+	return b.doTimeout(ctx, b.opts.Retry.AttemptTimeout, op)
+}
+
+// doTimeout runs op with the retry policy, each attempt within timeout.
+func (b *Bucket) doTimeout(ctx context.Context, timeout time.Duration, op func(context.Context) error) error {
 	var err error
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
@@ -272,7 +325,7 @@ func (b *Bucket) do(ctx context.Context, op func(context.Context) error) error {
 				return errors.Join(err, serr)
 			}
 		}
-		actx, cancel := context.WithTimeout(ctx, b.opts.Retry.AttemptTimeout)
+		actx, cancel := context.WithTimeout(ctx, timeout)
 		b.c.requests.Add(1)
 		err = op(actx)
 		cancel()
@@ -311,17 +364,23 @@ func (b *Bucket) Stat(ctx context.Context, name string) (Object, error) {
 		return err
 	})
 	o.Name = name
-	return o, err
+	return withModTime(o), err
 }
 
 // List returns the objects under the root whose names start with prefix, sorted by name.
 func (b *Bucket) List(ctx context.Context, prefix string) ([]Object, error) {
 	var objs []Object
-	err := b.do(ctx, func(ctx context.Context) error {
-		var err error
-		objs, err = b.be.list(ctx, b.root+prefix)
-		return err
-	})
+	var err error
+	if tl, ok := b.be.(timedLister); ok {
+		// A listing of a million keys takes a thousand pages: each page is one attempt.
+		objs, err = tl.listEach(ctx, b.root+prefix, b.do)
+	} else {
+		err = b.do(ctx, func(ctx context.Context) error {
+			var err error
+			objs, err = b.be.list(ctx, b.root+prefix)
+			return err
+		})
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -338,20 +397,42 @@ type stopError struct{ err error }
 func (e stopError) Error() string { return e.err.Error() }
 func (e stopError) Unwrap() error { return e.err }
 
+// maxRestarts bounds how often a Download starts again from zero because the body's
+// MD5 did not match its ETag, and how often attempts in a row end short at the same
+// offset: such a store will not do better on the next try, and an attempt that brings
+// bytes otherwise resets the attempt count, so without this bound it would never stop.
+const maxRestarts = 2
+
 // Download writes the whole object into f (from its start; f is truncated first) and
-// returns its size and ETag. Failed attempts are retried (Retry.Attempts bounds the
-// attempts in a row that add no byte); a truncated body resumes where it stopped with a
-// ranged request, and a download whose MD5 does not match a plain (not
-// multipart) ETag starts again. onSize, if not nil, is called with the object's size
-// once per attempt before any byte is written; an error from it ends the download and
-// is returned as is.
+// returns its size, ETag and modification time. Failed attempts are retried
+// (Retry.Attempts bounds the attempts in a row that add no byte); a truncated body
+// resumes where it stopped with a ranged request, and a download whose MD5 does not
+// match a plain (not multipart, not SSE-KMS or SSE-C) ETag starts again, at most twice;
+// then, as when attempts keep ending short at the same offset, it fails for good naming
+// the URL. onSize, if not nil, is called with the object's size (-1 when the response
+// does not say) once per attempt before any byte is written; an error from it ends the
+// download and is returned as is.
+//
+// The ModTime returned is the response's Last-Modified (the first one seen, kept across
+// resumed attempts); a store that sends none gets a fixed time derived from the ETag, so
+// that keys built from it (the WebDataset index, pixel caches) stay the same from run to
+// run and change when the object does.
 func (b *Bucket) Download(ctx context.Context, name string, f *os.File, onSize func(size int64) error) (Object, error) {
+	return b.download(ctx, name, f, onSize, nil)
+}
+
+// download is Download with onGrow, called with the bytes written so far whenever they
+// grow while the object's size is unknown; an error from it ends the download.
+func (b *Bucket) download(ctx context.Context, name string, f *os.File, onSize, onGrow func(size int64) error) (Object, error) {
 	key := b.root + name
+	url := b.URL(name)
 	if err := resetFile(f); err != nil {
-		return Object{}, fmt.Errorf("objstore: %s: %w", b.URL(name), err)
+		return Object{}, fmt.Errorf("objstore: %s: %w", url, err)
 	}
 	st := &dlState{md5: md5.New(), size: -1}
 	var err error
+	restarts, repeats := 0, 0
+	lastShort := int64(-1) // where the last attempt that brought bytes but failed ended
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
 			b.c.retries.Add(1)
@@ -359,24 +440,45 @@ func (b *Bucket) Download(ctx context.Context, name string, f *os.File, onSize f
 				return Object{}, errors.Join(err, serr)
 			}
 		}
-		before := st.off
-		err = b.downloadOnce(ctx, key, f, st, onSize)
-		if st.off > before {
-			// An attempt that moved the download on starts the count again: Attempts
-			// bounds the tries in a row that bring nothing.
-			attempt = 0
-		}
+		st.got = 0
+		err = b.downloadOnce(ctx, key, f, st, onSize, onGrow)
+		end := st.off
 		if err == nil {
-			if err = st.verify(b.URL(name)); err == nil {
-				return Object{Name: name, Size: st.size, ETag: st.etag}, nil
+			if err = st.verify(url); err == nil {
+				if st.size < 0 {
+					st.size = st.off
+				}
+				return withModTime(Object{Name: name, Size: st.size, ETag: st.etag, ModTime: st.modTime}), nil
 			}
-			if rerr := st.restart(f); rerr != nil {
-				return Object{}, rerr
+			if st.badMD5 {
+				restarts++
+				if restarts > maxRestarts {
+					return Object{}, &Error{Op: "GET", URL: url, Err: fmt.Errorf("%w; gave up after %d downloads (is the ETag an MD5 of the content?)", err, restarts)}
+				}
+				if rerr := st.restart(f); rerr != nil {
+					return Object{}, fmt.Errorf("objstore: %s: starting again: %w", url, rerr)
+				}
 			}
 		}
 		var stop stopError
 		if errors.As(err, &stop) {
 			return Object{}, stop.err
+		}
+		if st.got > 0 {
+			// An attempt that brought bytes starts the count again: Attempts bounds the
+			// tries in a row that bring nothing. One that ends short where the last one
+			// did (a store that ignores ranges and always cuts the body at the same
+			// place) does not count as progress for long.
+			attempt = 0
+			if end == lastShort {
+				repeats++
+				if repeats > maxRestarts {
+					return Object{}, &Error{Op: "GET", URL: url, Err: fmt.Errorf("%w; %d attempts in a row ended at byte %d", err, repeats+1, end)}
+				}
+			} else {
+				repeats = 0
+			}
+			lastShort = end
 		}
 		if !retryable(err) || attempt+1 >= b.opts.Retry.Attempts || ctx.Err() != nil {
 			if attempt > 0 {
@@ -389,17 +491,23 @@ func (b *Bucket) Download(ctx context.Context, name string, f *os.File, onSize f
 
 type dlState struct {
 	off, size int64
+	got       int64 // bytes the current attempt brought
 	etag      string
+	modTime   time.Time
+	encrypted bool // the ETag is not an MD5 (SSE-KMS, SSE-C)
+	badMD5    bool // verify found the MD5 wrong
 	md5       hash.Hash
 }
 
 // verify checks a finished download's length and, for a plain ETag, its MD5.
 func (st *dlState) verify(url string) error {
+	st.badMD5 = false
 	if st.size >= 0 && st.off != st.size {
 		return &Error{Op: "GET", URL: url, Err: fmt.Errorf("%w: got %d of %d bytes", ErrTruncated, st.off, st.size)}
 	}
-	if plainMD5(st.etag) {
+	if plainMD5(st.etag) && !st.encrypted {
 		if got := hex.EncodeToString(st.md5.Sum(nil)); got != st.etag {
+			st.badMD5 = true
 			return &Error{Op: "GET", URL: url, Err: fmt.Errorf("%w: MD5 %s, ETag %s", ErrTruncated, got, st.etag)}
 		}
 	}
@@ -407,7 +515,7 @@ func (st *dlState) verify(url string) error {
 }
 
 func (st *dlState) restart(f *os.File) error {
-	st.off, st.size, st.etag = 0, -1, ""
+	st.off, st.size, st.etag, st.modTime = 0, -1, "", time.Time{}
 	st.md5.Reset()
 	return resetFile(f)
 }
@@ -420,8 +528,10 @@ func resetFile(f *os.File) error {
 	return err
 }
 
-// plainMD5 reports whether an ETag is an MD5 of the content: 32 hex digits. Multipart
-// ETags end in -N and SSE-KMS ones are not MD5s either; those are checked by length only.
+// plainMD5 reports whether an ETag looks like an MD5 of the content: 32 hex digits.
+// Multipart ETags end in -N and are checked by length only. SSE-KMS and SSE-C ETags on
+// AWS also have 32 hex digits but are not MD5s: the response's encryption headers tell
+// those apart (getResult.encrypted).
 func plainMD5(etag string) bool {
 	if len(etag) != 32 {
 		return false
@@ -434,7 +544,7 @@ func plainMD5(etag string) bool {
 	return true
 }
 
-func (b *Bucket) downloadOnce(ctx context.Context, key string, f *os.File, st *dlState, onSize func(int64) error) error {
+func (b *Bucket) downloadOnce(ctx context.Context, key string, f *os.File, st *dlState, onSize, onGrow func(int64) error) error {
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	// The watchdog abandons an attempt that gets no headers, or no body bytes, for
@@ -453,17 +563,20 @@ func (b *Bucket) downloadOnce(ctx context.Context, key string, f *os.File, st *d
 	if st.size >= 0 && (r.etag != st.etag || r.size != st.size) {
 		// The object changed between attempts: start again from zero.
 		if err := st.restart(f); err != nil {
-			return err
+			return stopError{fmt.Errorf("objstore: %s: starting again: %w", b.be.url(key), err)}
 		}
 		return &Error{Op: "GET", URL: b.be.url(key), Err: fmt.Errorf("%w: object changed during the download", ErrTruncated)}
 	}
 	if r.start != st.off {
 		// The store ignored the range: take the whole body again.
 		if err := st.restart(f); err != nil {
-			return err
+			return stopError{fmt.Errorf("objstore: %s: starting again: %w", b.be.url(key), err)}
 		}
 	}
-	st.size, st.etag = r.size, r.etag
+	st.size, st.etag, st.encrypted = r.size, r.etag, r.encrypted
+	if st.modTime.IsZero() {
+		st.modTime = r.modTime
+	}
 	if onSize != nil {
 		if err := onSize(r.size); err != nil {
 			return stopError{err}
@@ -476,10 +589,16 @@ func (b *Bucket) downloadOnce(ctx context.Context, key string, f *os.File, st *d
 		n, rerr := body.Read(buf)
 		if n > 0 {
 			wd.Reset(b.opts.Retry.AttemptTimeout)
+			if r.size < 0 && onGrow != nil {
+				if err := onGrow(st.off + int64(n)); err != nil {
+					return stopError{err}
+				}
+			}
 			if _, werr := w.Write(buf[:n]); werr != nil {
 				return stopError{fmt.Errorf("objstore: %s: writing the cache file: %w", b.be.url(key), werr)}
 			}
 			st.off += int64(n)
+			st.got += int64(n)
 			got += int64(n)
 			b.c.bytes.Add(int64(n))
 		}

@@ -32,8 +32,11 @@ type Stats struct {
 
 // CacheOptions configures a [Cache]. A nil *CacheOptions means defaults.
 type CacheOptions struct {
-	// Dir is the cache directory; its files are the cache's own. Default: a new
-	// temporary directory, removed by Close.
+	// Dir is where the cache keeps its files: each Cache makes its own new
+	// subdirectory of Dir (objstore-*) and removes it on Close, so several caches (the
+	// ranks on one node) may share a Dir without touching one another's files. The
+	// subdirectories of caches that died without Close are left for the user to clean
+	// up. Default: the system's temporary directory.
 	Dir string
 	// MaxBytes bounds the bytes of the objects in Dir, fetches in flight included.
 	// An object larger than it fails with ErrTooLarge. Default 16 GiB.
@@ -62,11 +65,12 @@ type entry struct {
 	seq    int64 // creation order: parked entries are served in it
 	file   string
 	state  entryState
-	size   int64 // reserved bytes, once known
-	refs   int   // open files and Opens waiting for it
-	demand bool  // an Open wants it (fetched before prefetches)
-	hinted bool  // prefetched and not yet opened: only an Open may evict it
-	drop   bool  // released while in flight: evict when done
+	size   int64     // reserved bytes, once known
+	mtime  time.Time // the object's ModTime, once fetched
+	refs   int       // open files and Opens waiting for it
+	demand bool      // an Open wants it (fetched before prefetches)
+	hinted bool      // prefetched and not yet opened: only an Open may evict it
+	drop   bool      // released while in flight: evict when done
 	done   chan struct{}
 	err    error
 	lru    *list.Element // in Cache.lru when ready and unreferenced
@@ -80,7 +84,7 @@ type entry struct {
 type Cache struct {
 	b    *Bucket
 	opts CacheOptions
-	temp bool
+	dir  string // this cache's own directory, under opts.Dir; removed by Close
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -126,17 +130,16 @@ func NewCache(b *Bucket, opts *CacheOptions) (*Cache, error) {
 	case o.Concurrency < 0:
 		return nil, fmt.Errorf("objstore: CacheOptions.Concurrency %d is negative", o.Concurrency)
 	}
-	temp := false
 	if o.Dir == "" {
-		d, err := os.MkdirTemp("", "conveyor-shards-")
-		if err != nil {
-			return nil, fmt.Errorf("objstore: CacheOptions.Dir: %w", err)
-		}
-		o.Dir, temp = d, true
+		o.Dir = os.TempDir()
 	} else if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("objstore: CacheOptions.Dir: %w", err)
 	}
-	c := &Cache{b: b, opts: o, temp: temp, entries: map[string]*entry{}, lru: list.New()}
+	dir, err := os.MkdirTemp(o.Dir, "objstore-")
+	if err != nil {
+		return nil, fmt.Errorf("objstore: CacheOptions.Dir: %w", err)
+	}
+	c := &Cache{b: b, opts: o, dir: dir, entries: map[string]*entry{}, lru: list.New()}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	return c, nil
 }
@@ -183,7 +186,7 @@ func (c *Cache) newEntry(name string) *entry {
 	sum := sha256.Sum256([]byte(name))
 	c.seq++
 	e := &entry{name: name, seq: c.seq, done: make(chan struct{}),
-		file: filepath.Join(c.opts.Dir, hex.EncodeToString(sum[:8])+"-"+path.Base(name))}
+		file: filepath.Join(c.dir, hex.EncodeToString(sum[:8])+"-"+path.Base(name))}
 	c.entries[name] = e
 	return e
 }
@@ -296,27 +299,28 @@ func (c *Cache) Stat(name string) (fs.FileInfo, error) {
 	}
 	c.mu.Lock()
 	if e := c.entries[name]; e != nil && e.state == ready {
-		size := e.size
+		size, mtime := e.size, e.mtime
 		c.mu.Unlock()
-		return objectInfo{name: path.Base(name), size: size}, nil
+		return objectInfo{name: path.Base(name), size: size, mtime: mtime}, nil
 	}
 	c.mu.Unlock()
 	o, err := c.b.Stat(c.ctx, name)
 	if err != nil {
 		return nil, err
 	}
-	return objectInfo{name: path.Base(name), size: o.Size}, nil
+	return objectInfo{name: path.Base(name), size: o.Size, mtime: o.ModTime}, nil
 }
 
 type objectInfo struct {
-	name string
-	size int64
+	name  string
+	size  int64
+	mtime time.Time
 }
 
 func (o objectInfo) Name() string       { return o.name }
 func (o objectInfo) Size() int64        { return o.size }
 func (o objectInfo) Mode() fs.FileMode  { return 0o444 }
-func (o objectInfo) ModTime() time.Time { return time.Time{} }
+func (o objectInfo) ModTime() time.Time { return o.mtime }
 func (o objectInfo) IsDir() bool        { return false }
 func (o objectInfo) Sys() any           { return nil }
 
@@ -425,10 +429,15 @@ func (c *Cache) kick() {
 // order they were asked for; a parked entry that does not fit yet holds back those
 // behind it, so prefetches are fetched in order and never overtake one another. Then
 // queued Opens; then queued prefetches, only while no prefetch is parked (one would
-// only park again behind it, wasting a request).
+// only park again behind it, wasting a request). While an Open is parked no prefetch
+// starts, parked or queued: it would take the space the Open waits for, and the Open
+// would then evict it.
 func (c *Cache) next() *entry {
-	hintParked := false
+	holdBack := false
 	for _, demand := range []bool{true, false} {
+		if !demand && holdBack {
+			break
+		}
 		var first *entry
 		for _, e := range c.entries {
 			if e.state == parked && e.demand == demand && (first == nil || e.seq < first.seq) {
@@ -441,9 +450,7 @@ func (c *Cache) next() *entry {
 		if c.reserve(first.size, demand) {
 			return first
 		}
-		if !demand {
-			hintParked = true
-		}
+		holdBack = true // an Open waiting holds back prefetches too
 	}
 	for len(c.demandQ) > 0 {
 		e := c.demandQ[0]
@@ -452,7 +459,7 @@ func (c *Cache) next() *entry {
 			return e
 		}
 	}
-	if hintParked {
+	if holdBack {
 		return nil
 	}
 	for len(c.hintQ) > 0 {
@@ -501,17 +508,22 @@ func (c *Cache) fetch(e *entry) {
 
 	var f *os.File
 	var err error
+	var obj Object
 	f, err = os.OpenFile(e.file+".part", os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err == nil {
+	if err != nil {
+		err = fmt.Errorf("objstore: %s: creating the cache file: %w", c.b.URL(e.name), err)
+	} else {
 		held := wasParked
-		_, err = c.b.Download(c.ctx, e.name, f, func(size int64) error {
+		obj, err = c.b.download(c.ctx, e.name, f, func(size int64) error {
 			c.mu.Lock()
 			defer c.mu.Unlock()
 			if !sized {
 				sized = true
 				c.unsized--
-				c.sizeSum += size
-				c.sizeN++
+				if size >= 0 {
+					c.sizeSum += size
+					c.sizeN++
+				}
 			}
 			if held {
 				if size == e.size {
@@ -519,6 +531,12 @@ func (c *Cache) fetch(e *entry) {
 				}
 				c.used -= e.size // the object changed size; reserve again
 				held = false
+			}
+			if size < 0 {
+				// Unknown size (a chunked response): reserve as the bytes arrive.
+				e.size = 0
+				held = true
+				return nil
 			}
 			e.size = size
 			if size > c.opts.MaxBytes {
@@ -529,12 +547,38 @@ func (c *Cache) fetch(e *entry) {
 			}
 			held = true
 			return nil
+		}, func(n int64) error {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if n <= e.size {
+				return nil // a restart: the bytes are already reserved
+			}
+			if n > c.opts.MaxBytes {
+				return fmt.Errorf("objstore: %s: %w (a response of unknown size passed %d bytes)", c.b.URL(e.name), ErrTooLarge, c.opts.MaxBytes)
+			}
+			if !c.reserve(n-e.size, e.demand) {
+				return fmt.Errorf("objstore: %s: a response of unknown size passed %d bytes and the cache has no more room (%d of %d bytes in use; give the size, or a larger MaxBytes)",
+					c.b.URL(e.name), e.size, c.used, c.opts.MaxBytes)
+			}
+			e.size = n
+			return nil
 		})
+		if err == nil {
+			c.mu.Lock()
+			if held && obj.Size < e.size { // reserved as it arrived, at the high-water mark
+				c.used -= e.size - obj.Size
+				e.size = obj.Size
+			}
+			e.mtime = obj.ModTime
+			c.mu.Unlock()
+		}
 		if cerr := f.Close(); err == nil && cerr != nil {
 			err = fmt.Errorf("objstore: %s: writing the cache file: %w", c.b.URL(e.name), cerr)
 		}
 		if err == nil {
-			err = os.Rename(e.file+".part", e.file)
+			if rerr := os.Rename(e.file+".part", e.file); rerr != nil {
+				err = fmt.Errorf("objstore: %s: %w", c.b.URL(e.name), rerr)
+			}
 		}
 		if err != nil {
 			os.Remove(e.file + ".part")
@@ -593,7 +637,7 @@ func (c *Cache) Stats() Stats {
 }
 
 // Close stops the fetches, waits for them, fails Opens still waiting with ErrClosed and
-// removes the cache directory if the cache made it. Files still open stay readable.
+// removes the cache's own directory. Files still open stay readable.
 func (c *Cache) Close() error {
 	c.mu.Lock()
 	if c.closed {
@@ -613,10 +657,7 @@ func (c *Cache) Close() error {
 		}
 	}
 	c.mu.Unlock()
-	if c.temp {
-		return os.RemoveAll(c.opts.Dir)
-	}
-	return nil
+	return os.RemoveAll(c.dir)
 }
 
 var _ fs.StatFS = (*Cache)(nil)
@@ -641,18 +682,22 @@ func (f *File) Close() error {
 	return err
 }
 
-// Stat reports the object's name (its base), not the cache file's.
+// Stat reports the object's name (its base) and modification time ([Object.ModTime]:
+// its Last-Modified, or a time derived from its ETag), not the cache file's, so that
+// keys built from them are the same in every run.
 func (f *File) Stat() (fs.FileInfo, error) {
 	fi, err := f.File.Stat()
 	if err != nil {
 		return nil, err
 	}
-	return fileInfo{FileInfo: fi, name: path.Base(f.e.name)}, nil
+	return fileInfo{FileInfo: fi, name: path.Base(f.e.name), mtime: f.e.mtime}, nil
 }
 
 type fileInfo struct {
 	fs.FileInfo
-	name string
+	name  string
+	mtime time.Time
 }
 
-func (fi fileInfo) Name() string { return fi.name }
+func (fi fileInfo) Name() string       { return fi.name }
+func (fi fileInfo) ModTime() time.Time { return fi.mtime }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // httpBackend reads objects from a web server with GET and HEAD; it cannot list.
@@ -35,7 +36,10 @@ func (h *httpBackend) get(ctx context.Context, key string, off int64) (io.ReadCl
 	if err != nil {
 		return nil, getResult{}, &Error{Op: "GET", URL: h.url(key), Err: err}
 	}
-	r := getResult{length: resp.ContentLength, etag: strings.Trim(resp.Header.Get("ETag"), `"`)}
+	r := getResult{length: resp.ContentLength, etag: strings.Trim(resp.Header.Get("ETag"), `"`),
+		modTime:   lastModified(resp.Header),
+		encrypted: sseNotMD5(resp.Header.Get("X-Amz-Server-Side-Encryption"), resp.Header.Get("X-Amz-Server-Side-Encryption-Customer-Algorithm")),
+	}
 	switch resp.StatusCode {
 	case http.StatusOK:
 		r.size = resp.ContentLength
@@ -89,7 +93,16 @@ func (h *httpBackend) stat(ctx context.Context, key string) (Object, error) {
 	if resp.StatusCode != http.StatusOK {
 		return Object{}, &Error{Op: "HEAD", URL: h.url(key), Status: resp.StatusCode}
 	}
-	return Object{Name: key, Size: resp.ContentLength, ETag: strings.Trim(resp.Header.Get("ETag"), `"`)}, nil
+	return Object{Name: key, Size: resp.ContentLength, ETag: strings.Trim(resp.Header.Get("ETag"), `"`), ModTime: lastModified(resp.Header)}, nil
+}
+
+// lastModified reads the Last-Modified header; zero when absent or malformed.
+func lastModified(h http.Header) time.Time {
+	t, err := http.ParseTime(h.Get("Last-Modified"))
+	if err != nil {
+		return time.Time{}
+	}
+	return t
 }
 
 func (h *httpBackend) list(ctx context.Context, prefix string) ([]Object, error) {

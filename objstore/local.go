@@ -2,6 +2,7 @@ package objstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -33,7 +34,7 @@ func (localBackend) get(ctx context.Context, key string, off int64) (io.ReadClos
 		f.Close()
 		return nil, getResult{}, localErr("GET", key, err)
 	}
-	return f, getResult{start: off, length: fi.Size() - off, size: fi.Size()}, nil
+	return f, getResult{start: off, length: fi.Size() - off, size: fi.Size(), modTime: fi.ModTime()}, nil
 }
 
 func (localBackend) stat(ctx context.Context, key string) (Object, error) {
@@ -41,7 +42,13 @@ func (localBackend) stat(ctx context.Context, key string) (Object, error) {
 	if err != nil {
 		return Object{}, localErr("HEAD", key, err)
 	}
-	return Object{Name: key, Size: fi.Size()}, nil
+	return Object{Name: key, Size: fi.Size(), ModTime: fi.ModTime()}, nil
+}
+
+// listEach lists without a deadline: a walk of a local directory cannot stall the way a
+// connection can, and a large one may take longer than AttemptTimeout.
+func (l localBackend) listEach(ctx context.Context, prefix string, _ func(context.Context, func(context.Context) error) error) ([]Object, error) {
+	return l.list(ctx, prefix)
 }
 
 // list walks the directory part of prefix and keeps the regular files whose paths start
@@ -75,7 +82,7 @@ func (localBackend) list(ctx context.Context, prefix string) ([]Object, error) {
 		if err != nil {
 			return err
 		}
-		out = append(out, Object{Name: p, Size: fi.Size()})
+		out = append(out, Object{Name: p, Size: fi.Size(), ModTime: fi.ModTime()})
 		return nil
 	})
 	if err != nil {
@@ -114,6 +121,9 @@ func (localBackend) put(ctx context.Context, key string, r io.ReaderAt, size int
 func localErr(op, key string, err error) error {
 	e := &Error{Op: op, URL: key, Err: err}
 	switch {
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		// Not a failure of the file system: say what happened, with no status.
+		e.Err = fmt.Errorf("stopped: %w", err)
 	case os.IsNotExist(err):
 		e.Status = 404
 	case os.IsPermission(err):

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
@@ -23,6 +24,10 @@ type s3Backend struct {
 	partSize int64
 	client   *s3.Client
 	do       func(context.Context, func(context.Context) error) error
+	// doTimeout is do with a deadline per attempt other than AttemptTimeout, for
+	// uploads (see Options.partTimeout).
+	doTimeout   func(context.Context, time.Duration, func(context.Context) error) error
+	partTimeout func(n int64) time.Duration
 }
 
 func newS3Backend(ctx context.Context, bucket string, o *Options, own func(*http.Transport)) (*s3Backend, error) {
@@ -106,6 +111,8 @@ func (s *s3Backend) get(ctx context.Context, key string, off int64) (io.ReadClos
 		r.length = -1
 	}
 	r.size = r.length
+	r.modTime = aws.ToTime(out.LastModified)
+	r.encrypted = sseNotMD5(string(out.ServerSideEncryption), aws.ToString(out.SSECustomerAlgorithm))
 	if cr := aws.ToString(out.ContentRange); cr != "" {
 		start, total, ok := parseContentRange(cr)
 		if !ok {
@@ -122,26 +129,43 @@ func (s *s3Backend) stat(ctx context.Context, key string) (Object, error) {
 	if err != nil {
 		return Object{}, s.s3Err("HEAD", key, err)
 	}
-	return Object{Name: key, Size: aws.ToInt64(out.ContentLength), ETag: strings.Trim(aws.ToString(out.ETag), `"`)}, nil
+	return Object{Name: key, Size: aws.ToInt64(out.ContentLength), ETag: strings.Trim(aws.ToString(out.ETag), `"`), ModTime: aws.ToTime(out.LastModified)}, nil
 }
 
 func (s *s3Backend) list(ctx context.Context, prefix string) ([]Object, error) {
+	return s.listEach(ctx, prefix, func(ctx context.Context, op func(context.Context) error) error { return op(ctx) })
+}
+
+// listEach lists page by page, each page one request run by do (its own attempt, with
+// its own deadline and retries), so a long listing never starts again from page 1.
+func (s *s3Backend) listEach(ctx context.Context, prefix string, do func(context.Context, func(context.Context) error) error) ([]Object, error) {
 	var out []Object
-	p := s3.NewListObjectsV2Paginator(s.client, &s3.ListObjectsV2Input{Bucket: &s.bucket, Prefix: &prefix})
-	for p.HasMorePages() {
-		page, err := p.NextPage(ctx)
+	in := &s3.ListObjectsV2Input{Bucket: &s.bucket, Prefix: &prefix}
+	for {
+		var page *s3.ListObjectsV2Output
+		err := do(ctx, func(ctx context.Context) error {
+			var err error
+			page, err = s.client.ListObjectsV2(ctx, in)
+			if err != nil {
+				return s.s3Err("LIST", prefix, err)
+			}
+			return nil
+		})
 		if err != nil {
-			return nil, s.s3Err("LIST", prefix, err)
+			return nil, err
 		}
 		for _, o := range page.Contents {
 			k := aws.ToString(o.Key)
 			if strings.HasSuffix(k, "/") {
 				continue // a folder marker, not an object
 			}
-			out = append(out, Object{Name: k, Size: aws.ToInt64(o.Size), ETag: strings.Trim(aws.ToString(o.ETag), `"`)})
+			out = append(out, Object{Name: k, Size: aws.ToInt64(o.Size), ETag: strings.Trim(aws.ToString(o.ETag), `"`), ModTime: aws.ToTime(o.LastModified)})
 		}
+		if !aws.ToBool(page.IsTruncated) || aws.ToString(page.NextContinuationToken) == "" {
+			return out, nil
+		}
+		in.ContinuationToken = page.NextContinuationToken
 	}
-	return out, nil
 }
 
 // put uploads in one PUT up to the part size, else as a multipart upload. A multipart upload
@@ -149,7 +173,7 @@ func (s *s3Backend) list(ctx context.Context, prefix string) ([]Object, error) {
 // MD5 matches the data are kept, the rest are sent again.
 func (s *s3Backend) put(ctx context.Context, key string, r io.ReaderAt, size int64, c *counters) error {
 	if size <= s.partSize {
-		return s.do(ctx, func(ctx context.Context) error {
+		return s.doTimeout(ctx, s.partTimeout(size), func(ctx context.Context) error {
 			_, err := s.client.PutObject(ctx, &s3.PutObjectInput{
 				Bucket: &s.bucket, Key: &key, Body: io.NewSectionReader(r, 0, size), ContentLength: aws.Int64(size),
 			})
@@ -190,7 +214,7 @@ func (s *s3Backend) put(ctx context.Context, key string, r io.ReaderAt, size int
 			parts = append(parts, types.CompletedPart{PartNumber: aws.Int32(i), ETag: aws.String(`"` + sum + `"`)})
 			continue
 		}
-		err := s.do(ctx, func(ctx context.Context) error {
+		err := s.doTimeout(ctx, s.partTimeout(n), func(ctx context.Context) error {
 			out, err := s.client.UploadPart(ctx, &s3.UploadPartInput{
 				Bucket: &s.bucket, Key: &key, UploadId: &uploadID, PartNumber: aws.Int32(i),
 				Body: io.NewSectionReader(r, off, n), ContentLength: aws.Int64(n),
