@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -232,4 +233,55 @@ func TestCacheSharedDir(t *testing.T) {
 	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
 		t.Errorf("closed caches left %d entries in their Dir", len(ents))
 	}
+}
+
+// While an Open waits for room, no prefetch starts: it would take the space freed for
+// the Open, which would then evict it (a wasted fetch).
+func TestCacheParkedOpenHoldsBackPrefetch(t *testing.T) {
+	const unit = 10 << 10
+	data := map[string][]byte{
+		"h1.bin": bytes.Repeat([]byte{1}, 2*unit), "h2.bin": bytes.Repeat([]byte{2}, unit),
+		"h3.bin": bytes.Repeat([]byte{3}, unit), "p.bin": bytes.Repeat([]byte{4}, unit),
+		"x.bin": bytes.Repeat([]byte{5}, 3*unit),
+	}
+	b := localBucket(t, data)
+	c, err := objstore.NewCache(b, &objstore.CacheOptions{MaxBytes: 4 * unit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var held []fs.File
+	for _, n := range []string{"h1.bin", "h2.bin", "h3.bin"} {
+		f, err := c.Open(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, f)
+	}
+	type result struct {
+		f   fs.File
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		f, err := c.Open("x.bin") // parks: the cache is full of open objects
+		done <- result{f, err}
+	}()
+	for c.Stats().Requests < 4 {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(20 * time.Millisecond)
+	c.Prefetch("p.bin")
+	held[0].Close() // room for p.bin, not yet for x.bin
+	time.Sleep(100 * time.Millisecond)
+	held[1].Close() // now room for x.bin
+	r := <-done
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if st := c.Stats(); st.Fetched != 4 || st.Evictions != 2 {
+		t.Errorf("%+v: want 4 fetched and 2 evicted, p.bin not fetched while x.bin waited", st)
+	}
+	r.f.Close()
+	held[2].Close()
 }

@@ -354,10 +354,25 @@ func TestCacheFirstOpenDoesNotWait(t *testing.T) {
 	for n, d := range data {
 		os.WriteFile(filepath.Join(dir, n), d, 0o644)
 	}
-	hs := httptest.NewServer(http.FileServer(http.Dir(dir)))
+	// Every object but the first and the last is held back until it gets a token (or
+	// the gate opens at the end), so the test decides how many prefetches finish.
+	gate := make(chan struct{})
+	tokens := make(chan struct{}, len(data))
+	files := http.FileServer(http.Dir(dir))
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/s-000.bin" && r.URL.Path != "/s-015.bin" {
+			select {
+			case <-tokens:
+			case <-gate:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		files.ServeHTTP(w, r)
+	}))
 	defer hs.Close()
-	p := s3test.NewProxy(t, hs.URL, s3test.Faults{Latency: 30 * time.Millisecond})
-	b, names, err := objstore.Resolve(context.Background(), p.URL+"/s-{000..015}.bin", fastRetry)
+	defer close(gate) // before hs.Close, which waits for the handlers
+	b, names, err := objstore.Resolve(context.Background(), hs.URL+"/s-{000..015}.bin", fastRetry)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -365,30 +380,34 @@ func TestCacheFirstOpenDoesNotWait(t *testing.T) {
 	c, _ := objstore.NewCache(b, &objstore.CacheOptions{Concurrency: 2})
 	defer c.Close()
 	c.Prefetch(names...)
-	f, err := c.Open(names[0])
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	f, err := c.OpenContext(ctx, names[0])
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("first Open: %v", err)
 	}
 	f.Close()
-	if st := c.Stats(); st.Fetched >= int64(len(names)) {
-		t.Errorf("first Open waited for all %d shards", st.Fetched)
+	if st := c.Stats(); st.Fetched != 1 {
+		t.Errorf("first Open: %d objects fetched, want 1", st.Fetched)
 	}
-	// An Open for the last name goes before the prefetches queued ahead of it.
-	start := time.Now()
-	f, err = c.Open(names[len(names)-1])
+	// An Open for the last name goes before the prefetches queued ahead of it: it takes
+	// the first slot a prefetch gives back (both are taken by held prefetches).
+	tokens <- struct{}{}
+	f, err = c.OpenContext(ctx, names[len(names)-1])
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("Open of the last name behind the prefetches: %v", err)
 	}
 	f.Close()
-	if st := c.Stats(); st.Fetched >= int64(len(names)) {
-		t.Errorf("Open of the last name waited for all the prefetches (%v)", time.Since(start))
+	if st := c.Stats(); st.Fetched > 3 {
+		t.Errorf("Open of the last name waited for %d fetches, want at most 3", st.Fetched)
 	}
 	// OpenContext gives up when its context ends, naming the URL.
 	c2, _ := objstore.NewCache(b, nil)
 	defer c2.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
-	defer cancel()
-	if _, err := c2.OpenContext(ctx, names[3]); !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), b.URL(names[3])) {
+	// (names[3] is held at the gate.)
+	dctx, dcancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
+	defer dcancel()
+	if _, err := c2.OpenContext(dctx, names[3]); !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), b.URL(names[3])) {
 		t.Errorf("OpenContext past its deadline: %v", err)
 	}
 }
@@ -473,7 +492,9 @@ func TestStalledBodyIsAbandoned(t *testing.T) {
 	start := time.Now()
 	readAll(t, c, names, data)
 	st := c.Stats()
-	if stalls := p.Counts()["stall"]; stalls == 0 || st.Retries != int64(stalls) {
+	// Each stall costs a retry; a loaded machine may add a timeout of its own (the
+	// 200 ms is also the response-header timeout), so only the lower bound is certain.
+	if stalls := p.Counts()["stall"]; stalls == 0 || st.Retries < int64(stalls) {
 		t.Errorf("%d stalls, %d retries", stalls, st.Retries)
 	}
 	if el := time.Since(start); el > 10*time.Second {
