@@ -111,9 +111,10 @@ type RetryPolicy struct {
 	BaseDelay time.Duration
 	// MaxDelay caps the backoff. Default 10s.
 	MaxDelay time.Duration
-	// AttemptTimeout bounds one attempt's wait for response headers and any pause
-	// between two reads of its body; a stalled connection is abandoned and retried.
-	// Default 60s.
+	// AttemptTimeout bounds a GET's wait for response headers and any pause between
+	// two reads of its body (a stalled connection is abandoned and retried), and is the
+	// deadline of every other request: one page of a listing; an upload's PUT or part
+	// gets AttemptTimeout plus its size at 256 KiB/s. Default 60s.
 	AttemptTimeout time.Duration
 }
 
