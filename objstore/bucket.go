@@ -453,7 +453,7 @@ func (b *Bucket) download(ctx context.Context, name string, f *os.File, onSize, 
 			if st.badMD5 {
 				restarts++
 				if restarts > maxRestarts {
-					return Object{}, &Error{Op: "GET", URL: url, Err: fmt.Errorf("%w; gave up after %d downloads (is the ETag an MD5 of the content?)", err, restarts)}
+					return Object{}, &Error{Op: "GET", URL: url, Err: fmt.Errorf("%w; gave up after %d downloads (is the ETag an MD5 of the content?)", reason(err), restarts)}
 				}
 				if rerr := st.restart(f); rerr != nil {
 					return Object{}, fmt.Errorf("objstore: %s: starting again: %w", url, rerr)
@@ -473,7 +473,7 @@ func (b *Bucket) download(ctx context.Context, name string, f *os.File, onSize, 
 			if end == lastShort {
 				repeats++
 				if repeats > maxRestarts {
-					return Object{}, &Error{Op: "GET", URL: url, Err: fmt.Errorf("%w; %d attempts in a row ended at byte %d", err, repeats+1, end)}
+					return Object{}, &Error{Op: "GET", URL: url, Err: fmt.Errorf("%w; %d attempts in a row ended at byte %d, giving up", reason(err), repeats+1, end)}
 				}
 			} else {
 				repeats = 0
@@ -487,6 +487,16 @@ func (b *Bucket) download(ctx context.Context, name string, f *os.File, onSize, 
 			return Object{}, err
 		}
 	}
+}
+
+// reason is what an *Error says after its operation and URL, for an error that
+// restates them.
+func reason(err error) error {
+	var e *Error
+	if errors.As(err, &e) && e.Err != nil && e.Status == 0 {
+		return e.Err
+	}
+	return err
 }
 
 type dlState struct {

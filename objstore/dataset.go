@@ -70,7 +70,7 @@ func (d *Dataset) Stats() Stats {
 	return d.Bucket.Stats()
 }
 
-// Close closes the cache (removing a temporary cache directory) and the bucket's idle
+// Close closes the cache (removing its cache directory) and the bucket's idle
 // connections.
 func (d *Dataset) Close() error {
 	var err error

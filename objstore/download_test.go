@@ -73,6 +73,7 @@ func TestDownloadETagNotMD5(t *testing.T) {
 		w.Write(body)
 	})
 	_, _, err := download(t, b, "plain.bin")
+	t.Log(err)
 	if err == nil || !strings.Contains(err.Error(), b.URL("plain.bin")) || !strings.Contains(err.Error(), "MD5") {
 		t.Errorf("mismatched MD5: %v", err)
 	}
@@ -98,6 +99,7 @@ func TestDownloadAlwaysShort(t *testing.T) {
 		w.Write(body[:100])
 	})
 	_, _, err := download(t, b, "short.bin")
+	t.Log(err)
 	if !errors.Is(err, objstore.ErrTruncated) || !strings.Contains(err.Error(), b.URL("short.bin")) {
 		t.Errorf("always short: %v", err)
 	}
