@@ -18,6 +18,9 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
+	"github.com/conveyor-ml/conveyor/internal/s3test"
 	"github.com/conveyor-ml/conveyor/objstore"
 )
 
@@ -286,4 +289,39 @@ func TestCacheParkedOpenHoldsBackPrefetch(t *testing.T) {
 	}
 	r.f.Close()
 	held[2].Close()
+}
+
+// A listing longer than one page (1000 keys) is fetched page by page, each page its own
+// request, and comes back whole and sorted.
+func TestS3ListPages(t *testing.T) {
+	srv := s3test.Start(t)
+	srv.Env(t, "")
+	ctx := context.Background()
+	b, err := objstore.OpenBucket(ctx, srv.URL("many/"), fastRetry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	const n = 1005
+	var g errgroup.Group
+	g.SetLimit(8)
+	for i := range n {
+		g.Go(func() error {
+			return b.Put(ctx, fmt.Sprintf("k-%04d", i), strings.NewReader("x"), 1)
+		})
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	before := b.Stats().Requests
+	objs, err := b.List(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(objs) != n || objs[0].Name != "k-0000" || objs[n-1].Name != fmt.Sprintf("k-%04d", n-1) || objs[0].ModTime.IsZero() {
+		t.Fatalf("listed %d objects (first %+v), want %d", len(objs), objs[0], n)
+	}
+	if reqs := b.Stats().Requests - before; reqs < 2 {
+		t.Errorf("%d requests for %d keys: want one per page", reqs, n)
+	}
 }
