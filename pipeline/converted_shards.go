@@ -14,17 +14,18 @@ import (
 // no shards. Batch.Indices of a loader over ByShard are positions in this order;
 // Path(i) and Label(i) name the sample.
 func (s *Converted) ByShard() ShardedSource {
+	// Ref.Shard builds its name: build each once, not on every comparison.
 	idx := make([]int32, len(s.refs))
-	for i := range idx {
-		idx[i] = int32(i)
+	shard := make([]string, len(s.refs))
+	for i, r := range s.refs {
+		idx[i], shard[i] = int32(i), r.Shard()
 	}
 	slices.SortStableFunc(idx, func(a, b int32) int {
-		ra, rb := s.refs[a], s.refs[b]
-		return cmp.Or(cmp.Compare(ra.Shard(), rb.Shard()), cmp.Compare(ra.Offset(), rb.Offset()))
+		return cmp.Or(cmp.Compare(shard[a], shard[b]), cmp.Compare(s.refs[a].Offset(), s.refs[b].Offset()))
 	})
 	var ends []int
 	for k := 1; k <= len(idx); k++ {
-		if k == len(idx) || s.refs[idx[k]].Shard() != s.refs[idx[k-1]].Shard() {
+		if k == len(idx) || shard[idx[k]] != shard[idx[k-1]] {
 			ends = append(ends, k)
 		}
 	}

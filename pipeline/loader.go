@@ -135,6 +135,8 @@ func build(src Source, cfg *Config, conv *converting) (*Loader, error) {
 		shards := src.Len()
 		if ends != nil {
 			shards = len(ends)
+		} else {
+			c.Logf("pipeline: Order %v over %v, which is not a ShardedSource: each sample is its own shard (a Converted's ByShard declares its shards)", ShardOrder, src)
 		}
 		if c.ShuffleBlock == 0 {
 			l.cfg.ShuffleBlock = 4 * ((src.Len() + shards - 1) / shards)

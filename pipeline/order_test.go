@@ -594,3 +594,26 @@ func TestConvertedByShard(t *testing.T) {
 		t.Errorf("world 2: %v, world 1: %v", got, ref)
 	}
 }
+
+// ShardOrder over a source that declares no shards says so once: each sample is its
+// own shard, which is seldom what was meant (a Converted rather than its ByShard).
+func TestShardOrderLogsUnshardedSource(t *testing.T) {
+	sharded := shardedTree(t)
+	for _, c := range []struct {
+		src  Source
+		logs int
+	}{{sharded.FileSource, 1}, {sharded, 0}} {
+		var logs []string
+		cfg := orderConfig(4, 0, 1, 1)
+		cfg.Logf = func(f string, a ...any) {
+			if s := fmt.Sprintf(f, a...); strings.Contains(s, "not a ShardedSource") {
+				logs = append(logs, s)
+			}
+		}
+		ld := newLoader(t, c.src, cfg)
+		ld.Close()
+		if len(logs) != c.logs {
+			t.Errorf("%v: logs %q, want %d", c.src, logs, c.logs)
+		}
+	}
+}

@@ -249,6 +249,11 @@ flags:
 		}
 		defer conv.Close() // after the loaders' Close
 		src = conv
+		if ord == pipeline.ShardOrder {
+			// The Converted declares no shards (it lists samples in path order):
+			// the shard order over it would read one-sample shards.
+			src = conv.ByShard()
+		}
 	} else if *allowIncomplete {
 		return usagef("--allow-incomplete applies to a converted dataset (a DIR holding %s)", cache.InfoName)
 	} else if src, err = openImageFolder(dir); err != nil {
