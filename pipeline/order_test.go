@@ -593,6 +593,12 @@ func TestConvertedByShard(t *testing.T) {
 	if !slices.EqualFunc(got, ref, slices.Equal) {
 		t.Errorf("world 2: %v, world 1: %v", got, ref)
 	}
+	// Its shards are sorted by class: the default block spans many of them.
+	ld := newLoader(t, src, orderConfig(8, 0, 1, 2))
+	if b := ld.Config().ShuffleBlock; b != byShardBlock {
+		t.Errorf("default ShuffleBlock over ByShard %d, want %d", b, byShardBlock)
+	}
+	ld.Close()
 }
 
 // ShardOrder over a source that declares no shards says so once: each sample is its
