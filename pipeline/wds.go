@@ -496,6 +496,11 @@ func indexShard(fsys fs.FS, name string, o *WebDatasetOptions) (*wdsShard, error
 		}
 	}
 	flush()
+	if pr.err != nil {
+		// A member's data failed to read (its sample is marked bad): the file, not
+		// the shard, is at fault.
+		return nil, ioFailure(name, pr.err)
+	}
 	if sh.dropped > 0 {
 		o.Logf("pipeline: webdataset shard %s: %d members over MaxMetadataBytes %d left out of the metadata", name, sh.dropped, o.MaxMetadataBytes)
 	}
