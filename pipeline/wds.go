@@ -133,8 +133,8 @@ type WebDatasetSource struct {
 // permanent failure (not a tar file, malformed headers); after an I/O error the next
 // access tries again, so one network blip does not spoil the shard for the whole run.
 type wdsPart struct {
-	mu      sync.Mutex // one indexing attempt at a time
-	tries   atomic.Uint64
+	mu      sync.Mutex    // one indexing attempt at a time
+	tries   atomic.Uint64 // attempts that failed with an I/O error
 	p       atomic.Pointer[wdsPacked]
 	lastErr *wdsPacked // the last attempt's transient failure, for those who waited on it; under mu
 }
@@ -767,7 +767,6 @@ func (s *WebDatasetSource) part(k int) *wdsPacked {
 	if pt.tries.Load() != tries && pt.lastErr != nil {
 		return pt.lastErr // an attempt failed while we waited
 	}
-	pt.tries.Add(1)
 	want := s.o.ShardSamples[k]
 	raw, err := indexShard(s.fsys, s.shards[k], &s.o)
 	var p *wdsPacked
@@ -782,7 +781,9 @@ func (s *WebDatasetSource) part(k int) *wdsPacked {
 		var te *transientError
 		if errors.As(err, &te) {
 			s.o.Logf("%v; its %d samples fail until it can be read", err, want)
+			// Counted when it ends, so that callers that came during it share it.
 			pt.lastErr = p
+			pt.tries.Add(1)
 			return p
 		}
 		s.o.Logf("%v; its %d samples are bad", err, want)
