@@ -50,6 +50,11 @@ type Info struct {
 	// number; each part records its Stored, Bad, Complete, Stopped and Shards in its own
 	// part file, and ReadInfo sums them into the Info it returns. 0 otherwise.
 	Parts int `json:"parts,omitempty"`
+	// Listing, in the dataset.json of a dataset converted in parts, is ListingHash of
+	// the whole source's paths: parts that list the same number of files in the same
+	// classes but not the same files (a tree changed between the parts' starts) are
+	// refused. "" in datasets written before it, which are not checked.
+	Listing string `json:"listing,omitempty"`
 	// Part, in a part file, is the part it describes, "i/N"; "" otherwise.
 	Part string `json:"part,omitempty"`
 	// Unfinished, in an Info ReadInfo assembled from parts, lists the parts that have not

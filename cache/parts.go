@@ -1,8 +1,11 @@
 package cache
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"path/filepath"
 	"slices"
@@ -126,8 +129,8 @@ func ShardPart(name string) (Part, bool) {
 // parts, as the first part to start does; every part calls it with the same info (the
 // whole source's Samples and Classes, the spec and codec). When dataset.json exists, it
 // checks that it describes the same conversion and returns an error naming the field
-// that differs otherwise: another number of parts, spec or codec, or a dataset converted
-// in one process. It never rewrites the file.
+// that differs otherwise: another number of parts, spec, codec, samples, classes or
+// listing (Listing, when both have one), or a dataset converted in one process. It never rewrites the file.
 func CreatePartedInfo(dir string, info *Info) error {
 	if info.Parts < 1 || info.Parts > maxParts || info.Part != "" {
 		return fmt.Errorf("cache: CreatePartedInfo: Parts %d, Part %q: want 1 to %d parts and no Part", info.Parts, info.Part, maxParts)
@@ -152,8 +155,22 @@ func CreatePartedInfo(dir string, info *Info) error {
 		return fmt.Errorf("cache: %s: spec %q, codec %s, but this part converts as %q, codec %s; every part must use the same size and codec", path, old.Spec, old.Codec, in.Spec, in.Codec)
 	case old.Samples != in.Samples || !slices.Equal(old.Classes, in.Classes):
 		return fmt.Errorf("cache: %s: %d samples in %d classes were listed, but this part lists %d in %d; every part must convert the same source", path, old.Samples, len(old.Classes), in.Samples, len(in.Classes))
+	case old.Listing != "" && in.Listing != "" && old.Listing != in.Listing:
+		return fmt.Errorf("cache: %s: the source listed other files (listing %s) than this part lists (listing %s), though as many in the same classes; every part must convert the same source, unchanged while the parts run", path, old.Listing, in.Listing)
 	}
 	return nil
+}
+
+// ListingHash is Info.Listing for a source of n files whose i-th is path(i): a SHA-256,
+// in hex, of the paths in order, one a line. Hashing an ImageNet listing (1.28 million
+// paths) takes about 0.1 s.
+func ListingHash(n int, path func(i int) string) string {
+	h := sha256.New()
+	for i := range n {
+		io.WriteString(h, path(i))
+		h.Write([]byte{'\n'})
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // WritePartInfo replaces the part file of part p in dir with info, which describes that

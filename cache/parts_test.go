@@ -2,6 +2,7 @@ package cache
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -113,6 +114,21 @@ func TestCreatePartedInfo(t *testing.T) {
 	other.Codec = Zstd
 	if err := CreatePartedInfo(dir, &other); err == nil || !strings.Contains(err.Error(), "codec") {
 		t.Fatalf("another codec: %v", err)
+	}
+	// As many files in the same classes, but not the same files.
+	ldir := t.TempDir()
+	listed := *info
+	listed.Listing = ListingHash(10, func(i int) string { return fmt.Sprintf("a/%02d.jpg", i) })
+	if err := CreatePartedInfo(ldir, &listed); err != nil {
+		t.Fatal(err)
+	}
+	other = listed
+	other.Listing = ListingHash(10, func(i int) string { return fmt.Sprintf("a/%02d.png", i) })
+	if err := CreatePartedInfo(ldir, &other); err == nil || !strings.Contains(err.Error(), "listed other files") {
+		t.Fatalf("another listing: %v", err)
+	}
+	if err := CreatePartedInfo(ldir, &listed); err != nil {
+		t.Fatalf("the same listing: %v", err)
 	}
 	ents, _ := os.ReadDir(dir)
 	if len(ents) != 1 {

@@ -109,7 +109,11 @@ func (v *view) Stored(i int) (*cache.Cache, cache.Ref, bool) {
 type shardedView struct {
 	*view
 	shardEnds []int
+	block     int // the default ShuffleBlock, when larger than four mean shards; 0: none
 }
+
+// minShuffleBlock is the least default ShuffleBlock v asks for (see Config.ShuffleBlock).
+func (v *shardedView) minShuffleBlock() int { return v.block }
 
 // ShardEnds lists the view's shards: a Concat's are its parts' shards one after another
 // (a part without shards has one shard per sample); a Subset's are its runs of

@@ -108,7 +108,8 @@ type Config struct {
 	// partitions need new shards at different batches), and a rank reads about
 	// ShuffleBlock/shard length+1 shards of each of its partitions at a time; larger mixes
 	// better and needs more shards at hand. Default 4 × the mean shard length (4 for a source without shards,
-	// whose shard shuffle is already a full permutation). Only with ShardOrder.
+	// whose shard shuffle is already a full permutation), and at least 262,144 over
+	// Converted.ByShard, whose shards are sorted by class. Only with ShardOrder.
 	ShuffleBlock int
 
 	// Decode configures decoding and the resize-first policy; default decode's defaults.

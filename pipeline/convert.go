@@ -185,6 +185,7 @@ func Convert(ctx context.Context, src Source, c *cache.Cache, opts *ConvertOptio
 		// records what it stored.
 		all := *info
 		all.Samples, all.Parts, all.Updated = whole.Len(), o.Part.Count, time.Now().UTC()
+		all.Listing = cache.ListingHash(whole.Len(), whole.Path)
 		if err := cache.CreatePartedInfo(c.Dir(), &all); err != nil {
 			return nil, fmt.Errorf("pipeline: convert: part %v: %w", o.Part, err)
 		}

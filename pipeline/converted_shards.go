@@ -13,23 +13,39 @@ import (
 // which a conversion's concurrent workers store in no particular shard, so it declares
 // no shards. Batch.Indices of a loader over ByShard are positions in this order;
 // Path(i) and Label(i) name the sample.
+//
+// A conversion stores an ImageFolder in about path order, so consecutive shards hold
+// few classes: with ShardOrder, ShuffleBlock must span many shards for a batch to mix
+// classes, and its default over ByShard is at least 262,144 samples (byShardBlock)
+// rather than four mean shards. A Concat or Subset of ByShard keeps the shards but not
+// that default: set ShuffleBlock.
 func (s *Converted) ByShard() ShardedSource {
+	// Ref.Shard builds its name: build each once, not on every comparison.
 	idx := make([]int32, len(s.refs))
-	for i := range idx {
-		idx[i] = int32(i)
+	shard := make([]string, len(s.refs))
+	for i, r := range s.refs {
+		idx[i], shard[i] = int32(i), r.Shard()
 	}
 	slices.SortStableFunc(idx, func(a, b int32) int {
-		ra, rb := s.refs[a], s.refs[b]
-		return cmp.Or(cmp.Compare(ra.Shard(), rb.Shard()), cmp.Compare(ra.Offset(), rb.Offset()))
+		return cmp.Or(cmp.Compare(shard[a], shard[b]), cmp.Compare(s.refs[a].Offset(), s.refs[b].Offset()))
 	})
 	var ends []int
 	for k := 1; k <= len(idx); k++ {
-		if k == len(idx) || s.refs[idx[k]].Shard() != s.refs[idx[k-1]].Shard() {
+		if k == len(idx) || shard[idx[k]] != shard[idx[k-1]] {
 			ends = append(ends, k)
 		}
 	}
 	v := &view{parts: []Source{s}, ends: []int{len(s.refs)}, idx: idx, classes: s.classes,
 		desc: fmt.Sprintf("%s by shard (%d shards)", s.cache.Dir(), len(ends))}
 	v.describe()
-	return &shardedView{view: v, shardEnds: ends}
+	return &shardedView{view: v, shardEnds: ends, block: byShardBlock}
 }
+
+// byShardBlock is the least default Config.ShuffleBlock over ByShard. A conversion
+// stores an ImageFolder in about path order, so its shards are sorted by class: four
+// mean shards (of 1 GiB, some 10,000 samples at 256 px) would give each partition's block
+// a few dozen classes, and a batch few classes (DESIGN, "Randomness and its limits").
+// MosaicML Streaming's default shuffle_block_size is at least 1<<18 samples for the same
+// reason; the shards are local files, so more of them at hand costs page cache, not
+// downloads.
+const byShardBlock = 1 << 18

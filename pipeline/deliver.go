@@ -21,7 +21,11 @@ func (l *Loader) Epoch(ctx context.Context, e int) iter.Seq2[*Batch, error] {
 // Config.Order ShardOrder, cursor is a position in the global order (Batch.Cursor and
 // Batch.GlobalCursor, a multiple of World × BatchSize/MicroBatches), so a checkpoint
 // taken at one World resumes at another that divides Partitions: the global batches
-// that follow are those the uninterrupted run would have delivered.
+// that follow are those the uninterrupted run would have delivered. The cursor is read
+// in this Loader's configuration: given with another global batch (BatchSize × World),
+// a cursor on a boundary of the new one resumes with exactly the samples not yet
+// delivered, one on none is refused, and with MicroBatches one inside a new global batch
+// skips or repeats some of its samples (see docs/DESIGN.md, "Resume").
 func (l *Loader) EpochFrom(ctx context.Context, e, cursor int) iter.Seq2[*Batch, error] {
 	return func(yield func(*Batch, error) bool) {
 		r, err := l.start(ctx, e, cursor)

@@ -135,9 +135,14 @@ func build(src Source, cfg *Config, conv *converting) (*Loader, error) {
 		shards := src.Len()
 		if ends != nil {
 			shards = len(ends)
+		} else {
+			c.Logf("pipeline: Order %v over %v, which is not a ShardedSource: each sample is its own shard (a Converted's ByShard declares its shards)", ShardOrder, src)
 		}
 		if c.ShuffleBlock == 0 {
 			l.cfg.ShuffleBlock = 4 * ((src.Len() + shards - 1) / shards)
+			if m, ok := src.(interface{ minShuffleBlock() int }); ok {
+				l.cfg.ShuffleBlock = max(l.cfg.ShuffleBlock, m.minShuffleBlock())
+			}
 		}
 		l.sampler.parts, l.sampler.ends, l.sampler.block, l.sampler.batch = c.Partitions, ends, l.cfg.ShuffleBlock, c.BatchSize
 		if src.Len() < c.Partitions {

@@ -593,4 +593,59 @@ func TestConvertedByShard(t *testing.T) {
 	if !slices.EqualFunc(got, ref, slices.Equal) {
 		t.Errorf("world 2: %v, world 1: %v", got, ref)
 	}
+	// Its shards are sorted by class: the default block spans many of them.
+	ld := newLoader(t, src, orderConfig(8, 0, 1, 2))
+	if b := ld.Config().ShuffleBlock; b != byShardBlock {
+		t.Errorf("default ShuffleBlock over ByShard %d, want %d", b, byShardBlock)
+	}
+	ld.Close()
+}
+
+// ShardOrder over a source that declares no shards says so once: each sample is its
+// own shard, which is seldom what was meant (a Converted rather than its ByShard).
+func TestShardOrderLogsUnshardedSource(t *testing.T) {
+	sharded := shardedTree(t)
+	for _, c := range []struct {
+		src  Source
+		logs int
+	}{{sharded.FileSource, 1}, {sharded, 0}} {
+		var logs []string
+		cfg := orderConfig(4, 0, 1, 1)
+		cfg.Logf = func(f string, a ...any) {
+			if s := fmt.Sprintf(f, a...); strings.Contains(s, "not a ShardedSource") {
+				logs = append(logs, s)
+			}
+		}
+		ld := newLoader(t, c.src, cfg)
+		ld.Close()
+		if len(logs) != c.logs {
+			t.Errorf("%v: logs %q, want %d", c.src, logs, c.logs)
+		}
+	}
+}
+
+// A cursor taken with one global batch and given with another: on a boundary of the new
+// global batch it consumed the same samples of every partition (cursor/Partitions each),
+// so the resumed epoch holds exactly the samples the old run had not delivered; off one,
+// it is refused naming the cursor and the batch.
+func TestShardOrderResumeWithAnotherGlobalBatch(t *testing.T) {
+	src := shardedTree(t)
+	const parts, epoch = 4, 1
+	old := slices.Concat(globalBatches(t, src, func(int) *Config { return orderConfig(8, 0, 1, parts) }, 1, epoch, 0)...)
+	const cursor = 24 // after 3 global batches of 8
+	resumed := slices.Concat(globalBatches(t, src, func(int) *Config { return orderConfig(12, 0, 1, parts) }, 1, epoch, cursor)...)
+	done, rest := slices.Clone(old[:cursor]), slices.Clone(old[cursor:])
+	slices.Sort(rest)
+	slices.Sort(resumed)
+	if !slices.Equal(resumed, rest) {
+		t.Errorf("resumed with batch 12 at %d: %v, want the samples batch 8 had not delivered %v (delivered %v)", cursor, resumed, rest, done)
+	}
+
+	ld := newLoader(t, src, orderConfig(12, 0, 1, parts))
+	for _, err := range ld.EpochFrom(context.Background(), epoch, 16) {
+		if err == nil || !strings.Contains(err.Error(), "global cursor 16") || !strings.Contains(err.Error(), "batches of 12 samples") {
+			t.Errorf("cursor 16 with global batch 12: %v, want it refused naming both", err)
+		}
+		break
+	}
 }

@@ -187,6 +187,17 @@ func TestConvertPartsMissingAndResume(t *testing.T) {
 	}
 }
 
+// renamedFirst is a FileSource whose first file has another name: as many files in the
+// same classes, not the same listing.
+type renamedFirst struct{ FileSource }
+
+func (r renamedFirst) Path(i int) string {
+	if i == 0 {
+		return "renamed-" + r.FileSource.Path(i)
+	}
+	return r.FileSource.Path(i)
+}
+
 // Parts that disagree about the conversion, or a conversion in one process into a
 // directory converted in parts (and the reverse), are refused naming what differs.
 func TestConvertPartsMismatch(t *testing.T) {
@@ -228,6 +239,10 @@ func TestConvertPartsMismatch(t *testing.T) {
 			_, err := convertPart(t, src, t.TempDir(), cache.Part{Index: 0, Count: 7})
 			return err
 		}, "fewer than 7 parts"},
+		{"other files", func() error {
+			_, err := convertPart(t, renamedFirst{src}, dst, cache.Part{Index: 1, Count: 2})
+			return err
+		}, "listed other files"},
 		{"invalid part", func() error { _, err := convertPart(t, src, t.TempDir(), cache.Part{Index: 2, Count: 2}); return err }, "part 2/2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -129,10 +129,14 @@ type WebDatasetSource struct {
 }
 
 // wdsPart is one shard's index, made once: at construction, or on first use when
-// WebDatasetOptions.ShardSamples makes the source lazy.
+// WebDatasetOptions.ShardSamples makes the source lazy. A lazy shard keeps only a
+// permanent failure (not a tar file, malformed headers); after an I/O error the next
+// access tries again, so one network blip does not spoil the shard for the whole run.
 type wdsPart struct {
-	once sync.Once
-	p    atomic.Pointer[wdsPacked]
+	mu      sync.Mutex    // one indexing attempt at a time
+	tries   atomic.Uint64 // attempts that failed with an I/O error
+	p       atomic.Pointer[wdsPacked]
+	lastErr *wdsPacked // the last attempt's transient failure, for those who waited on it; under mu
 }
 
 // wdsPacked is one shard's samples, labels numbered.
@@ -320,11 +324,15 @@ type wdsSample struct {
 type posReader struct {
 	r   io.Reader
 	pos int64
+	err error // the last read error other than io.EOF: the file failed, not the format
 }
 
 func (p *posReader) Read(b []byte) (int, error) {
 	n, err := p.r.Read(b)
 	p.pos += int64(n)
+	if err != nil && err != io.EOF {
+		p.err = err
+	}
 	return n, err
 }
 
@@ -346,12 +354,12 @@ func (p *seekPosReader) Seek(off int64, whence int) (int64, error) {
 func indexShard(fsys fs.FS, name string, o *WebDatasetOptions) (*wdsShard, error) {
 	f, err := fsys.Open(name)
 	if err != nil {
-		return nil, fmt.Errorf("pipeline: webdataset shard %s: %w", name, err)
+		return nil, ioFailure(name, err)
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return nil, fmt.Errorf("pipeline: webdataset shard %s: %w", name, err)
+		return nil, ioFailure(name, err)
 	}
 	if err := regular(fi); err != nil {
 		return nil, fmt.Errorf("pipeline: webdataset shard %s: %w", name, err)
@@ -384,6 +392,11 @@ func indexShard(fsys fs.FS, name string, o *WebDatasetOptions) (*wdsShard, error
 			break
 		}
 		if err != nil {
+			if pr.err != nil && errors.Is(err, pr.err) {
+				// The file failed to read, not the tar format: keeping the samples
+				// before it would drop the rest of the shard for good.
+				return nil, ioFailure(name, err)
+			}
 			if members == 0 {
 				return nil, fmt.Errorf("pipeline: webdataset shard %s: not a readable tar file: %w", name, err)
 			}
@@ -416,8 +429,14 @@ func indexShard(fsys fs.FS, name string, o *WebDatasetOptions) (*wdsShard, error
 			seen[key] = true
 		}
 		off, size := pr.pos, h.Size
-		if off+size > total {
+		if size < 0 || size > total-off { // not off+size > total: a hostile size overflows it
 			cur.bad = fmt.Sprintf("member %s runs past the end of the shard (%d bytes)", h.Name, total)
+			continue
+		}
+		if sparse(h) {
+			// Its data in the shard is a sparse map and fragments, not the file: the
+			// offset and size would read the wrong bytes.
+			cur.setBad("member %s is a sparse file, which webdataset shards do not use", h.Name)
 			continue
 		}
 		if slices.Contains(cur.exts, ext) {
@@ -477,10 +496,26 @@ func indexShard(fsys fs.FS, name string, o *WebDatasetOptions) (*wdsShard, error
 		}
 	}
 	flush()
+	if pr.err != nil {
+		// A member's data failed to read (its sample is marked bad): the file, not
+		// the shard, is at fault.
+		return nil, ioFailure(name, pr.err)
+	}
 	if sh.dropped > 0 {
 		o.Logf("pipeline: webdataset shard %s: %d members over MaxMetadataBytes %d left out of the metadata", name, sh.dropped, o.MaxMetadataBytes)
 	}
 	return sh, nil
+}
+
+// sparse says whether h is a GNU sparse file in PAX form (a 'S' header is not
+// TypeReg and is skipped).
+func sparse(h *tar.Header) bool {
+	for k := range h.PAXRecords {
+		if strings.HasPrefix(k, "GNU.sparse.") {
+			return true
+		}
+	}
+	return false
 }
 
 func (c *wdsSample) setBad(format string, args ...any) {
@@ -672,7 +707,7 @@ func assemble(fsys fs.FS, shards []string, parts []*wdsShard, o *WebDatasetOptio
 		if err != nil {
 			return nil, err
 		}
-		s.parts[k].once.Do(func() { s.parts[k].p.Store(packed) })
+		s.parts[k].p.Store(packed)
 		parts[k] = nil // let the shard's scratch go
 	}
 	return s, nil
@@ -715,29 +750,64 @@ func lazy(fsys fs.FS, shards []string, o *WebDatasetOptions) (*WebDatasetSource,
 }
 
 // part is shard k's index, made now if the source is lazy and it is not made yet. A
-// shard that cannot be indexed has no samples: its samples are bad, saying why.
+// shard that cannot be indexed has no samples: its samples are bad, saying why. Callers
+// that wait while an attempt fails with an I/O error share its failure; later callers
+// try again.
 func (s *WebDatasetSource) part(k int) *wdsPacked {
 	pt := &s.parts[k]
 	if p := pt.p.Load(); p != nil {
 		return p
 	}
-	pt.once.Do(func() {
-		want := s.o.ShardSamples[k]
-		raw, err := indexShard(s.fsys, s.shards[k], &s.o)
-		var p *wdsPacked
-		if err == nil {
-			if len(raw.keys) != want {
-				s.o.Logf("pipeline: webdataset shard %s holds %d samples, WebDatasetOptions.ShardSamples says %d", s.shards[k], len(raw.keys), want)
-			}
-			p, err = s.pack(k, raw, want)
+	tries := pt.tries.Load()
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	if p := pt.p.Load(); p != nil {
+		return p
+	}
+	if pt.tries.Load() != tries && pt.lastErr != nil {
+		return pt.lastErr // an attempt failed while we waited
+	}
+	want := s.o.ShardSamples[k]
+	raw, err := indexShard(s.fsys, s.shards[k], &s.o)
+	var p *wdsPacked
+	if err == nil {
+		if len(raw.keys) != want {
+			s.o.Logf("pipeline: webdataset shard %s holds %d samples, WebDatasetOptions.ShardSamples says %d", s.shards[k], len(raw.keys), want)
 		}
-		if err != nil {
-			s.o.Logf("%v; its %d samples are bad", err, want)
-			p = &wdsPacked{bad: map[int32]string{-1: err.Error()}}
+		p, err = s.pack(k, raw, want)
+	}
+	if err != nil {
+		p = &wdsPacked{bad: map[int32]string{-1: err.Error()}}
+		var te *transientError
+		if errors.As(err, &te) {
+			s.o.Logf("%v; its %d samples fail until it can be read", err, want)
+			// Counted when it ends, so that callers that came during it share it.
+			pt.lastErr = p
+			pt.tries.Add(1)
+			return p
 		}
-		pt.p.Store(p)
-	})
-	return pt.p.Load()
+		s.o.Logf("%v; its %d samples are bad", err, want)
+	}
+	pt.lastErr = nil
+	pt.p.Store(p)
+	return p
+}
+
+// transientError is an I/O error reading a shard (as opposed to what the shard
+// holds), worth trying again.
+type transientError struct{ err error }
+
+func (e *transientError) Error() string { return e.err.Error() }
+func (e *transientError) Unwrap() error { return e.err }
+
+// ioFailure wraps err, met opening or reading shard name, as transient unless it says
+// the shard is missing or unreadable for good.
+func ioFailure(name string, err error) error {
+	err = fmt.Errorf("pipeline: webdataset shard %s: %w", name, err)
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
+		return err
+	}
+	return &transientError{err}
 }
 
 // pack numbers shard k's labels and packs its first n samples.

@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -11,6 +12,7 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -387,6 +389,9 @@ func FuzzWebDatasetIndex(f *testing.F) {
 		f.Add(data)
 	}
 	f.Add(tarOf(f, member{"a.jpg", []byte("x")}, member{"a.json", []byte(`{"label": ["a"]}`)}, member{"a.jpg", nil}))
+	for _, data := range hostileShards(f) {
+		f.Add(data)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if len(data) > 1<<20 {
 			return
@@ -622,4 +627,173 @@ func TestWebDatasetMetadataKeys(t *testing.T) {
 			}
 		}
 	}
+}
+
+// flakyFS fails the first fails opens, or (midRead) the first fails reads past the
+// first header, with an I/O error, as a network store does on a blip.
+type flakyFS struct {
+	fs.FS
+	mu      sync.Mutex
+	fails   int
+	midRead bool
+	opens   int
+}
+
+var errBlip = errors.New("connection reset by peer")
+
+func (f *flakyFS) Open(name string) (fs.File, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.opens++
+	if f.fails > 0 && !f.midRead {
+		f.fails--
+		return nil, &fs.PathError{Op: "open", Path: name, Err: errBlip}
+	}
+	file, err := f.FS.Open(name)
+	if err != nil || f.fails == 0 {
+		return file, err
+	}
+	f.fails--
+	return &blipFile{File: file}, nil
+}
+
+// blipFile reads one header block, then fails; it cannot seek, so tar reads through.
+type blipFile struct {
+	fs.File
+	n int
+}
+
+func (b *blipFile) Read(p []byte) (int, error) {
+	if b.n >= 512 {
+		return 0, errBlip
+	}
+	p = p[:min(len(p), 512-b.n)]
+	n, err := b.File.Read(p)
+	b.n += n
+	return n, err
+}
+
+// A lazy shard whose index fails with an I/O error is tried again on the next access;
+// only a shard that is not a tar file stays bad.
+func TestWebDatasetLazyRetry(t *testing.T) {
+	tree := wdsTree(t, 2, 4)
+	folder, err := Dir(tree)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sd := t.TempDir()
+	shards := shardsOf(t, sd, folder, 4)
+	eager, err := WebDataset(os.DirFS(sd), shards, &WebDatasetOptions{Logf: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(sd, "junk.tar"), bytes.Repeat([]byte("junk"), 300), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, midRead := range []bool{false, true} {
+		t.Run(fmt.Sprintf("midRead=%v", midRead), func(t *testing.T) {
+			ffs := &flakyFS{FS: os.DirFS(sd), fails: 1, midRead: midRead}
+			lz, err := WebDataset(ffs, append(slices.Clone(shards), "junk.tar"), &WebDatasetOptions{ShardSamples: []int{4, 4, 2}, Classes: eager.Classes(), Logf: quiet})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f, err := lz.Open(0); err == nil || !strings.Contains(err.Error(), "connection reset") {
+				if f != nil {
+					f.Close()
+				}
+				t.Fatalf("first open: %v, want the blip", err)
+			}
+			if lz.Bad() != 0 {
+				t.Errorf("Bad %d after a blip, want 0", lz.Bad())
+			}
+			for i := range 4 {
+				f, err := lz.Open(i)
+				if err != nil {
+					t.Fatalf("sample %d after the blip: %v", i, err)
+				}
+				f.Close()
+				if lz.Path(i) != eager.Path(i) {
+					t.Errorf("sample %d: %s, want %s", i, lz.Path(i), eager.Path(i))
+				}
+			}
+			opens := ffs.opens
+			for i := 8; i < 10; i++ {
+				if f, err := lz.Open(i); err == nil {
+					f.Close()
+					t.Errorf("sample %d of junk.tar opened", i)
+				}
+			}
+			if n := ffs.opens - opens; n != 1 {
+				t.Errorf("junk.tar opened %d times, want once: not a tar file is kept", n)
+			}
+		})
+	}
+}
+
+// Hostile member headers: a size that overflows the offset, and a PAX sparse file,
+// whose data in the shard is not the file's bytes.
+func TestWebDatasetHostileMembers(t *testing.T) {
+	for name, data := range hostileShards(t) {
+		t.Run(name, func(t *testing.T) {
+			fsys := fstest.MapFS{"s.tar": {Data: data}}
+			src, err := WebDataset(fsys, []string{"s.tar"}, &WebDatasetOptions{Logf: quiet})
+			if err != nil {
+				return // refused whole: fine
+			}
+			for i := range src.Len() {
+				if !strings.HasPrefix(src.Path(i), "s.tar/bad") {
+					continue
+				}
+				if f, err := src.Open(i); err == nil {
+					f.Close()
+					t.Errorf("%s opened", src.Path(i))
+				}
+			}
+		})
+	}
+}
+
+// hostileShards are shards with one good sample "ok" and one hostile sample "bad".
+func hostileShards(t testing.TB) map[string][]byte {
+	ok := []member{{"ok.jpg", []byte("x")}, {"ok.cls", []byte("0")}}
+	huge := tarOf(t, append(ok, member{"bad.cls", []byte("0")}, member{"bad.jpg", []byte("y")})...)
+	// bad.jpg is the fourth header: give it a base-256 size near MaxInt64.
+	h := huge[3*1024 : 3*1024+512]
+	if string(h[:7]) != "bad.jpg" {
+		t.Fatalf("header %q", h[:7])
+	}
+	size := h[124:136]
+	clear(size)
+	size[0] = 0x80
+	for i := 4; i < 12; i++ {
+		size[i] = 0xff
+	}
+	size[4] = 0x7f
+	fixChecksum(h)
+
+	// A PAX header carrying GNU sparse 0.1 records, before bad.jpg.
+	var rec []byte
+	for _, kv := range [][2]string{{"GNU.sparse.major", "0"}, {"GNU.sparse.minor", "1"}, {"GNU.sparse.numblocks", "1"}, {"GNU.sparse.map", "0,1"}, {"GNU.sparse.realsize", "10"}} {
+		r := " " + kv[0] + "=" + kv[1] + "\n"
+		n := len(r) + 2
+		if len(strconv.Itoa(n))+len(r) != n {
+			n++
+		}
+		rec = append(rec, strconv.Itoa(n)+r...)
+	}
+	sp := tarOf(t, append(ok, member{"bad.cls", []byte("0")}, member{"PaxHeaders/bad.jpg", rec}, member{"bad.jpg", []byte("y")})...)
+	h = sp[3*1024 : 3*1024+512]
+	h[156] = tar.TypeXHeader
+	fixChecksum(h)
+	return map[string][]byte{"overflow": huge, "sparse": sp}
+}
+
+// fixChecksum recomputes a tar header block's checksum.
+func fixChecksum(h []byte) {
+	copy(h[148:156], "        ")
+	sum := 0
+	for _, c := range h[:512] {
+		sum += int(c)
+	}
+	copy(h[148:156], fmt.Sprintf("%06o\x00 ", sum))
 }

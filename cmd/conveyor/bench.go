@@ -102,7 +102,7 @@ flags:
 	seed := fs.Uint64("seed", 0, "seed for order and augmentation")
 	order := fs.String("order", pipeline.SampleOrder.String(), fmt.Sprintf("sample order: %v (shards: the shard-aware elastic order for sharded datasets)", pipeline.Orders))
 	partitions := fs.Int("partitions", 0, "with --order shards, canonical partitions: a multiple of the world size (0: the world size)")
-	shuffleBlock := fs.Int("shuffle-block", 0, "with --order shards, samples shuffled together within a partition (0: 4 mean shards)")
+	shuffleBlock := fs.Int("shuffle-block", 0, "with --order shards, samples shuffled together within a partition (0: 4 mean shards; at least 262144 on a converted dataset)")
 	rankFromEnv := fs.Bool("rank-from-env", false, "take rank and world size from torchrun's RANK/WORLD_SIZE or Slurm's SLURM_PROCID/SLURM_NTASKS and measure this rank's share of each epoch")
 	images := fs.Int("images", 1000, "images in the built-in synthetic set (without DIR)")
 	synthDir := fs.String("synthetic-dir", "", "where the built-in set is written (default: the user cache directory)")
@@ -249,6 +249,11 @@ flags:
 		}
 		defer conv.Close() // after the loaders' Close
 		src = conv
+		if ord == pipeline.ShardOrder {
+			// The Converted declares no shards (it lists samples in path order):
+			// the shard order over it would read one-sample shards.
+			src = conv.ByShard()
+		}
 	} else if *allowIncomplete {
 		return usagef("--allow-incomplete applies to a converted dataset (a DIR holding %s)", cache.InfoName)
 	} else if src, err = openImageFolder(dir); err != nil {

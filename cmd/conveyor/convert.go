@@ -47,9 +47,10 @@ Kubernetes Indexed Job, a Slurm array; see examples/convert-parts). Each part wr
 only files named after it (part-i-of-N-*.shard, dataset.part-i-of-N.json,
 convert-report.part-i-of-N.txt, i padded with zeros to N's width); DST opens once every part has finished, with no
 merge step, and holds what one conversion would, in the same order; verify names a
-missing part. A rerun of a part resumes it. --part env takes i from
-$JOB_COMPLETION_INDEX (Kubernetes) or $SLURM_ARRAY_TASK_ID minus $SLURM_ARRAY_TASK_MIN
-(Slurm), and N from $SLURM_ARRAY_TASK_COUNT; --part env/N gives N.
+missing part. A rerun of a part resumes it. --part env/N takes i from
+$JOB_COMPLETION_INDEX (Kubernetes) or $SLURM_ARRAY_TASK_ID (Slurm: the array numbers
+its tasks 0 to N-1, and a rerun of task I, sbatch --array=I, converts part I); bare
+--part env takes N from $SLURM_ARRAY_TASK_COUNT, in a full array 0 to N-1 only.
 
 flags:
 `, reportName, cache.InfoName)
@@ -193,9 +194,11 @@ func partReportName(p cache.Part) string {
 }
 
 // parsePart parses --part: "" (the whole of SRC), "i/N", "env" or "env/N". env takes i
-// from JOB_COMPLETION_INDEX (a Kubernetes Indexed Job) or SLURM_ARRAY_TASK_ID less
-// SLURM_ARRAY_TASK_MIN (a Slurm array, whose ids need not start at 0), and N from
-// SLURM_ARRAY_TASK_COUNT unless given: Kubernetes sets no variable for it.
+// from JOB_COMPLETION_INDEX (a Kubernetes Indexed Job) or SLURM_ARRAY_TASK_ID (a Slurm
+// array, which must number its tasks 0 to N-1). With env/N, i is the task ID as it is,
+// so rerunning one task (sbatch --array=I) converts part I. Bare env takes N from
+// SLURM_ARRAY_TASK_COUNT (Kubernetes sets no variable for it) and only from a full
+// array, 0 to COUNT-1: in a rerun of some tasks the count is not the number of parts.
 func parsePart(s string, getenv func(string) string) (cache.Part, error) {
 	if s == "" {
 		return cache.Part{}, nil
@@ -217,22 +220,38 @@ func parsePart(s string, getenv func(string) string) (cache.Part, error) {
 	case getenv("JOB_COMPLETION_INDEX") != "":
 		index, err = atoi("JOB_COMPLETION_INDEX")
 	case getenv("SLURM_ARRAY_TASK_ID") != "":
-		var lo int
-		if index, err = atoi("SLURM_ARRAY_TASK_ID"); err == nil && getenv("SLURM_ARRAY_TASK_MIN") != "" {
-			lo, err = atoi("SLURM_ARRAY_TASK_MIN")
-			index -= lo
+		index, err = atoi("SLURM_ARRAY_TASK_ID")
+		if err != nil || ok {
+			break
 		}
+		if getenv("SLURM_ARRAY_TASK_COUNT") == "" {
+			return cache.Part{}, fmt.Errorf("%s: $SLURM_ARRAY_TASK_COUNT is not set; give the number of parts as env/N", s)
+		}
+		var lo, n, hi int
+		if lo, err = atoi("SLURM_ARRAY_TASK_MIN"); err != nil {
+			break
+		}
+		if n, err = atoi("SLURM_ARRAY_TASK_COUNT"); err != nil {
+			break
+		}
+		hi = lo + n - 1
+		if getenv("SLURM_ARRAY_TASK_MAX") != "" {
+			if hi, err = atoi("SLURM_ARRAY_TASK_MAX"); err != nil {
+				break
+			}
+		}
+		if lo != 0 || hi != n-1 {
+			return cache.Part{}, fmt.Errorf("%s: the Slurm array runs tasks %d to %d, %d of them, not all the parts 0 to COUNT-1 (a rerun of some tasks?): give the number of parts as env/N; the array must number its tasks 0 to N-1", s, lo, hi, n)
+		}
+		count = strconv.Itoa(n)
 	default:
 		return cache.Part{}, fmt.Errorf("%s: neither $JOB_COMPLETION_INDEX (a Kubernetes Indexed Job) nor $SLURM_ARRAY_TASK_ID (a Slurm array) is set; give the part as i/N", s)
 	}
 	if err != nil {
 		return cache.Part{}, err
 	}
-	if !ok {
-		if getenv("SLURM_ARRAY_TASK_COUNT") == "" {
-			return cache.Part{}, fmt.Errorf("%s: $SLURM_ARRAY_TASK_COUNT is not set; give the number of parts as env/N", s)
-		}
-		count = getenv("SLURM_ARRAY_TASK_COUNT")
+	if !ok && count == "" {
+		return cache.Part{}, fmt.Errorf("%s: $SLURM_ARRAY_TASK_COUNT is not set; give the number of parts as env/N", s)
 	}
 	return cache.ParsePart(fmt.Sprintf("%d/%s", index, count))
 }

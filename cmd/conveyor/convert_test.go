@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -363,6 +364,27 @@ func TestBenchConverted(t *testing.T) {
 	}
 	if err := bench([]string{dst, "--cache", t.TempDir()}, io.Discard); err == nil {
 		t.Error("bench with --cache on a converted set: no error")
+	}
+}
+
+// --order shards over a converted dataset reads its shard files (ByShard), not
+// one-sample shards: the default shuffle block is 4 mean shards, not 4 samples.
+func TestBenchConvertedShardOrder(t *testing.T) {
+	_, dst, _ := converted(t)
+	var out bytes.Buffer
+	if err := bench([]string{dst, "--epochs", "1", "--json", "--size", "16", "--batch", "4", "--workers", "2", "--order", "shards"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	var res benchResult
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+		t.Fatalf("not one JSON object: %v\n%s", err, out.String())
+	}
+	var block int
+	if i := strings.Index(res.Config, "shuffle_block="); i >= 0 {
+		fmt.Sscanf(res.Config[i:], "shuffle_block=%d", &block)
+	}
+	if res.Images != 24 || block <= 4 {
+		t.Errorf("bench --order shards on a converted set: images %d, config %s", res.Images, res.Config)
 	}
 }
 

@@ -27,8 +27,19 @@ func TestParsePartFlag(t *testing.T) {
 		{"", nil, cache.Part{}, ""},
 		{"2/5", nil, cache.Part{Index: 2, Count: 5}, ""},
 		{"env/4", map[string]string{"JOB_COMPLETION_INDEX": "3"}, cache.Part{Index: 3, Count: 4}, ""},
-		{"env", map[string]string{"SLURM_ARRAY_TASK_ID": "7", "SLURM_ARRAY_TASK_MIN": "5", "SLURM_ARRAY_TASK_COUNT": "3"}, cache.Part{Index: 2, Count: 3}, ""},
-		{"env", map[string]string{"SLURM_ARRAY_TASK_ID": "1", "SLURM_ARRAY_TASK_COUNT": "2"}, cache.Part{Index: 1, Count: 2}, ""},
+		// A full array 0-15.
+		{"env", map[string]string{"SLURM_ARRAY_TASK_ID": "7", "SLURM_ARRAY_TASK_MIN": "0", "SLURM_ARRAY_TASK_MAX": "15", "SLURM_ARRAY_TASK_COUNT": "16"}, cache.Part{Index: 7, Count: 16}, ""},
+		{"env/16", map[string]string{"SLURM_ARRAY_TASK_ID": "7", "SLURM_ARRAY_TASK_MIN": "0", "SLURM_ARRAY_TASK_MAX": "15", "SLURM_ARRAY_TASK_COUNT": "16"}, cache.Part{Index: 7, Count: 16}, ""},
+		{"env", map[string]string{"SLURM_ARRAY_TASK_ID": "1", "SLURM_ARRAY_TASK_MIN": "0", "SLURM_ARRAY_TASK_COUNT": "2"}, cache.Part{Index: 1, Count: 2}, ""},
+		// Task 7 rerun alone (sbatch --array=7): env/N converts part 7; bare env cannot know N.
+		{"env/16", map[string]string{"SLURM_ARRAY_TASK_ID": "7", "SLURM_ARRAY_TASK_MIN": "7", "SLURM_ARRAY_TASK_MAX": "7", "SLURM_ARRAY_TASK_COUNT": "1"}, cache.Part{Index: 7, Count: 16}, ""},
+		{"env", map[string]string{"SLURM_ARRAY_TASK_ID": "7", "SLURM_ARRAY_TASK_MIN": "7", "SLURM_ARRAY_TASK_MAX": "7", "SLURM_ARRAY_TASK_COUNT": "1"}, cache.Part{}, "runs tasks 7 to 7, 1 of them, not all the parts 0 to COUNT-1 (a rerun of some tasks?): give the number of parts as env/N"},
+		// Tasks 3 and 5 rerun (--array=3,5): COUNT 2, MIN 3.
+		{"env", map[string]string{"SLURM_ARRAY_TASK_ID": "5", "SLURM_ARRAY_TASK_MIN": "3", "SLURM_ARRAY_TASK_MAX": "5", "SLURM_ARRAY_TASK_COUNT": "2"}, cache.Part{}, "give the number of parts as env/N"},
+		// An array 1-16 is not parts 0-15.
+		{"env", map[string]string{"SLURM_ARRAY_TASK_ID": "16", "SLURM_ARRAY_TASK_MIN": "1", "SLURM_ARRAY_TASK_MAX": "16", "SLURM_ARRAY_TASK_COUNT": "16"}, cache.Part{}, "tasks 1 to 16"},
+		{"env/16", map[string]string{"SLURM_ARRAY_TASK_ID": "16"}, cache.Part{}, "part 16/16"},
+		{"env", map[string]string{"SLURM_ARRAY_TASK_ID": "7"}, cache.Part{}, "SLURM_ARRAY_TASK_COUNT is not set"},
 		{"env", map[string]string{"JOB_COMPLETION_INDEX": "0"}, cache.Part{}, "SLURM_ARRAY_TASK_COUNT is not set"},
 		{"env", nil, cache.Part{}, "neither $JOB_COMPLETION_INDEX"},
 		{"env/4", map[string]string{"JOB_COMPLETION_INDEX": "four"}, cache.Part{}, `$JOB_COMPLETION_INDEX is "four"`},

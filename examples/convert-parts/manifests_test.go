@@ -13,7 +13,8 @@ import (
 )
 
 // The Slurm script is valid bash, and run as array task 7 of 0-15 it execs conveyor
-// convert SRC DST with --part env, which reads that task's part from Slurm's variables.
+// convert SRC DST with --part env/16, which reads that task's part from Slurm's
+// variables; rerun alone (sbatch --array=7) it gives the same --part.
 func TestSlurmArray(t *testing.T) {
 	bash, err := exec.LookPath("bash")
 	if err != nil {
@@ -39,7 +40,7 @@ func TestSlurmArray(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := strings.Fields(string(b))
-	if want := []string{"convert", "/src", "/dst", "--size", "256", "--workers", "4", "--part", "env"}; !slices.Equal(got, want) {
+	if want := []string{"convert", "/src", "/dst", "--size", "256", "--workers", "4", "--part", "env/16"}; !slices.Equal(got, want) {
 		t.Fatalf("slurm-array.sh ran conveyor %q, want %q", got, want)
 	}
 	if out, err := exec.Command(bash, "slurm-array.sh").CombinedOutput(); err == nil || !strings.Contains(string(out), "SRC") {
