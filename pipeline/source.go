@@ -66,6 +66,22 @@ type ShardedSource interface {
 	ShardEnds() []int
 }
 
+// An EpochPlanner is a Source that wants to know, before an epoch's first read, which
+// samples this rank will read and in what order, so it can bring remote data close
+// ahead of need: the WebDataset source turns the plan into shard prefetches in
+// first-use order and frees each shard's disk once its last sample of the epoch is read.
+//
+// The loader calls PlanEpoch at the start of each epoch, with the epoch number and the
+// source indices this rank reads from the epoch's starting cursor on, in order. order is
+// the loader's buffer: PlanEpoch must not keep it, and it must return quickly (the epoch
+// starts after it). A plan is a hint: replacements for bad samples and cached samples
+// read out of plan, and the reads stay correct if the plan is ignored. Views (Subset,
+// Concat, Split) do not pass plans on.
+type EpochPlanner interface {
+	Source
+	PlanEpoch(epoch int, order []int32)
+}
+
 // imageExts are the extensions listing accepts (case-insensitive), as torchvision's
 // IMG_EXTENSIONS minus the netpbm formats. Decoding sniffs content, so the extension only
 // decides what is listed, not how it is decoded.
