@@ -3,6 +3,7 @@ package pipeline
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -22,16 +23,18 @@ type planFS struct {
 
 type planEvent struct {
 	op, name string
+	names    []string // a prefetch's
 }
 
 func (p *planFS) add(op string, names ...string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, n := range names {
-		p.log = append(p.log, planEvent{op, n})
+	if op == "prefetch" {
+		p.log = append(p.log, planEvent{op: op, names: slices.Clone(names)})
+		return
 	}
-	if len(names) == 0 {
-		p.log = append(p.log, planEvent{op, ""})
+	for _, n := range names {
+		p.log = append(p.log, planEvent{op: op, name: n})
 	}
 }
 
@@ -51,7 +54,8 @@ func (p *planFS) take() []planEvent {
 }
 
 // The loader plans each epoch: the WebDataset source prefetches the epoch's shards in the
-// order the rank first reads them, and releases each shard once, after its last read.
+// order the rank first reads them, at the first epoch's start and then as the epoch
+// before it ends; a start at a cursor plans again.
 func TestWebDatasetPlanEpoch(t *testing.T) {
 	tree := wdsTree(t, 3, 10)
 	folder, err := Dir(tree)
@@ -74,41 +78,61 @@ func TestWebDatasetPlanEpoch(t *testing.T) {
 				cfg.Partitions = 0
 			}
 			ld := newLoader(t, wds, cfg)
-			for epoch := range 2 {
+			var logs [][]planEvent
+			var plans [][]string
+			for epoch := range 3 {
 				d := collect(t, ld, context.Background(), epoch, 0)
-				log := pfs.take()
+				logs = append(logs, pfs.take())
 				// First-use order of the shards in the samples delivered.
-				var want []string
+				var plan []string
 				for _, i := range d.indices {
 					k, _, _ := wds.at(int(i))
-					if !slices.Contains(want, shards[k]) {
-						want = append(want, shards[k])
+					if !slices.Contains(plan, shards[k]) {
+						plan = append(plan, shards[k])
 					}
 				}
-				var prefetched []string
-				lastOpen, released := map[string]int{}, map[string]int{}
+				plans = append(plans, plan)
+			}
+			for epoch, log := range logs {
+				name := fmt.Sprintf("%v world %d epoch %d", order, world, epoch)
+				// Each epoch's shards are prefetched in first-use order: at its start
+				// (epoch 0), else as the epoch before it ends.
+				var prefetches [][]string
 				for at, e := range log {
 					switch e.op {
 					case "prefetch":
-						prefetched = append(prefetched, e.name)
-					case "open":
-						lastOpen[e.name] = at
-						if _, ok := released[e.name]; ok {
-							t.Errorf("%v world %d epoch %d: %s opened after its release", order, world, epoch, e.name)
+						if epoch == 0 && len(prefetches) == 0 && at != 0 {
+							t.Errorf("%s: opened before prefetching", name)
 						}
+						prefetches = append(prefetches, e.names)
 					case "release":
-						if _, ok := released[e.name]; ok {
-							t.Errorf("%v world %d epoch %d: %s released twice", order, world, epoch, e.name)
-						}
-						released[e.name] = at
+						t.Errorf("%s: released %s; eviction is the cache's", name, e.name)
 					}
 				}
-				if len(log) == 0 || log[0].op != "prefetch" || !slices.Equal(prefetched, want) {
-					t.Fatalf("%v world %d epoch %d: prefetched %q first, want %q before any open", order, world, epoch, prefetched, want)
+				if epoch == 0 {
+					if len(prefetches) == 0 || !slices.Equal(prefetches[0], plans[0]) {
+						t.Fatalf("%s: prefetched %q, want %q first", name, prefetches, plans[0])
+					}
+					prefetches = prefetches[1:]
 				}
-				if len(released) != len(want) {
-					t.Errorf("%v world %d epoch %d: released %d shards, want %d", order, world, epoch, len(released), len(want))
+				if len(prefetches) != 1 || epoch+1 < len(plans) && !slices.Equal(prefetches[0], plans[epoch+1]) {
+					t.Fatalf("%s: prefetched %q for the next epoch, want %q", name, prefetches, plans[min(epoch+1, len(plans)-1)])
 				}
+			}
+			// Starting anew from a cursor plans again, from there.
+			cursor := cfg.BatchSize // one batch in
+			if order == ShardOrder {
+				cursor *= world // a global cursor
+			}
+			for b, err := range ld.EpochFrom(context.Background(), 5, cursor) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				b.Release()
+				break
+			}
+			if log := pfs.take(); len(log) == 0 || log[0].op != "prefetch" {
+				t.Errorf("%v world %d: resuming at a cursor did not plan first", order, world)
 			}
 		}
 	}

@@ -126,33 +126,26 @@ type WebDatasetSource struct {
 	keys     []string
 	o        WebDatasetOptions
 	desc     string
-	plan     atomic.Pointer[wdsPlan] // the epoch's plan, when fsys prefetches
 }
 
 // shardPrefetcher is the capability of a file system that fetches shards ahead of need
-// and frees them on request (objstore's Cache).
+// (objstore's Cache).
 type shardPrefetcher interface {
 	Prefetch(names ...string)
-	Release(names ...string)
-}
-
-// wdsPlan is an epoch's plan: how many of each shard's planned samples are still to be
-// read. The shard whose count reaches zero is released.
-type wdsPlan struct {
-	remain []atomic.Int32
 }
 
 // PlanEpoch implements EpochPlanner: when the file system prefetches (objstore's shard
-// cache), it asks for this epoch's shards in the order order first reads them, and
-// releases each once the last of its samples in order has been read, so the cache's disk
-// holds the shards being read and those next, not the epoch. Over a file system that
-// does not prefetch it does nothing.
+// cache), it asks for the shards of order in the order their first samples come, so
+// the cache fetches each before it is needed, within its byte limit. Shards whose
+// samples were all read stay in the cache until its least-recently-used eviction needs
+// their room: an epoch that fits in the cache is then read from it again. Over a file
+// system that does not prefetch it does nothing.
 func (s *WebDatasetSource) PlanEpoch(epoch int, order []int32) {
 	pf, ok := s.fsys.(shardPrefetcher)
 	if !ok {
 		return
 	}
-	p := &wdsPlan{remain: make([]atomic.Int32, len(s.shards))}
+	seen := make([]bool, len(s.shards))
 	var first []string
 	k := 0
 	for _, i := range order {
@@ -162,24 +155,12 @@ func (s *WebDatasetSource) PlanEpoch(epoch int, order []int32) {
 		if !(int(i) < s.ends[k] && (k == 0 || int(i) >= s.ends[k-1])) {
 			k = sort.SearchInts(s.ends, int(i)+1)
 		}
-		if p.remain[k].Add(1) == 1 {
+		if !seen[k] {
+			seen[k] = true
 			first = append(first, s.shards[k])
 		}
 	}
-	s.plan.Store(p)
 	pf.Prefetch(first...)
-}
-
-// read counts a read of shard k against the epoch's plan p, releasing the shard after
-// its last planned sample. A read outside the plan (a replacement, a retry) may release
-// a shard one sample early; the shard is then fetched again, which costs time only.
-func (s *WebDatasetSource) read(p *wdsPlan, k int) {
-	if p == nil || s.plan.Load() != p {
-		return // no plan, or an earlier epoch's
-	}
-	if p.remain[k].Add(-1) == 0 {
-		s.fsys.(shardPrefetcher).Release(s.shards[k])
-	}
 }
 
 // wdsPart is one shard's index, made once: at construction, or on first use when
@@ -1030,7 +1011,7 @@ func (s *WebDatasetSource) Open(i int) (fs.File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("webdataset shard %s: %w", s.shards[k], err)
 	}
-	m := &wdsMember{s: s, k: k, plan: s.plan.Load(), f: f, name: path.Base(p.Path(j)) + "." + wdsImageExts[p.imgExt[j]], size: p.size[j], mod: p.mod}
+	m := &wdsMember{f: f, name: path.Base(p.Path(j)) + "." + wdsImageExts[p.imgExt[j]], size: p.size[j], mod: p.mod}
 	off := p.off[j]
 	switch x := f.(type) {
 	case io.ReaderAt:
@@ -1053,9 +1034,6 @@ func (s *WebDatasetSource) Open(i int) (fs.File, error) {
 
 // wdsMember is an image member of an open shard, as a file.
 type wdsMember struct {
-	s    *WebDatasetSource
-	k    int      // the shard
-	plan *wdsPlan // the epoch's plan when opened, or nil
 	f    fs.File
 	r    io.Reader
 	name string
@@ -1064,13 +1042,7 @@ type wdsMember struct {
 }
 
 func (m *wdsMember) Read(b []byte) (int, error) { return m.r.Read(b) }
-func (m *wdsMember) Close() error {
-	err := m.f.Close()
-	p := m.plan
-	m.plan = nil // a second Close counts nothing
-	m.s.read(p, m.k)
-	return err
-}
+func (m *wdsMember) Close() error               { return m.f.Close() }
 func (m *wdsMember) Stat() (fs.FileInfo, error) { return m, nil }
 
 // fs.FileInfo of the member.
