@@ -54,8 +54,7 @@ func (p *planFS) take() []planEvent {
 }
 
 // The loader plans each epoch: the WebDataset source prefetches the epoch's shards in the
-// order the rank first reads them, at the first epoch's start and then as the epoch
-// before it ends; a start at a cursor plans again.
+// order the rank first reads them, a window ahead of the reads.
 func TestWebDatasetPlanEpoch(t *testing.T) {
 	tree := wdsTree(t, 3, 10)
 	folder, err := Dir(tree)
@@ -78,11 +77,10 @@ func TestWebDatasetPlanEpoch(t *testing.T) {
 				cfg.Partitions = 0
 			}
 			ld := newLoader(t, wds, cfg)
-			var logs [][]planEvent
-			var plans [][]string
-			for epoch := range 3 {
+			for epoch := range 2 {
+				name := fmt.Sprintf("%v world %d epoch %d", order, world, epoch)
 				d := collect(t, ld, context.Background(), epoch, 0)
-				logs = append(logs, pfs.take())
+				log := pfs.take()
 				// First-use order of the shards in the samples delivered.
 				var plan []string
 				for _, i := range d.indices {
@@ -91,32 +89,27 @@ func TestWebDatasetPlanEpoch(t *testing.T) {
 						plan = append(plan, shards[k])
 					}
 				}
-				plans = append(plans, plan)
-			}
-			for epoch, log := range logs {
-				name := fmt.Sprintf("%v world %d epoch %d", order, world, epoch)
-				// Each epoch's shards are prefetched in first-use order: at its start
-				// (epoch 0), else as the epoch before it ends.
-				var prefetches [][]string
+				// Every shard is prefetched once, the first window before any open.
+				const window = 4
+				var prefetched []string
 				for at, e := range log {
 					switch e.op {
 					case "prefetch":
-						if epoch == 0 && len(prefetches) == 0 && at != 0 {
-							t.Errorf("%s: opened before prefetching", name)
+						if at == 0 && !slices.Equal(e.names, plan[:min(window, len(plan))]) {
+							t.Errorf("%s: first prefetched %q, want %q", name, e.names, plan[:min(window, len(plan))])
 						}
-						prefetches = append(prefetches, e.names)
+						prefetched = append(prefetched, e.names...)
 					case "release":
 						t.Errorf("%s: released %s; eviction is the cache's", name, e.name)
 					}
 				}
-				if epoch == 0 {
-					if len(prefetches) == 0 || !slices.Equal(prefetches[0], plans[0]) {
-						t.Fatalf("%s: prefetched %q, want %q first", name, prefetches, plans[0])
-					}
-					prefetches = prefetches[1:]
+				if len(log) == 0 || log[0].op != "prefetch" {
+					t.Errorf("%s: opened before prefetching", name)
 				}
-				if len(prefetches) != 1 || epoch+1 < len(plans) && !slices.Equal(prefetches[0], plans[epoch+1]) {
-					t.Fatalf("%s: prefetched %q for the next epoch, want %q", name, prefetches, plans[min(epoch+1, len(plans)-1)])
+				slices.Sort(prefetched)
+				sorted := slices.Sorted(slices.Values(plan))
+				if !slices.Equal(prefetched, sorted) {
+					t.Errorf("%s: prefetched %q, want each of %q once", name, prefetched, sorted)
 				}
 			}
 			// Starting anew from a cursor plans again, from there.
@@ -134,6 +127,43 @@ func TestWebDatasetPlanEpoch(t *testing.T) {
 			if log := pfs.take(); len(log) == 0 || log[0].op != "prefetch" {
 				t.Errorf("%v world %d: resuming at a cursor did not plan first", order, world)
 			}
+		}
+	}
+
+	// Read in plan order, one at a time: each open asks for the shards up to
+	// PrefetchShards places past its own, before opening it.
+	w2, err := WebDataset(pfs, shards, &WebDatasetOptions{Classes: folder.Classes(), PrefetchShards: 2, Logf: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pfs.take()
+	order := []int32{9, 10, 0, 11, 1, 20, 21, 4, 22, 29}
+	w2.PlanEpoch(0, order)
+	plan := []string{shards[2], shards[0], shards[5], shards[1], shards[7]}
+	if log := pfs.take(); len(log) != 1 || !slices.Equal(log[0].names, plan[:2]) {
+		t.Fatalf("planned: %v, want a prefetch of %q", log, plan[:2])
+	}
+	furthest := -1
+	for _, i := range order {
+		k, _, _ := w2.at(int(i))
+		place := slices.Index(plan, shards[k])
+		f, err := w2.Open(int(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		log := pfs.take()
+		var want []string
+		if place > furthest {
+			want = plan[min(furthest+3, len(plan)):min(place+3, len(plan))]
+			furthest = place
+		}
+		var got []string
+		for _, e := range log {
+			got = append(got, e.names...)
+		}
+		if !slices.Equal(got, want) || log[len(log)-1].op != "open" || log[len(log)-1].name != shards[k] {
+			t.Fatalf("opening sample %d (shard %s, place %d): %v, want a prefetch of %q first", i, shards[k], place, log, want)
 		}
 	}
 

@@ -71,14 +71,12 @@ type ShardedSource interface {
 // ahead of need: the WebDataset source turns the plan into shard prefetches in
 // first-use order.
 //
-// The loader calls PlanEpoch with the epoch number and the source indices this rank
-// reads, in order: for the next epoch from its start once the current epoch's last
-// sample is dispatched (so the next epoch's first shards arrive while this one ends),
-// and at an epoch's start unless it was planned so (the first epoch, a start at a
-// cursor, an epoch other than the next). order is the loader's buffer: PlanEpoch must
-// not keep it, and it must return quickly. A plan is a hint: replacements for bad
-// samples read out of plan, the last epoch's look-ahead is never read, and reads stay
-// correct if the plan is ignored. Views (Subset, Concat, Split) do not pass plans on.
+// The loader calls PlanEpoch at the start of each epoch, before its first read, with
+// the epoch number and the source indices this rank reads from the starting cursor on,
+// in order. order is the loader's buffer: PlanEpoch must not keep it, and it must return
+// quickly (the epoch starts after it). A plan is a hint: replacements for bad samples
+// read out of plan, and reads stay correct if the plan is ignored. Views (Subset,
+// Concat, Split) do not pass plans on.
 type EpochPlanner interface {
 	Source
 	PlanEpoch(epoch int, order []int32)

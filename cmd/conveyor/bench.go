@@ -163,6 +163,7 @@ flags:
 	maxBad := fs.Float64("max-bad", 0.01, "with --on-error skip, end the run once more than this fraction of an epoch's samples are bad; 0: at the first (as --on-error fail), negative: no limit")
 	shardCache := fs.String("shard-cache", "", "directory remote shards are fetched into (default: a temporary directory, removed at exit)")
 	shardFetches := fs.Int("shard-fetches", 0, "remote shards fetched at once (0: 4)")
+	shardPrefetch := fs.Int("shard-prefetch", 0, "shards asked for ahead of the furthest shard read, in the loader's order (0: 4)")
 	var shardCacheMax byteSize
 	fs.Var(&shardCacheMax, "shard-cache-max-bytes", "bound on --shard-cache's disk use, e.g. 20G (0: 16 GiB)")
 	var cacheMax, budget byteSize
@@ -209,6 +210,8 @@ flags:
 		return usagef("--micro-batches %d < 1", *micro)
 	case *ioWorkers < 0:
 		return usagef("--io-workers %d < 0", *ioWorkers)
+	case *shardPrefetch < 0:
+		return usagef("--shard-prefetch %d < 0", *shardPrefetch)
 	case *shardFetches < 0:
 		return usagef("--shard-fetches %d < 0", *shardFetches)
 	case shardCacheMax < 0:
@@ -280,7 +283,7 @@ flags:
 		if datasetURL(pos) {
 			ds, err := pipeline.OpenDataset(context.Background(), pos[0], &pipeline.DatasetOptions{
 				Cache:      &objstore.CacheOptions{Dir: *shardCache, MaxBytes: int64(shardCacheMax), Concurrency: *shardFetches},
-				WebDataset: &pipeline.WebDatasetOptions{Logf: logf},
+				WebDataset: &pipeline.WebDatasetOptions{Logf: logf, PrefetchShards: *shardPrefetch},
 			})
 			if err != nil {
 				return err
