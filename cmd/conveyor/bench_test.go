@@ -500,6 +500,30 @@ func TestBenchS3(t *testing.T) {
 		t.Errorf("local brace list: %s", out.String())
 	}
 
+	// inspect describes the same shards, remote and local, with their sample counts.
+	for _, url := range []string{srv.URL("wds/train-{00..02}.tar"), filepath.Join(dir, "train-*.tar")} {
+		out.Reset()
+		if err := inspect([]string{url, "--json"}, &out, io.Discard); err != nil {
+			t.Fatal(err)
+		}
+		var ins struct {
+			Shards, Samples, Classes, Bad int
+			ShardSamples                  []int          `json:"shard_samples"`
+			ObjStore                      map[string]any `json:"objstore"`
+		}
+		if err := json.Unmarshal(out.Bytes(), &ins); err != nil {
+			t.Fatalf("inspect %s: %v\n%s", url, err, out.String())
+		}
+		if ins.Shards != 3 || ins.Samples != 18 || ins.Classes != 2 || ins.Bad != 0 || fmt.Sprint(ins.ShardSamples) != "[6 6 6]" ||
+			(ins.ObjStore != nil) != strings.HasPrefix(url, "s3://") {
+			t.Errorf("inspect %s: %s", url, out.String())
+		}
+		out.Reset()
+		if err := inspect([]string{url}, &out, io.Discard); err != nil || !strings.Contains(out.String(), "18 (0 bad), 2 classes") {
+			t.Errorf("inspect %s: %v\n%s", url, err, out.String())
+		}
+	}
+
 	for _, c := range []struct{ url, want string }{
 		{srv.URL("wds/train-{00..03}.tar"), srv.URL("wds/train-03.tar")},
 		{srv.URL("nothing/"), srv.URL("nothing/")},
