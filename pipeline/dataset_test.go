@@ -232,12 +232,26 @@ func TestOpenDatasetLocal(t *testing.T) {
 	}
 	d.Close()
 
+	// A converted dataset, with its options.
+	conv := convertTree(t, 2, 5)
+	d, err = OpenDataset(ctx, conv, &DatasetOptions{Converted: ConvertedOptions{Logf: t.Logf}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, ok := d.Source.(*Converted); !ok || c.Len() != 10 || d.Remote() {
+		t.Errorf("converted: %v", d)
+	}
+	if err := d.Close(); err != nil {
+		t.Error(err)
+	}
+
 	for _, c := range []struct{ url, want string }{
 		{filepath.Join(sd, "nothing-here"), "nothing-here"},
 		{filepath.Join(sd, "train-000009.tar"), "train-000009.tar"},
 		{filepath.Join(sd, "train-{000001..000004}.tar"), "train-000003.tar"},
 		{filepath.Join(sd, "none-*.tar"), "none-*.tar"},
 		{"ftp://host/x.tar", "ftp"},
+		{filepath.Join(tree, folder.Path(0)), "neither a folder nor a .tar shard"},
 	} {
 		if _, err := OpenDataset(ctx, c.url, nil); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: error %v, want one naming %s", c.url, err, c.want)
