@@ -1037,8 +1037,10 @@ func (s *WebDatasetSource) Metadata(i int, key string) ([]byte, bool) {
 // sample indexing found bad fails here, saying why.
 func (s *WebDatasetSource) Open(i int) (fs.File, error) {
 	if pl := s.plan.Load(); pl != nil && i >= 0 && i < s.Len() && pl.issued.Load() < int32(len(pl.first)) {
-		// Before the shard's index or bytes are waited for.
-		if j := pl.pos[sort.SearchInts(s.ends, i+1)]; j >= 0 {
+		// Before the shard's index or bytes are waited for. Reads in plan order open
+		// shards already asked for; one that was not (the previous epoch's last reads,
+		// once the next epoch is planned; a replacement) does not move the window.
+		if j := pl.pos[sort.SearchInts(s.ends, i+1)]; j >= 0 && j < pl.issued.Load() {
 			pl.advance(j, s.o.PrefetchShards)
 		}
 	}
