@@ -100,7 +100,9 @@ func TestOpenDatasetS3(t *testing.T) {
 	st := check("faults", srv.URL("wds/train-{000000..000008}.tar"))
 	counts := p.Counts()
 	faults := int64(counts["slowdown"] + counts["reset"] + counts["truncate"] + counts["short"])
-	if counts["slowdown"] == 0 || counts["reset"] == 0 || counts["truncate"] == 0 || st.Retries != faults {
+	// Each fault is retried once; the next epoch's look-ahead fetches (3 at a time) may
+	// still be in flight when the counters are read, their faults not yet retried.
+	if counts["slowdown"] == 0 || counts["reset"] == 0 || counts["truncate"] == 0 || st.Retries > faults || st.Retries < faults-3 {
 		t.Errorf("%d retries for faults %v", st.Retries, counts)
 	}
 }
