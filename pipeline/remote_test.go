@@ -136,7 +136,7 @@ func TestOpenDatasetS3Errors(t *testing.T) {
 }
 
 // With a lazy index, the first batch waits for its own shards, not the dataset's: behind
-// 40 ms a request and one fetch at a time, it comes before most shards are fetched, and
+// 60 ms a request and one fetch at a time, it comes before most shards are fetched, and
 // the epoch is the same as the eager index's.
 func TestOpenDatasetS3FirstBatch(t *testing.T) {
 	srv := s3test.Start(t)
@@ -153,7 +153,7 @@ func TestOpenDatasetS3FirstBatch(t *testing.T) {
 	}
 	want := collect(t, newLoader(t, eager, shardConfig()), ctx, 0, 0)
 
-	p := s3test.NewProxy(t, srv.Endpoint, s3test.Faults{Latency: 40 * time.Millisecond})
+	p := s3test.NewProxy(t, srv.Endpoint, s3test.Faults{Latency: 60 * time.Millisecond})
 	srv.Env(t, p.URL)
 	d, err := OpenDataset(ctx, srv.URL("wds/train-{000000..000011}.tar"), &DatasetOptions{Store: fastStore, Cache: &objstore.CacheOptions{Concurrency: 1},
 		WebDataset: &WebDatasetOptions{ShardSamples: counts, Classes: eager.Classes(), Logf: quiet}})
