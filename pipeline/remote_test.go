@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -184,5 +186,45 @@ func TestOpenDatasetS3FirstBatch(t *testing.T) {
 	}
 	if !bytes.Equal(got.data, want.data) || !slices.Equal(got.indices, want.indices) {
 		t.Error("lazy remote batches differ from the local eager index's")
+	}
+}
+
+// Shards on a plain web server (read-only HTTP, as https:// URLs are) train to the
+// same shards' batches read locally; a missing shard is an error naming its URL.
+func TestOpenDatasetHTTP(t *testing.T) {
+	tree := wdsTree(t, 2, 8)
+	folder, err := Dir(tree)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	shards := shardsOf(t, dir, folder, 5) // 4 shards
+	hs := httptest.NewServer(http.FileServer(http.Dir(dir)))
+	defer hs.Close()
+	ctx := context.Background()
+	o := &DatasetOptions{Store: fastStore, Cache: &objstore.CacheOptions{MaxBytes: 1 << 20}, WebDataset: &WebDatasetOptions{Classes: folder.Classes(), Logf: quiet}}
+	d, err := OpenDataset(ctx, hs.URL+"/train-{000000..000003}.tar", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if !d.Remote() || !slices.Equal(d.Source.(*WebDatasetSource).Shards(), shards) {
+		t.Fatalf("%v", d)
+	}
+	a := collect(t, newLoader(t, d.Source, shardConfig()), ctx, 0, 0)
+	local, err := WebDataset(os.DirFS(dir), shards, o.WebDataset)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := collect(t, newLoader(t, local, shardConfig()), ctx, 0, 0)
+	if !bytes.Equal(a.data, b.data) || !slices.Equal(a.indices, b.indices) {
+		t.Error("batches differ from the local shards'")
+	}
+	if st := d.Stats(); st.Fetched < int64(len(shards)) || st.BytesFetched == 0 {
+		t.Errorf("%v", st)
+	}
+	missing := hs.URL + "/train-000004.tar"
+	if _, err := OpenDataset(ctx, hs.URL+"/train-{000000..000004}.tar", o); !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), missing) {
+		t.Errorf("missing shard: %v, want fs.ErrNotExist naming %s", err, missing)
 	}
 }
