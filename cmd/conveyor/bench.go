@@ -89,8 +89,8 @@ https://host/train-{0..9}.tar); without DIR, on a built-in synthetic set of ~500
 JPEGs. Prints one line per epoch and a report: images/s, MB/s read, CPU, memory, time to
 first batch, where the stages' time went and how full the queues were.
 
-Remote shards are indexed at start, then the shard cache is emptied, so that the epochs
-measure streaming from the store (prefetched in the loader's order into --shard-cache,
+Remote shards are indexed at start (or, with --shard-index, each when first read), then
+the shard cache is emptied, so that the epochs measure streaming from the store (prefetched in the loader's order into --shard-cache,
 within --shard-cache-max-bytes); the report adds requests, bytes fetched, retries and
 shard-cache hits, misses and evictions. S3 credentials, region and endpoint come from
 the standard AWS configuration (AWS_PROFILE, AWS_ENDPOINT_URL, ...).
@@ -163,6 +163,7 @@ flags:
 	maxBad := fs.Float64("max-bad", 0.01, "with --on-error skip, end the run once more than this fraction of an epoch's samples are bad; 0: at the first (as --on-error fail), negative: no limit")
 	shardCache := fs.String("shard-cache", "", "directory remote shards are fetched into (default: a temporary directory, removed at exit)")
 	shardFetches := fs.Int("shard-fetches", 0, "remote shards fetched at once (0: 4)")
+	shardIndex := fs.String("shard-index", "", "JSON of the shards' sample counts and class names (conveyor inspect SHARDS --json): index each shard when first read, so the first batch does not wait for every shard")
 	shardPrefetch := fs.Int("shard-prefetch", 0, "shards asked for ahead of the furthest shard read, in the loader's order (0: 4)")
 	var shardCacheMax byteSize
 	fs.Var(&shardCacheMax, "shard-cache-max-bytes", "bound on --shard-cache's disk use, e.g. 20G (0: 16 GiB)")
@@ -281,21 +282,31 @@ flags:
 			return usagef("--allow-incomplete applies to a converted dataset (a DIR holding %s)", cache.InfoName)
 		}
 		if datasetURL(pos) {
+			wo := &pipeline.WebDatasetOptions{Logf: logf, PrefetchShards: *shardPrefetch}
+			if *shardIndex != "" {
+				if wo.ShardSamples, wo.Classes, err = readShardIndex(*shardIndex); err != nil {
+					return err
+				}
+			}
 			ds, err := pipeline.OpenDataset(context.Background(), pos[0], &pipeline.DatasetOptions{
 				Cache:      &objstore.CacheOptions{Dir: *shardCache, MaxBytes: int64(shardCacheMax), Concurrency: *shardFetches},
-				WebDataset: &pipeline.WebDatasetOptions{Logf: logf, PrefetchShards: *shardPrefetch},
+				WebDataset: wo,
 			})
 			if err != nil {
 				return err
 			}
 			defer ds.Close() // after the loaders' Close
 			if ds.Remote() {
-				// Indexing fetched every shard; start the epochs from an empty cache, as a
-				// dataset larger than the cache would.
-				ds.Store.Release(ds.Store.Names...)
+				if *shardIndex == "" {
+					// Indexing fetched every shard; start the epochs from an empty cache,
+					// as a dataset larger than the cache would.
+					ds.Store.Release(ds.Store.Names...)
+				}
 				res.store = ds
 			}
 			src = ds.Source
+		} else if *shardIndex != "" {
+			return usagef("--shard-index applies to one shard list or URL ('DIR/train-{000..099}.tar', s3://...)")
 		} else if src, err = openShards(pos, logf); err != nil {
 			return err
 		}
@@ -497,4 +508,21 @@ func syntheticSet(dir string, n int, logf func(string, ...any)) (string, error) 
 		return "", fmt.Errorf("synthetic set: %w", err)
 	}
 	return dir, os.WriteFile(done, nil, 0o644)
+}
+
+// readShardIndex reads the shard sample counts and class names that conveyor inspect
+// SHARDS --json prints.
+func readShardIndex(path string) ([]int, []string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--shard-index: %w", err)
+	}
+	var idx shardsResult
+	if err := json.Unmarshal(data, &idx); err != nil {
+		return nil, nil, fmt.Errorf("--shard-index %s: %w", path, err)
+	}
+	if len(idx.ShardSamples) == 0 || len(idx.ClassNames) == 0 {
+		return nil, nil, fmt.Errorf("--shard-index %s: no shard_samples or class_names (write it with conveyor inspect SHARDS --json)", path)
+	}
+	return idx.ShardSamples, idx.ClassNames, nil
 }

@@ -524,6 +524,31 @@ func TestBenchS3(t *testing.T) {
 		}
 	}
 
+	// With inspect's counts, bench indexes lazily: each shard is fetched once, for the
+	// epoch, not first to index it.
+	out.Reset()
+	if err := inspect([]string{srv.URL("wds/train-{00..02}.tar"), "--json"}, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	idx := filepath.Join(t.TempDir(), "index.json")
+	if err := os.WriteFile(idx, out.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if err := bench(append([]string{srv.URL("wds/train-{00..02}.tar"), "--json", "--shard-index", idx}, args...), &out); err != nil {
+		t.Fatal(err)
+	}
+	res.ObjStore = nil
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+		t.Fatal(err)
+	}
+	if o := res.ObjStore; res.Images != 18 || res.Bad != 0 || o == nil || o.Fetched != 3 {
+		t.Errorf("--shard-index: %s", out.String())
+	}
+	if err := bench(append([]string{srv.URL("wds/train-{00..01}.tar"), "--shard-index", idx}, args...), io.Discard); err == nil || !strings.Contains(err.Error(), "ShardSamples") {
+		t.Errorf("--shard-index for other shards: %v", err)
+	}
+
 	for _, c := range []struct{ url, want string }{
 		{srv.URL("wds/train-{00..03}.tar"), srv.URL("wds/train-03.tar")},
 		{srv.URL("nothing/"), srv.URL("nothing/")},

@@ -76,7 +76,7 @@ func inspect(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: conveyor inspect DIR [--json]\n       conveyor inspect SHARDS [--json]\n\nDescribes the cache directory DIR, a converted dataset or a loader's cache, read-only;\nor WebDataset shards named by a local or remote URL ('DIR/train-{000..099}.tar',\ns3://bucket/train-{000000..001023}.tar, s3://bucket/prefix/): shards, samples, classes,\nbad samples and each shard's sample count (WebDatasetOptions.ShardSamples).\n\nflags:\n")
+		fmt.Fprintf(fs.Output(), "usage: conveyor inspect DIR [--json]\n       conveyor inspect SHARDS [--json]\n\nDescribes the cache directory DIR, a converted dataset or a loader's cache, read-only;\nor WebDataset shards named by a local or remote URL ('DIR/train-{000..099}.tar',\ns3://bucket/train-{000000..001023}.tar, s3://bucket/prefix/): shards, samples, classes,\nbad samples and each shard's sample count (WebDatasetOptions.ShardSamples); --json's\noutput is what conveyor bench --shard-index reads to index the shards lazily.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	jsonOut := fs.Bool("json", false, "print one JSON object instead of text")
@@ -334,6 +334,7 @@ type shardsResult struct {
 	Classes      int       `json:"classes"`
 	Bad          int       `json:"bad"`
 	ShardSamples []int     `json:"shard_samples"` // per shard, in order: WebDatasetOptions.ShardSamples
+	ClassNames   []string  `json:"class_names"`   // WebDatasetOptions.Classes
 	ObjStore     *objStats `json:"objstore,omitempty"`
 }
 
@@ -349,7 +350,7 @@ func inspectShards(url string, jsonOut bool, stdout, stderr io.Writer) error {
 	if !ok {
 		return fmt.Errorf("%s: not WebDataset shards", url)
 	}
-	res := shardsResult{Dataset: url, Shards: len(w.Shards()), Samples: w.Len(), Classes: len(w.Classes()), Bad: w.Bad()}
+	res := shardsResult{Dataset: url, Shards: len(w.Shards()), Samples: w.Len(), Classes: len(w.Classes()), Bad: w.Bad(), ClassNames: w.Classes()}
 	prev := 0
 	for _, e := range w.ShardEnds() {
 		res.ShardSamples, prev = append(res.ShardSamples, e-prev), e
