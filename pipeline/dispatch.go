@@ -75,6 +75,7 @@ func (r *run) dispatch(cursor int) {
 		inflight = append(inflight, b)
 	}
 	close(r.tasks)
+	r.planAhead()
 	for _, b := range inflight {
 		select {
 		case <-b.done:
@@ -83,4 +84,25 @@ func (r *run) dispatch(cursor int) {
 		}
 	}
 	close(r.quit)
+}
+
+// planAhead gives an EpochPlanner source the next epoch's order (from its start) once
+// this epoch's last sample is dispatched, so that the next epoch's first shards arrive
+// while this one's last batches are still being read; start then does not plan again.
+// It runs in the dispatcher, which owns the look-ahead sampler and order buffer (the
+// order is a function of seed and epoch only).
+func (r *run) planAhead() {
+	l := r.l
+	p, ok := l.src.(EpochPlanner)
+	if !ok || r.ctx.Err() != nil {
+		return
+	}
+	if l.ahead == nil {
+		ahead := l.sampler
+		ahead.perm, ahead.shards = nil, nil // its own scratch
+		l.ahead = &ahead
+	}
+	l.nextOrder = l.ahead.order(r.epoch+1, l.nextOrder)
+	p.PlanEpoch(r.epoch+1, l.trim(l.nextOrder))
+	l.planned.Store(int64(r.epoch + 1))
 }

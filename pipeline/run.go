@@ -59,10 +59,7 @@ func (l *Loader) start(ctx context.Context, e, cursor int) (*run, error) {
 		return nil, ErrBusy
 	}
 	l.order = l.sampler.order(e, l.order)
-	n := len(l.order)
-	if l.cfg.DropLast {
-		n -= n % l.cfg.BatchSize
-	}
+	n := len(l.trim(l.order))
 	if l.cfg.Order == ShardOrder {
 		// The cursor counts positions of the global order: World times this rank's.
 		w := l.cfg.World
@@ -89,6 +86,10 @@ func (l *Loader) start(ctx context.Context, e, cursor int) (*run, error) {
 		out:     make(chan *Batch, l.nbuf),
 		quit:    make(chan struct{}),
 	}
+	if p, ok := l.src.(EpochPlanner); ok && (cursor != 0 || l.planned.Load() != int64(e)) {
+		p.PlanEpoch(e, r.order[cursor:])
+	}
+	l.planned.Store(-1)
 	if c := l.cfg.Cache; c != nil {
 		// Pick up what other loaders sharing the directory stored since.
 		if err := c.Refresh(); err != nil {
@@ -108,6 +109,14 @@ func (l *Loader) start(ctx context.Context, e, cursor int) (*run, error) {
 		go r.work(w)
 	}
 	return r, nil
+}
+
+// trim cuts an epoch order to what is read: whole batches only with DropLast.
+func (l *Loader) trim(order []int32) []int32 {
+	if l.cfg.DropLast {
+		return order[:len(order)-len(order)%l.cfg.BatchSize]
+	}
+	return order
 }
 
 // unit names what a cursor counts in: batches or micro-batches.

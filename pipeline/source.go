@@ -66,6 +66,25 @@ type ShardedSource interface {
 	ShardEnds() []int
 }
 
+// An EpochPlanner is a Source that wants to know, before an epoch's first read, which
+// samples this rank will read and in what order, so it can bring remote data close
+// ahead of need: the WebDataset source turns the plan into shard prefetches in
+// first-use order.
+//
+// The loader calls PlanEpoch with the epoch number and the source indices this rank
+// reads, in order: for the next epoch from its start once the current epoch's last
+// sample is dispatched (so its first shards arrive while this one ends), and at an
+// epoch's start, from its cursor, unless that look-ahead covered it. A plan replaces the
+// one before, while the previous epoch's last samples may still be read. order is the
+// loader's buffer: PlanEpoch must not keep it, and it must return quickly. A plan is a
+// hint: replacements for bad samples read out of plan, the look-ahead past the last
+// epoch is never read, and reads stay correct if the plan is ignored. Views (Subset,
+// Concat, Split) do not pass plans on.
+type EpochPlanner interface {
+	Source
+	PlanEpoch(epoch int, order []int32)
+}
+
 // imageExts are the extensions listing accepts (case-insensitive), as torchvision's
 // IMG_EXTENSIONS minus the netpbm formats. Decoding sniffs content, so the extension only
 // decides what is listed, not how it is decoded.

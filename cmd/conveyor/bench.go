@@ -18,6 +18,7 @@ import (
 	"github.com/conveyor-ml/conveyor/cache"
 	"github.com/conveyor-ml/conveyor/internal/synth"
 	"github.com/conveyor-ml/conveyor/mixup"
+	"github.com/conveyor-ml/conveyor/objstore"
 	"github.com/conveyor-ml/conveyor/pack"
 	"github.com/conveyor-ml/conveyor/pipeline"
 )
@@ -39,6 +40,33 @@ type benchResult struct {
 	Sweep []string     `json:"sweep,omitempty"` // the swept settings, x axis first
 	Runs  []*runReport `json:"runs,omitempty"`
 	Plot  string       `json:"plot,omitempty"`
+
+	// ObjStore: a remote dataset's object-store and shard-cache counters, indexing
+	// included.
+	ObjStore *objStats `json:"objstore,omitempty"`
+	store    *pipeline.Dataset
+}
+
+// objStats is objstore.Stats as bench reports it.
+type objStats struct {
+	Requests     int64 `json:"requests"`
+	BytesFetched int64 `json:"bytes_fetched"`
+	Retries      int64 `json:"retries"`
+	Hits         int64 `json:"shard_cache_hits"`
+	Misses       int64 `json:"shard_cache_misses"`
+	Evictions    int64 `json:"shard_cache_evictions"`
+	Fetched      int64 `json:"shards_fetched"`
+	PeakBytes    int64 `json:"shard_cache_peak_bytes"`
+}
+
+// fillStore records the remote dataset's counters, once the runs are over.
+func (res *benchResult) fillStore() {
+	if res.store == nil {
+		return
+	}
+	s := res.store.Stats()
+	res.ObjStore = &objStats{Requests: s.Requests, BytesFetched: s.BytesFetched, Retries: s.Retries,
+		Hits: s.Hits, Misses: s.Misses, Evictions: s.Evictions, Fetched: s.Fetched, PeakBytes: s.PeakBytes}
 }
 
 func bench(args []string, stdout io.Writer) error { return benchTo(args, stdout, os.Stderr) }
@@ -50,14 +78,22 @@ func benchTo(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), `usage: conveyor bench [DIR | SHARD.tar ...] [flags]
+		fmt.Fprintf(fs.Output(), `usage: conveyor bench [DIR | SHARD.tar ... | URL] [flags]
 
 Measures loader throughput on the ImageFolder tree DIR (DIR/CLASS/*.jpg, one folder
 per class), on the converted dataset DIR (one holding %s, made by conveyor
 convert), or on WebDataset tar shards (SHARD.tar ..., or a quoted pattern such as
-'DIR/train-*.tar'); without DIR, on a built-in synthetic set of ~500x375 JPEGs. Prints one line
-per epoch and a report: images/s, MB/s read, CPU, memory, time to first batch, where
-the stages' time went and how full the queues were.
+'DIR/train-*.tar' or 'DIR/train-{000..099}.tar'), local or in object storage
+(s3://bucket/train-{000000..001023}.tar, s3://bucket/prefix/,
+https://host/train-{0..9}.tar); without DIR, on a built-in synthetic set of ~500x375
+JPEGs. Prints one line per epoch and a report: images/s, MB/s read, CPU, memory, time to
+first batch, where the stages' time went and how full the queues were.
+
+Remote shards are indexed at start (or, with --shard-index, each when first read), then
+the shard cache is emptied, so that the epochs measure streaming from the store (prefetched in the loader's order into --shard-cache,
+within --shard-cache-max-bytes); the report adds requests, bytes fetched, retries and
+shard-cache hits, misses and evictions. S3 credentials, region and endpoint come from
+the standard AWS configuration (AWS_PROFILE, AWS_ENDPOINT_URL, ...).
 
   --stages           also run read only, read+decode and read+decode+augment, and name
                      the stage that limits throughput
@@ -125,6 +161,12 @@ flags:
 	mixProb := fs.Float64("mix-prob", 1, "the probability that a batch is mixed at all")
 	smoothing := fs.Float64("smoothing", 0, "label smoothing ε of the soft targets, in [0, 1)")
 	maxBad := fs.Float64("max-bad", 0.01, "with --on-error skip, end the run once more than this fraction of an epoch's samples are bad; 0: at the first (as --on-error fail), negative: no limit")
+	shardCache := fs.String("shard-cache", "", "directory remote shards are fetched into (default: a temporary directory, removed at exit)")
+	shardFetches := fs.Int("shard-fetches", 0, "remote shards fetched at once (0: 4)")
+	shardIndex := fs.String("shard-index", "", "JSON of the shards' sample counts and class names (conveyor inspect SHARDS --json): index each shard when first read, so the first batch does not wait for every shard")
+	shardPrefetch := fs.Int("shard-prefetch", 0, "shards asked for ahead of the furthest shard read, in the loader's order (0: 4)")
+	var shardCacheMax byteSize
+	fs.Var(&shardCacheMax, "shard-cache-max-bytes", "bound on --shard-cache's disk use, e.g. 20G (0: 16 GiB)")
 	var cacheMax, budget byteSize
 	fs.Var(&cacheMax, "cache-max-bytes", "bound on --cache's size, e.g. 50G (0: none)")
 	fs.Var(&budget, "memory-budget", "every byte the loader may hold, e.g. 2Gi (0: the loader's default); raise it for photos over ~26 megapixels")
@@ -169,6 +211,12 @@ flags:
 		return usagef("--micro-batches %d < 1", *micro)
 	case *ioWorkers < 0:
 		return usagef("--io-workers %d < 0", *ioWorkers)
+	case *shardPrefetch < 0:
+		return usagef("--shard-prefetch %d < 0", *shardPrefetch)
+	case *shardFetches < 0:
+		return usagef("--shard-fetches %d < 0", *shardFetches)
+	case shardCacheMax < 0:
+		return usagef("--shard-cache-max-bytes %d < 0", shardCacheMax)
 	case *step < 0:
 		return usagef("--step %v < 0", *step)
 	case *cacheFill < 0 || *cacheFill > 1:
@@ -233,7 +281,33 @@ flags:
 		if *allowIncomplete {
 			return usagef("--allow-incomplete applies to a converted dataset (a DIR holding %s)", cache.InfoName)
 		}
-		if src, err = openShards(pos, logf); err != nil {
+		if datasetURL(pos) {
+			wo := &pipeline.WebDatasetOptions{Logf: logf, PrefetchShards: *shardPrefetch}
+			if *shardIndex != "" {
+				if wo.ShardSamples, wo.Classes, err = readShardIndex(*shardIndex); err != nil {
+					return err
+				}
+			}
+			ds, err := pipeline.OpenDataset(context.Background(), pos[0], &pipeline.DatasetOptions{
+				Cache:      &objstore.CacheOptions{Dir: *shardCache, MaxBytes: int64(shardCacheMax), Concurrency: *shardFetches},
+				WebDataset: wo,
+			})
+			if err != nil {
+				return err
+			}
+			defer ds.Close() // after the loaders' Close
+			if ds.Remote() {
+				if *shardIndex == "" {
+					// Indexing fetched every shard; start the epochs from an empty cache,
+					// as a dataset larger than the cache would.
+					ds.Store.Release(ds.Store.Names...)
+				}
+				res.store = ds
+			}
+			src = ds.Source
+		} else if *shardIndex != "" {
+			return usagef("--shard-index applies to one shard list or URL ('DIR/train-{000..099}.tar', s3://...)")
+		} else if src, err = openShards(pos, logf); err != nil {
 			return err
 		}
 		res.Dataset = fmt.Sprint(src)
@@ -308,6 +382,7 @@ flags:
 		return err
 	}
 	res.runReport = *rep
+	res.fillStore()
 	if *jsonOut {
 		return json.NewEncoder(stdout).Encode(res)
 	}
@@ -354,6 +429,7 @@ func benchStages(stdout io.Writer, res *benchResult, cfg pipeline.Config, step t
 	} else {
 		res.H2D = "part of the full pipeline's ceiling (" + dev + ")"
 	}
+	res.fillStore()
 	if jsonOut {
 		return json.NewEncoder(stdout).Encode(res)
 	}
@@ -403,6 +479,7 @@ func benchSweep(stdout io.Writer, res *benchResult, base pipeline.Config, swept 
 		return err
 	}
 	res.Plot = plotPath
+	res.fillStore()
 	if jsonOut {
 		return json.NewEncoder(stdout).Encode(res)
 	}
@@ -436,4 +513,21 @@ func syntheticSet(dir string, n int, logf func(string, ...any)) (string, error) 
 		return "", fmt.Errorf("synthetic set: %w", err)
 	}
 	return dir, os.WriteFile(done, nil, 0o644)
+}
+
+// readShardIndex reads the shard sample counts and class names that conveyor inspect
+// SHARDS --json prints.
+func readShardIndex(path string) ([]int, []string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--shard-index: %w", err)
+	}
+	var idx shardsResult
+	if err := json.Unmarshal(data, &idx); err != nil {
+		return nil, nil, fmt.Errorf("--shard-index %s: %w", path, err)
+	}
+	if len(idx.ShardSamples) == 0 || len(idx.ClassNames) == 0 {
+		return nil, nil, fmt.Errorf("--shard-index %s: no shard_samples or class_names (write it with conveyor inspect SHARDS --json)", path)
+	}
+	return idx.ShardSamples, idx.ClassNames, nil
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/conveyor-ml/conveyor/internal/fakecuda"
+	"github.com/conveyor-ml/conveyor/internal/s3test"
 	"github.com/conveyor-ml/conveyor/internal/synth"
 	"github.com/conveyor-ml/conveyor/pipeline"
 )
@@ -427,6 +428,134 @@ func TestBenchWebDataset(t *testing.T) {
 	for _, args := range [][]string{{filepath.Join(dir, "none-*.tar")}, {filepath.Join(dir, "missing.tar")}} {
 		if err := bench(args, io.Discard); err == nil || !strings.Contains(err.Error(), filepath.Base(args[0])) {
 			t.Errorf("%q: error %v, want one naming it", args, err)
+		}
+	}
+}
+
+// bench reads WebDataset shards from a real S3 server by URL and reports the object
+// store's counters; a local brace list works too.
+func TestBenchS3(t *testing.T) {
+	srv := s3test.Start(t)
+	tree := t.TempDir()
+	if _, err := synth.WriteTree(tree, &synth.TreeOptions{Classes: 2, PerClass: 9, Seed: 1}); err != nil {
+		t.Fatal(err)
+	}
+	src, err := pipeline.Dir(tree)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for k, r := range [][2]int{{0, 6}, {6, 12}, {12, 18}} {
+		var buf bytes.Buffer
+		if err := pipeline.WriteWebDataset(&buf, src, r[0], r[1]); err != nil {
+			t.Fatal(err)
+		}
+		name := fmt.Sprintf("train-%02d.tar", k)
+		if err := os.WriteFile(filepath.Join(dir, name), buf.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		srv.Put(t, "wds/"+name, buf.Bytes())
+	}
+	srv.Env(t, "")
+	args := []string{"--size", "32", "--batch", "4", "--workers", "2", "--order", "shards"}
+	var out bytes.Buffer
+	if err := bench(append([]string{srv.URL("wds/train-{00..02}.tar"), "--json", "--shard-cache", t.TempDir(), "--shard-cache-max-bytes", "1M"}, args...), &out); err != nil {
+		t.Fatal(err)
+	}
+	var res struct {
+		Images   int    `json:"images"`
+		Bad      int    `json:"bad_samples"`
+		Dataset  string `json:"dataset"`
+		ObjStore *struct {
+			Requests     int64 `json:"requests"`
+			BytesFetched int64 `json:"bytes_fetched"`
+			Fetched      int64 `json:"shards_fetched"`
+			Evictions    int64 `json:"shard_cache_evictions"`
+			Misses       int64 `json:"shard_cache_misses"`
+			Hits         int64 `json:"shard_cache_hits"`
+		} `json:"objstore"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+		t.Fatalf("not one JSON object: %v\n%s", err, out.String())
+	}
+	// Indexing fetches the 3 shards, the epoch again after the cache was emptied.
+	if o := res.ObjStore; res.Images != 18 || res.Bad != 0 || !strings.Contains(res.Dataset, "s3://") || o == nil ||
+		o.Fetched != 6 || o.Requests < 6 || o.BytesFetched == 0 || o.Evictions < 3 || o.Hits+o.Misses < 18 {
+		t.Errorf("%s", out.String())
+	}
+
+	out.Reset()
+	if err := bench(append([]string{srv.URL("wds/")}, args...), &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "conveyor objstore requests=") || !strings.Contains(out.String(), "object store") {
+		t.Errorf("text report without the object store's counters:\n%s", out.String())
+	}
+
+	out.Reset()
+	if err := bench(append([]string{filepath.Join(dir, "train-{00..02}.tar"), "--json"}, args...), &out); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out.String(), `"objstore"`) || !strings.Contains(out.String(), `"images":18`) {
+		t.Errorf("local brace list: %s", out.String())
+	}
+
+	// inspect describes the same shards, remote and local, with their sample counts.
+	for _, url := range []string{srv.URL("wds/train-{00..02}.tar"), filepath.Join(dir, "train-*.tar")} {
+		out.Reset()
+		if err := inspect([]string{url, "--json"}, &out, io.Discard); err != nil {
+			t.Fatal(err)
+		}
+		var ins struct {
+			Shards, Samples, Classes, Bad int
+			ShardSamples                  []int          `json:"shard_samples"`
+			ObjStore                      map[string]any `json:"objstore"`
+		}
+		if err := json.Unmarshal(out.Bytes(), &ins); err != nil {
+			t.Fatalf("inspect %s: %v\n%s", url, err, out.String())
+		}
+		if ins.Shards != 3 || ins.Samples != 18 || ins.Classes != 2 || ins.Bad != 0 || fmt.Sprint(ins.ShardSamples) != "[6 6 6]" ||
+			(ins.ObjStore != nil) != strings.HasPrefix(url, "s3://") {
+			t.Errorf("inspect %s: %s", url, out.String())
+		}
+		out.Reset()
+		if err := inspect([]string{url}, &out, io.Discard); err != nil || !strings.Contains(out.String(), "18 (0 bad), 2 classes") {
+			t.Errorf("inspect %s: %v\n%s", url, err, out.String())
+		}
+	}
+
+	// With inspect's counts, bench indexes lazily: each shard is fetched once, for the
+	// epoch, not first to index it.
+	out.Reset()
+	if err := inspect([]string{srv.URL("wds/train-{00..02}.tar"), "--json"}, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	idx := filepath.Join(t.TempDir(), "index.json")
+	if err := os.WriteFile(idx, out.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if err := bench(append([]string{srv.URL("wds/train-{00..02}.tar"), "--json", "--shard-index", idx}, args...), &out); err != nil {
+		t.Fatal(err)
+	}
+	res.ObjStore = nil
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+		t.Fatal(err)
+	}
+	if o := res.ObjStore; res.Images != 18 || res.Bad != 0 || o == nil || o.Fetched != 3 {
+		t.Errorf("--shard-index: %s", out.String())
+	}
+	if err := bench(append([]string{srv.URL("wds/train-{00..01}.tar"), "--shard-index", idx}, args...), io.Discard); err == nil || !strings.Contains(err.Error(), "ShardSamples") {
+		t.Errorf("--shard-index for other shards: %v", err)
+	}
+
+	for _, c := range []struct{ url, want string }{
+		{srv.URL("wds/train-{00..03}.tar"), srv.URL("wds/train-03.tar")},
+		{srv.URL("nothing/"), srv.URL("nothing/")},
+		{"s3://x/y.tar", "s3://x/y.tar"},
+	} {
+		if err := bench([]string{c.url}, io.Discard); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error %v, want one naming %s", c.url, err, c.want)
 		}
 	}
 }

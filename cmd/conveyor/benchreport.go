@@ -61,6 +61,10 @@ func printReport(w io.Writer, res *benchResult) {
 			row("", "writing disabled: %s", cs.Disabled)
 		}
 	}
+	if o := res.ObjStore; o != nil {
+		row("object store", "%d requests, %s fetched, %d retries; shard cache: %d hits, %d misses, %d shards fetched, %d evicted, peak %s",
+			o.Requests, mb(o.BytesFetched), o.Retries, o.Hits, o.Misses, o.Fetched, o.Evictions, mb(o.PeakBytes))
+	}
 	tw.Flush()
 
 	fmt.Fprintln(tw)
@@ -81,6 +85,10 @@ func printReport(w io.Writer, res *benchResult) {
 	if cs := r.Cache; cs != nil {
 		fmt.Fprintf(w, "conveyor cache hits=%d stored=%d deferred=%d records=%d bytes=%d full=%t dir=%s\n",
 			r.CacheHits, r.CacheStored, r.CacheDeferred, cs.Records, cs.Bytes, cs.Full, cs.Dir)
+	}
+	if o := res.ObjStore; o != nil {
+		fmt.Fprintf(w, "conveyor objstore requests=%d bytes_fetched=%d retries=%d hits=%d misses=%d evictions=%d fetched=%d peak_bytes=%d\n",
+			o.Requests, o.BytesFetched, o.Retries, o.Hits, o.Misses, o.Evictions, o.Fetched, o.PeakBytes)
 	}
 }
 

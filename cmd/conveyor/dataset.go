@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/conveyor-ml/conveyor/objstore"
 	"github.com/conveyor-ml/conveyor/pipeline"
 )
 
@@ -43,10 +44,11 @@ func openImageFolder(dir string) (pipeline.Source, error) {
 }
 
 // shardArgs reports whether args name WebDataset shards rather than a folder: every one
-// ends in .tar, or the only one is a pattern ("DIR/train-*.tar", quoted so that conveyor
-// expands it rather than the shell).
+// ends in .tar, or the only one is a pattern ("DIR/train-*.tar" or a brace list
+// "DIR/train-{000..099}.tar", quoted so that conveyor expands it rather than the shell)
+// or a remote URL (s3://, http://, https://).
 func shardArgs(args []string) bool {
-	if len(args) == 1 && strings.ContainsAny(args[0], "*?[") {
+	if datasetURL(args) {
 		return true
 	}
 	for _, a := range args {
@@ -57,12 +59,15 @@ func shardArgs(args []string) bool {
 	return len(args) > 0
 }
 
-// openShards opens the WebDataset shards args name (see shardArgs).
+// datasetURL reports whether args are one dataset URL that pipeline.OpenDataset opens:
+// a remote URL, or a local shard pattern.
+func datasetURL(args []string) bool {
+	return len(args) == 1 && (objstore.IsRemote(args[0]) || strings.ContainsAny(args[0], "*?[{"))
+}
+
+// openShards opens the WebDataset shards args name (see shardArgs) as local files.
 func openShards(args []string, logf func(string, ...any)) (pipeline.Source, error) {
 	o := &pipeline.WebDatasetOptions{Logf: logf}
-	if len(args) == 1 && strings.ContainsAny(args[0], "*?[") {
-		return pipeline.WebDatasetGlob(args[0], o)
-	}
 	for _, a := range args {
 		if _, err := os.Stat(a); err != nil {
 			return nil, pathError(a, err)

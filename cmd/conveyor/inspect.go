@@ -2,6 +2,7 @@ package main
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/conveyor-ml/conveyor/cache"
+	"github.com/conveyor-ml/conveyor/pipeline"
 )
 
 // inspectResult is what inspect --json prints. The dataset fields are set when the
@@ -78,7 +80,7 @@ func inspect(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: conveyor inspect DIR [--json]\n\nDescribes the cache directory DIR, a converted dataset or a loader's cache, read-only.\n\nflags:\n")
+		fmt.Fprintf(fs.Output(), "usage: conveyor inspect DIR [--json]\n       conveyor inspect SHARDS [--json]\n\nDescribes the cache directory DIR, a converted dataset or a loader's cache, read-only;\nor WebDataset shards named by a local or remote URL ('DIR/train-{000..099}.tar',\ns3://bucket/train-{000000..001023}.tar, s3://bucket/prefix/): shards, samples, classes,\nbad samples and each shard's sample count (WebDatasetOptions.ShardSamples); --json's\noutput is what conveyor bench --shard-index reads to index the shards lazily.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	jsonOut := fs.Bool("json", false, "print one JSON object instead of text")
@@ -88,6 +90,9 @@ func inspect(args []string, stdout, stderr io.Writer) error {
 	}
 	if err := oneDir(pos); err != nil {
 		return err
+	}
+	if shardArgs(pos) {
+		return inspectShards(pos[0], *jsonOut, stdout, stderr)
 	}
 	dir := pos[0]
 	c, info, err := openReadOnly(dir, stderr)
@@ -330,4 +335,52 @@ func classSummary(cs []classCount) string {
 		fmt.Fprintf(&b, ", ... %d more", len(cs)-classesShown)
 	}
 	return b.String()
+}
+
+// shardsResult is what inspect --json prints for WebDataset shards.
+type shardsResult struct {
+	Dataset      string    `json:"dataset"`
+	Shards       int       `json:"shards"`
+	Samples      int       `json:"samples"`
+	Classes      int       `json:"classes"`
+	Bad          int       `json:"bad"`
+	ShardSamples []int     `json:"shard_samples"` // per shard, in order: WebDatasetOptions.ShardSamples
+	ClassNames   []string  `json:"class_names"`   // WebDatasetOptions.Classes
+	ObjStore     *objStats `json:"objstore,omitempty"`
+}
+
+// inspectShards indexes the WebDataset shards url names and describes them.
+func inspectShards(url string, jsonOut bool, stdout, stderr io.Writer) error {
+	logf := func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) }
+	ds, err := pipeline.OpenDataset(context.Background(), url, &pipeline.DatasetOptions{WebDataset: &pipeline.WebDatasetOptions{Logf: logf}})
+	if err != nil {
+		return err
+	}
+	defer ds.Close()
+	w, ok := ds.Source.(*pipeline.WebDatasetSource)
+	if !ok {
+		return fmt.Errorf("%s: not WebDataset shards", url)
+	}
+	res := shardsResult{Dataset: url, Shards: len(w.Shards()), Samples: w.Len(), Classes: len(w.Classes()), Bad: w.Bad(), ClassNames: w.Classes()}
+	prev := 0
+	for _, e := range w.ShardEnds() {
+		res.ShardSamples, prev = append(res.ShardSamples, e-prev), e
+	}
+	if ds.Remote() {
+		b := benchResult{store: ds}
+		b.fillStore()
+		res.ObjStore = b.ObjStore
+	}
+	if jsonOut {
+		return json.NewEncoder(stdout).Encode(res)
+	}
+	fmt.Fprintf(stdout, "dataset        %s\n", res.Dataset)
+	fmt.Fprintf(stdout, "shards         %d: %s ... %s\n", res.Shards, w.Shards()[0], w.Shards()[res.Shards-1])
+	fmt.Fprintf(stdout, "samples        %d (%d bad), %d classes\n", res.Samples, res.Bad, res.Classes)
+	lo, hi := slices.Min(res.ShardSamples), slices.Max(res.ShardSamples)
+	fmt.Fprintf(stdout, "per shard      %d to %d samples (--json lists them: WebDatasetOptions.ShardSamples)\n", lo, hi)
+	if o := res.ObjStore; o != nil {
+		fmt.Fprintf(stdout, "object store   %d requests, %s fetched, %d retries\n", o.Requests, mb(o.BytesFetched), o.Retries)
+	}
+	return nil
 }

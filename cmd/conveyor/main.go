@@ -2,7 +2,7 @@
 //
 //	conveyor bench [DIR] [flags]      loader throughput on an ImageFolder tree or a converted dataset
 //	conveyor convert SRC DST [flags]  decode and resize an ImageFolder tree into a cache directory
-//	conveyor inspect DIR [--json]     describe a cache directory
+//	conveyor inspect DIR [--json]     describe a cache directory, or WebDataset shards by URL
 //	conveyor verify DIR               check every record of a cache directory
 //	conveyor version                  the module version, VCS revision and Go version
 //
@@ -32,7 +32,8 @@ commands:
   convert SRC DST   decode every image of the ImageFolder tree SRC, resize it (shorter
                     side 256 by default) and store its pixels in the cache directory DST;
                     resumable, bad files listed in DST/%s
-  inspect DIR       describe a cache directory: spec, codec, samples, classes, sizes, bytes
+  inspect DIR       describe a cache directory: spec, codec, samples, classes, sizes, bytes;
+                    or WebDataset shards by URL: shards, samples, per-shard counts
   verify DIR        read every record of a cache directory and list the damaged ones
   version           print the module version, VCS revision and Go version
   help [COMMAND]    print this, or a command's flags

@@ -1,14 +1,17 @@
 package promconveyor_test
 
 import (
+	"context"
 	"fmt"
 	"log"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/conveyor-ml/conveyor/internal/synth"
 	"github.com/conveyor-ml/conveyor/metrics/promconveyor"
 	"github.com/conveyor-ml/conveyor/pipeline"
 )
@@ -60,4 +63,40 @@ func ExampleCollector_Collect() {
 	// Output:
 	// conveyor_loader_batches_total 125
 	// conveyor_loader_wait_seconds_total 2.5
+}
+
+// A dataset opened with pipeline.OpenDataset is a ShardSource: register a ShardCollector
+// for it next to the loader's Collector. A local dataset's counters stay zero.
+func ExampleNewShardCollector_dataset() {
+	dir, err := os.MkdirTemp("", "example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	if _, err := synth.WriteTree(dir, &synth.TreeOptions{Classes: 2, PerClass: 3, Seed: 1}); err != nil {
+		log.Fatal(err)
+	}
+	// In training: "s3://bucket/train-{000000..001023}.tar".
+	ds, err := pipeline.OpenDataset(context.Background(), dir, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer ds.Close()
+	c, err := promconveyor.NewShardCollector(ds, &promconveyor.Options{ConstLabels: prometheus.Labels{"dataset": "train"}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(c)
+	mfs, err := reg.Gather()
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "conveyor_objstore_requests_total" {
+			fmt.Println(mf.GetName(), mf.GetMetric()[0].GetCounter().GetValue())
+		}
+	}
+	// Output:
+	// conveyor_objstore_requests_total 0
 }

@@ -1,0 +1,167 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/conveyor-ml/conveyor/cache"
+	"github.com/conveyor-ml/conveyor/objstore"
+)
+
+// DatasetOptions configures OpenDataset. A nil pointer means the defaults.
+type DatasetOptions struct {
+	// Store configures the object store of a remote dataset: retries, endpoint, region,
+	// HTTP client. Default nil: objstore's defaults, with credentials, region and
+	// endpoint from the standard AWS configuration chain.
+	Store *objstore.Options
+	// Cache configures the local shard cache of a remote dataset: its directory, byte
+	// limit and concurrent fetches. Default nil: a temporary directory removed by Close,
+	// 16 GiB, 4 fetches at a time (objstore.CacheOptions' defaults).
+	Cache *objstore.CacheOptions
+	// WebDataset configures WebDataset shards; set ShardSamples and Classes in it to
+	// index lazily, so that the first batch waits for its own shards only. Default nil:
+	// every shard is indexed (and, when remote, fetched once) before OpenDataset returns.
+	WebDataset *WebDatasetOptions
+	// Converted configures a local converted dataset. Default: the zero ConvertedOptions.
+	Converted ConvertedOptions
+}
+
+// String prints the effective options.
+func (o DatasetOptions) String() string {
+	c := objstore.CacheOptions{}
+	if o.Cache != nil {
+		c = *o.Cache
+	}
+	w := WebDatasetOptions{}
+	if o.WebDataset != nil {
+		w = *o.WebDataset
+	}
+	return fmt.Sprintf("pipeline.DatasetOptions{Cache: %v, WebDataset: %v, Converted: {AllowIncomplete: %v}}", c, w, o.Converted.AllowIncomplete)
+}
+
+// A Dataset is a dataset URL opened for training: its Source, and for WebDataset shards
+// the shard store behind it. Close it after the loaders reading it.
+type Dataset struct {
+	// Source is what a Loader reads: a folder source (Dir), a *Converted or a
+	// *WebDatasetSource.
+	Source Source
+	// Store holds the shards of a WebDataset dataset, read in place when local and
+	// through the shard cache when remote; nil for folders and converted datasets.
+	Store *objstore.Dataset
+
+	closer func() error
+}
+
+// Remote reports whether the dataset is read from an object store or web server.
+func (d *Dataset) Remote() bool { return d.Store != nil && d.Store.Cache != nil }
+
+// Stats returns the object-store counters: requests, bytes fetched, retries and the
+// shard cache's hits, misses and evictions. They are zero for a local dataset. A Dataset
+// is a promconveyor.ShardSource, so promconveyor.NewShardCollector(d, nil) exports them.
+func (d *Dataset) Stats() objstore.Stats {
+	if d.Store == nil {
+		return objstore.Stats{}
+	}
+	return d.Store.Stats()
+}
+
+// String names the dataset's source.
+func (d *Dataset) String() string { return fmt.Sprint(d.Source) }
+
+// Close releases what OpenDataset opened: a converted dataset's files, the shard cache
+// (removing a temporary cache directory) and idle connections.
+func (d *Dataset) Close() error {
+	if d.closer == nil {
+		return nil
+	}
+	err := d.closer()
+	d.closer = nil
+	return err
+}
+
+// OpenDataset opens the dataset a URL names (objstore's syntax) for training:
+//
+//   - a local folder of class folders (DIR/CLASS/*.jpg): Dir;
+//   - a local converted dataset (a folder holding dataset.json): OpenConverted;
+//   - WebDataset tar shards: one .tar file, a brace list or a glob, local
+//     ("/data/train-{000..099}.tar", "/data/*.tar") or remote
+//     ("s3://bucket/train-{000000..001023}.tar", "https://host/x-{0..3}.tar"), or an
+//     s3:// or http(s):// prefix whose objects are .tar shards. Remote shards are read
+//     through a local shard cache (DatasetOptions.Cache) and prefetched in the order
+//     the loader will read them (EpochPlanner).
+//
+// A converted dataset in object storage is not supported yet and is refused naming the
+// URL. Errors name the URL as given.
+func OpenDataset(ctx context.Context, url string, opts *DatasetOptions) (*Dataset, error) {
+	var o DatasetOptions
+	if opts != nil {
+		o = *opts
+	}
+	loc, err := objstore.ParseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: %w", err)
+	}
+	if !loc.Remote() && !isPattern(loc.Path) && !isTar(loc.Path) {
+		return openLocal(url, loc.Path, &o)
+	}
+	store, err := objstore.OpenDataset(ctx, url, o.Store, o.Cache)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: %w", err)
+	}
+	if slices.Contains(store.Names, cache.InfoName) {
+		store.Close()
+		return nil, fmt.Errorf("pipeline: %s is a converted dataset in object storage, which is not supported yet: copy it to a local disk, or train from WebDataset shards", url)
+	}
+	shards := slices.DeleteFunc(slices.Clone(store.Names), func(n string) bool { return !isTar(n) })
+	if len(shards) == 0 {
+		store.Close()
+		if len(store.Names) == 0 {
+			return nil, fmt.Errorf("pipeline: %s: no objects", url)
+		}
+		return nil, fmt.Errorf("pipeline: %s: no WebDataset shards (.tar) among its %d objects, e.g. %s", url, len(store.Names), store.Names[0])
+	}
+	src, err := WebDataset(store.FS, shards, o.WebDataset)
+	if err != nil {
+		store.Close()
+		return nil, fmt.Errorf("pipeline: %s: %w", url, err)
+	}
+	src.desc = fmt.Sprintf("webdataset:%s (%d shards)", url, len(shards))
+	return &Dataset{Source: src, Store: store, closer: store.Close}, nil
+}
+
+// openLocal opens a local folder: a converted dataset or a tree of class folders.
+func openLocal(url, dir string, o *DatasetOptions) (*Dataset, error) {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return nil, fmt.Errorf("pipeline: %s: %w", url, err)
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("pipeline: %s: neither a folder nor a .tar shard", url)
+	}
+	if _, err := os.Stat(filepath.Join(dir, cache.InfoName)); err == nil {
+		c, err := OpenConverted(dir, o.Converted)
+		if err != nil {
+			return nil, err
+		}
+		return &Dataset{Source: c, closer: c.Close}, nil
+	}
+	src, err := Dir(dir)
+	if err != nil {
+		return nil, err
+	}
+	return &Dataset{Source: src}, nil
+}
+
+func isTar(name string) bool { return strings.EqualFold(path.Ext(name), ".tar") }
+
+func isPattern(p string) bool { return strings.ContainsAny(p, "*?[{") }
