@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/conveyor-ml/conveyor/decode"
+	"github.com/conveyor-ml/conveyor/internal/half"
 )
 
 // Layout is the order of a packed sample's values.
@@ -195,9 +196,9 @@ func NewPacker(o *Options) (*Packer, error) {
 			p.lut32[c][x] = math.Float32bits(v)
 			switch opts.DType {
 			case Float16:
-				p.lut16[c][x] = float16Bits(v)
+				p.lut16[c][x] = half.Float16(v)
 			case BFloat16:
-				p.lut16[c][x] = bfloat16Bits(v)
+				p.lut16[c][x] = half.BFloat16(v)
 			}
 		}
 	}
@@ -331,58 +332,4 @@ func packBytes(dst []byte, img *decode.Image, layout Layout, size int, put func(
 			}
 		}
 	}
-}
-
-// float16Bits rounds f to the nearest IEEE binary16 value, ties to even, as a float32 to
-// float16 conversion in torch or numpy does: values beyond the largest finite half (65504)
-// by at least half a step become infinities, tiny ones become subnormals or zeros, and a
-// NaN stays a (quiet) NaN.
-func float16Bits(f float32) uint16 {
-	b := math.Float32bits(f)
-	sign := uint16(b>>16) & 0x8000
-	exp := int(b>>23) & 0xff
-	mant := b & 0x7fffff
-	if exp == 0xff {
-		if mant != 0 {
-			return sign | 0x7e00 | uint16(mant>>13)
-		}
-		return sign | 0x7c00
-	}
-	e := exp - 127 + 15 // the half's biased exponent
-	if e >= 0x1f {
-		return sign | 0x7c00
-	}
-	if e <= 0 {
-		// Subnormal half (or zero): the value is m·2^(e-14) units of 2^-24, m with its
-		// implicit bit. Below 2^-25 everything rounds to zero.
-		if e < -10 {
-			return sign
-		}
-		m := mant | 0x800000
-		shift := uint(14 - e)
-		return sign | uint16(roundShift(m, shift))
-	}
-	// Normal: a carry out of the mantissa correctly bumps the exponent, up to infinity.
-	return sign | uint16(roundShift(uint32(e)<<23|mant, 13))
-}
-
-// roundShift returns v >> s rounded to nearest, ties to even.
-func roundShift(v uint32, s uint) uint32 {
-	q := v >> s
-	rem := v & (1<<s - 1)
-	half := uint32(1) << (s - 1)
-	if rem > half || (rem == half && q&1 == 1) {
-		q++
-	}
-	return q
-}
-
-// bfloat16Bits rounds f to the nearest bfloat16 (the top half of a float32), ties to
-// even, as torch does; a NaN stays a quiet NaN.
-func bfloat16Bits(f float32) uint16 {
-	b := math.Float32bits(f)
-	if b&0x7fffffff > 0x7f800000 {
-		return uint16(b>>16) | 0x0040
-	}
-	return uint16(roundShift(b, 16))
 }

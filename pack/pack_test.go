@@ -12,6 +12,7 @@ import (
 	"unsafe"
 
 	"github.com/conveyor-ml/conveyor/decode"
+	"github.com/conveyor-ml/conveyor/internal/half"
 	"github.com/conveyor-ml/conveyor/internal/imagetest"
 )
 
@@ -111,16 +112,16 @@ func testFloats() []float32 {
 func TestFloat16Bits(t *testing.T) {
 	tab := float16Table()
 	for _, f := range testFloats() {
-		got := float16Bits(f)
+		got := half.Float16(f)
 		want, nan := tab.round(f)
 		if nan {
 			if !tab.isNaN(got) {
-				t.Fatalf("float16Bits(NaN %#x) = %#04x, not a NaN", math.Float32bits(f), got)
+				t.Fatalf("half.Float16(NaN %#x) = %#04x, not a NaN", math.Float32bits(f), got)
 			}
 			continue
 		}
 		if got != want {
-			t.Fatalf("float16Bits(%g = %#x) = %#04x, want %#04x", f, math.Float32bits(f), got, want)
+			t.Fatalf("half.Float16(%g = %#x) = %#04x, want %#04x", f, math.Float32bits(f), got, want)
 		}
 	}
 }
@@ -128,16 +129,16 @@ func TestFloat16Bits(t *testing.T) {
 func TestBFloat16Bits(t *testing.T) {
 	tab := newBFloat16Table()
 	for _, f := range testFloats() {
-		got := bfloat16Bits(f)
+		got := half.BFloat16(f)
 		want, nan := tab.round(f)
 		if nan {
 			if !tab.isNaN(got) {
-				t.Fatalf("bfloat16Bits(NaN %#x) = %#04x, not a NaN", math.Float32bits(f), got)
+				t.Fatalf("half.BFloat16(NaN %#x) = %#04x, not a NaN", math.Float32bits(f), got)
 			}
 			continue
 		}
 		if got != want {
-			t.Fatalf("bfloat16Bits(%g = %#x) = %#04x, want %#04x", f, math.Float32bits(f), got, want)
+			t.Fatalf("half.BFloat16(%g = %#x) = %#04x, want %#04x", f, math.Float32bits(f), got, want)
 		}
 	}
 }
@@ -206,9 +207,9 @@ func TestPackLayouts(t *testing.T) {
 								}
 								switch d {
 								case Float16:
-									want = element([]byte{byte(float16Bits(float32(want))), byte(float16Bits(float32(want)) >> 8)}, Float16, 0)
+									want = element([]byte{byte(half.Float16(float32(want))), byte(half.Float16(float32(want)) >> 8)}, Float16, 0)
 								case BFloat16:
-									want = float64(math.Float32frombits(uint32(bfloat16Bits(float32(want))) << 16))
+									want = float64(math.Float32frombits(uint32(half.BFloat16(float32(want))) << 16))
 								}
 							}
 							if got := element(out[0], d, c*15+y*5+x); got != want {

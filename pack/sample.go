@@ -79,9 +79,9 @@ func (s Sample) Encode(v float32) uint32 {
 	case Float32:
 		return math.Float32bits(v)
 	case Float16:
-		return uint32(float16Bits(v))
+		return uint32(half.Float16(v))
 	default:
-		return uint32(bfloat16Bits(v))
+		return uint32(half.BFloat16(v))
 	}
 }
 

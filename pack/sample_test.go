@@ -13,12 +13,12 @@ func TestFloat16RoundTrip(t *testing.T) {
 	for h := range 1 << 16 {
 		v := half.Float16To32(uint16(h))
 		if v != v {
-			if got := float16Bits(v); got&0x7c00 != 0x7c00 || got&0x3ff == 0 {
+			if got := half.Float16(v); got&0x7c00 != 0x7c00 || got&0x3ff == 0 {
 				t.Fatalf("NaN %#04x came back as %#04x", h, got)
 			}
 			continue
 		}
-		if got := float16Bits(v); got != uint16(h) {
+		if got := half.Float16(v); got != uint16(h) {
 			t.Fatalf("float16 %#04x → %v → %#04x", h, v, got)
 		}
 	}
@@ -73,9 +73,9 @@ func TestSampleFill(t *testing.T) {
 						case Uint8:
 							want = float32(math.RoundToEven(float64(min(max(want, 0), 255))))
 						case Float16:
-							want = half.Float16To32(float16Bits(want))
+							want = half.Float16To32(half.Float16(want))
 						case BFloat16:
-							want = math.Float32frombits(uint32(bfloat16Bits(want)) << 16)
+							want = math.Float32frombits(uint32(half.BFloat16(want)) << 16)
 						}
 						if got != want {
 							t.Fatalf("%v %v: value (%d, %d, %d) = %v, want %v", layout, dt, c, x, y, got, want)
