@@ -95,9 +95,12 @@ func (d *Dataset) Close() error {
 //     s3:// or http(s):// prefix whose objects are .tar shards. Remote shards are read
 //     through a local shard cache (DatasetOptions.Cache) and prefetched in the order
 //     the loader will read them (EpochPlanner).
+//   - a converted dataset in object storage: an s3:// prefix holding dataset.json. For
+//     now it is fetched whole (FetchConverted) into a directory under
+//     DatasetOptions.Cache.Dir before OpenDataset returns, and must fit
+//     Cache.MaxBytes; it is then read as OpenConverted reads a local one.
 //
-// A converted dataset in object storage is not supported yet and is refused naming the
-// URL. Errors name the URL as given.
+// Errors name the URL as given.
 func OpenDataset(ctx context.Context, url string, opts *DatasetOptions) (*Dataset, error) {
 	var o DatasetOptions
 	if opts != nil {
@@ -115,8 +118,7 @@ func OpenDataset(ctx context.Context, url string, opts *DatasetOptions) (*Datase
 		return nil, fmt.Errorf("pipeline: %w", err)
 	}
 	if slices.Contains(store.Names, cache.InfoName) {
-		store.Close()
-		return nil, fmt.Errorf("pipeline: %s is a converted dataset in object storage, which is not supported yet: copy it to a local disk, or train from WebDataset shards", url)
+		return openRemoteConverted(ctx, url, store, &o)
 	}
 	shards := slices.DeleteFunc(slices.Clone(store.Names), func(n string) bool { return !isTar(n) })
 	if len(shards) == 0 {

@@ -109,8 +109,8 @@ func TestOpenDatasetS3(t *testing.T) {
 	}
 }
 
-// A missing shard, refused credentials and a converted dataset at an s3:// prefix are
-// errors naming the URL.
+// A missing shard, refused credentials and a broken converted dataset at an s3://
+// prefix are errors naming the URL.
 func TestOpenDatasetS3Errors(t *testing.T) {
 	srv := s3test.Start(t)
 	remoteShards(t, srv, "wds/", 2, 4, 4) // 2 shards
@@ -124,8 +124,12 @@ func TestOpenDatasetS3Errors(t *testing.T) {
 	if missing := srv.URL("wds/train-000002.tar"); !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), missing) {
 		t.Errorf("missing shard: %v, want fs.ErrNotExist naming %s", err, missing)
 	}
-	if _, err := OpenDataset(ctx, srv.URL("conv/"), o); err == nil || !strings.Contains(err.Error(), "not supported yet") || !strings.Contains(err.Error(), srv.URL("conv/")) {
-		t.Errorf("converted dataset in S3: %v", err)
+	if _, err := OpenDataset(ctx, srv.URL("conv/"), o); err == nil || !strings.Contains(err.Error(), srv.URL("conv/")) {
+		t.Errorf("broken converted dataset in S3: %v", err)
+	}
+	big := &DatasetOptions{Store: fastStore, Cache: &objstore.CacheOptions{MaxBytes: 2}}
+	if _, err := OpenDataset(ctx, srv.URL("conv/"), big); err == nil || !strings.Contains(err.Error(), "holds 3 bytes, more than the cache limit of 2 bytes") || !strings.Contains(err.Error(), srv.URL("conv/")) {
+		t.Errorf("converted dataset in S3 larger than the cache: %v", err)
 	}
 	if _, err := OpenDataset(ctx, srv.URL("txt/"), o); err == nil || !strings.Contains(err.Error(), "no WebDataset shards") {
 		t.Errorf("no shards: %v", err)

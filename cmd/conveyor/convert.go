@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -17,6 +20,7 @@ import (
 
 	"github.com/conveyor-ml/conveyor/cache"
 	"github.com/conveyor-ml/conveyor/decode"
+	"github.com/conveyor-ml/conveyor/objstore"
 	"github.com/conveyor-ml/conveyor/pipeline"
 )
 
@@ -64,6 +68,7 @@ flags:
 	fs.Var(&maxBytes, "max-bytes", "bound on DST's size, e.g. 200G; conversion stops when full (0: none)")
 	decoder := fs.String("decoder", decode.BackendAuto, "JPEG decoder: auto (libjpeg-turbo when it loads), go or turbo")
 	partFlag := fs.String("part", "", "convert part i of N of SRC: i/N, env or env/N (see above); default all of it")
+	staging := fs.String("staging", "", "for an s3:// DST, the local directory the conversion is written to before it is uploaded, and kept; a rerun with it resumes (default: a directory named after DST and the part under the system's temporary directory, removed once uploaded)")
 	pos, err := parseFlags(fs, args, stdout)
 	if err != nil {
 		return err
@@ -78,6 +83,10 @@ flags:
 		return usagef("want SRC and DST, got %d arguments: %q", len(pos), pos)
 	}
 	srcDir, dst := pos[0], pos[1]
+	remote := objstore.IsRemote(dst)
+	if *staging != "" && !remote {
+		return usagef("--staging is for an s3:// DST; %s is local", dst)
+	}
 	cd, err := cache.ParseCodec(*codec)
 	if err != nil {
 		return usagef("--codec: %v", err)
@@ -112,13 +121,39 @@ flags:
 	if err != nil {
 		return err
 	}
-	if rel, err := filepath.Rel(absSrc, absDst); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+	if rel, err := filepath.Rel(absSrc, absDst); !remote && err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
 		// It would be listed as a class of the next run, shifting every label.
 		return fmt.Errorf("DST %s is inside SRC %s: it would be listed as a class of SRC; choose a DST outside it", dst, srcDir)
 	}
 	src, err := openImageFolder(srcDir)
 	if err != nil {
 		return err
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	context.AfterFunc(ctx, stop) // a second Ctrl-C kills at once
+	dstURL := dst
+	var bucket *objstore.Bucket
+	if remote {
+		if bucket, err = openUploadBucket(ctx, dst, part); err != nil {
+			return err
+		}
+		defer bucket.Close()
+		if dst, err = stagingDir(*staging, dstURL, part); err != nil {
+			return err
+		}
+		if err := checkResumable(ctx, bucket, dst, dstURL, part); err != nil {
+			return err
+		}
+		if err := os.MkdirAll(dst, 0o755); err != nil {
+			return fmt.Errorf("--staging: %w", err)
+		}
+		if !part.Whole() {
+			if err := fetchRemoteInfo(ctx, bucket, dst); err != nil {
+				return err
+			}
+		}
 	}
 
 	pr := newProgress(stderr)
@@ -128,9 +163,6 @@ flags:
 	}
 	defer c.Close()
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	context.AfterFunc(ctx, stop) // a second Ctrl-C kills at once
 	rep, err := pipeline.Convert(ctx, src, c, &pipeline.ConvertOptions{
 		Decode: dopts, Workers: *workers, Source: absSrc, Part: part, Progress: func(cp pipeline.ConvertProgress) { pr.update(convertState(cp)) }, Logf: pr.logf,
 	})
@@ -165,7 +197,88 @@ flags:
 		fmt.Fprintf(stdout, " report=%s", reportPath)
 	}
 	fmt.Fprintln(stdout)
+	if bucket == nil || err != nil && !errors.Is(err, cache.ErrFull) {
+		return err
+	}
+	// A conversion stopped by --max-bytes is uploaded as it is: its record says so.
+	up, uerr := pipeline.UploadConverted(ctx, dst, bucket, part)
+	fmt.Fprintf(stdout, "conveyor convert uploaded=%d unchanged=%d bytes=%d url=%s\n", up.Uploaded, up.Skipped, up.Bytes, dstURL)
+	if uerr != nil {
+		return errors.Join(err, fmt.Errorf("uploading %s to %s: %w; run the same command again to resume", dst, dstURL, uerr))
+	}
+	if *staging == "" && err == nil {
+		c.Close()
+		if rerr := os.RemoveAll(dst); rerr != nil {
+			fmt.Fprintf(stderr, "conveyor convert: removing the staging directory: %v\n", rerr)
+		}
+	}
 	return err
+}
+
+// openUploadBucket opens the s3:// destination of a conversion; http(s) is read-only.
+func openUploadBucket(ctx context.Context, dst string, part cache.Part) (*objstore.Bucket, error) {
+	loc, err := objstore.ParseURL(dst)
+	if err != nil {
+		return nil, err
+	}
+	if loc.Scheme != "s3" {
+		return nil, fmt.Errorf("DST %s: %s is read-only; convert to a local directory or an s3:// prefix", dst, loc.Scheme)
+	}
+	return objstore.OpenBucket(ctx, strings.TrimSuffix(dst, "/")+"/", nil)
+}
+
+// stagingDir returns the local directory an s3:// conversion writes to: flag when
+// given, else one under the system's temporary directory named after the URL and part,
+// so that a rerun of the same command finds it and resumes.
+func stagingDir(flag, url string, part cache.Part) (string, error) {
+	dir := flag
+	if dir == "" {
+		h := sha256.Sum256([]byte(strings.TrimSuffix(url, "/") + "\x00" + part.String()))
+		dir = filepath.Join(os.TempDir(), "conveyor-convert-"+hex.EncodeToString(h[:8]))
+	}
+	return dir, nil
+}
+
+// checkResumable refuses to convert into an s3:// destination that already holds the
+// record of this conversion (dataset.json, or the part's record) when the staging
+// directory dir does not: shard names are unique to the run that made them, so a new
+// conversion would add a second copy of every sample beside the first.
+func checkResumable(ctx context.Context, b *objstore.Bucket, dir, url string, part cache.Part) error {
+	name := cache.InfoName
+	if !part.Whole() {
+		name = part.PartInfoName()
+	}
+	if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+		return nil
+	}
+	_, err := b.Stat(ctx, name)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return err
+	}
+	what := "a converted dataset"
+	if !part.Whole() {
+		what = "part " + part.String() + " of a converted dataset"
+	}
+	return fmt.Errorf("%s already holds %s (%s), converted through another staging directory than %s: rerun with --staging naming the directory that made it to resume, or convert into an empty prefix", url, what, b.URL(name), dir)
+}
+
+// fetchRemoteInfo copies the dataset.json already stored in b into a part's staging
+// directory dir, when dir has none, so that the conversion checks that this part
+// converts as the others did (cache.CreatePartedInfo).
+func fetchRemoteInfo(ctx context.Context, b *objstore.Bucket, dir string) error {
+	path := filepath.Join(dir, cache.InfoName)
+	if _, err := os.Stat(path); err == nil {
+		return nil
+	}
+	if _, err := b.Stat(ctx, cache.InfoName); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	return objstore.Mirror(ctx, b, []objstore.Object{{Name: cache.InfoName}}, dir, 1)
 }
 
 // writeReport replaces path with the list of rep's bad files: a header line, then one

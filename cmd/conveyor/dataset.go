@@ -1,12 +1,16 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
+	"path"
 	"strings"
 
+	"github.com/conveyor-ml/conveyor/cache"
 	"github.com/conveyor-ml/conveyor/objstore"
 	"github.com/conveyor-ml/conveyor/pipeline"
 )
@@ -74,4 +78,32 @@ func openShards(args []string, logf func(string, ...any)) (pipeline.Source, erro
 		}
 	}
 	return pipeline.WebDatasetFiles(args, o)
+}
+
+// fetchIfRemote returns arg unchanged when it is not an s3:// or http(s):// prefix
+// holding a converted dataset (dataset.json); when it is, it downloads the dataset whole
+// (pipeline.FetchConverted, the objstore cache defaults: the system's temporary
+// directory, at most 16 GiB) and returns the local copy, with a function removing it.
+func fetchIfRemote(arg string, stderr io.Writer) (dir string, done func(), err error) {
+	if !objstore.IsRemote(arg) || strings.ContainsAny(arg, "*?[{") || strings.EqualFold(path.Ext(arg), ".tar") {
+		return arg, func() {}, nil
+	}
+	ctx := context.Background()
+	b, err := objstore.OpenBucket(ctx, strings.TrimSuffix(arg, "/")+"/", nil)
+	if err != nil {
+		return "", nil, err
+	}
+	defer b.Close()
+	if _, err := b.Stat(ctx, cache.InfoName); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return arg, func() {}, nil
+		}
+		return "", nil, err
+	}
+	dir, remove, err := pipeline.FetchConverted(ctx, b, nil)
+	if err != nil {
+		return "", nil, err
+	}
+	fmt.Fprintf(stderr, "conveyor: fetched %s into %s (%v)\n", arg, dir, b.Stats())
+	return dir, func() { remove() }, nil
 }

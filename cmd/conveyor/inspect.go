@@ -91,10 +91,14 @@ func inspect(args []string, stdout, stderr io.Writer) error {
 	if err := oneDir(pos); err != nil {
 		return err
 	}
-	if shardArgs(pos) {
+	dir, done, err := fetchIfRemote(pos[0], stderr)
+	if err != nil {
+		return err
+	}
+	defer done()
+	if shardArgs([]string{dir}) {
 		return inspectShards(pos[0], *jsonOut, stdout, stderr)
 	}
-	dir := pos[0]
 	c, info, err := openReadOnly(dir, stderr)
 	if err != nil {
 		return err

@@ -36,7 +36,11 @@ no longer uses.
 	if err := oneDir(pos); err != nil {
 		return err
 	}
-	dir := pos[0]
+	dir, done, err := fetchIfRemote(pos[0], stderr)
+	if err != nil {
+		return err
+	}
+	defer done()
 	c, info, err := openReadOnly(dir, stderr)
 	if err != nil {
 		return err

@@ -1,0 +1,78 @@
+package objstore
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+)
+
+// Mirror downloads the objects objs of b (names relative to its root, flat: no '/')
+// into the existing directory dir, each under its name, at most concurrency at a time
+// (values below 1 mean 1). Each object is written to a temporary file and renamed when
+// whole, so dir never holds a partial object under its name. The first error cancels the
+// rest and is returned naming the URL.
+func Mirror(ctx context.Context, b *Bucket, objs []Object, dir string, concurrency int) error {
+	for _, o := range objs {
+		if o.Name == "" || strings.ContainsAny(o.Name, `/\`) || o.Name == "." || o.Name == ".." {
+			return fmt.Errorf("objstore: %s: not a plain file name in a flat dataset", b.URL(o.Name))
+		}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sem := make(chan struct{}, max(concurrency, 1))
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var first error
+	fail := func(err error) {
+		mu.Lock()
+		if first == nil {
+			first = err
+			cancel()
+		}
+		mu.Unlock()
+	}
+	for _, o := range objs {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if err := mirrorOne(ctx, b, o.Name, dir); err != nil {
+				fail(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if first == nil && ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return first
+}
+
+func mirrorOne(ctx context.Context, b *Bucket, name, dir string) error {
+	f, err := os.CreateTemp(dir, "."+name+".*")
+	if err != nil {
+		return fmt.Errorf("objstore: %s: %w", b.URL(name), err)
+	}
+	tmp := f.Name()
+	_, err = b.Download(ctx, name, f, nil)
+	if cerr := f.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("objstore: %s: %w", b.URL(name), cerr)
+	}
+	if err == nil {
+		err = os.Rename(tmp, filepath.Join(dir, name))
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return nil
+}

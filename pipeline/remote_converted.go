@@ -1,0 +1,188 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/conveyor-ml/conveyor/cache"
+	"github.com/conveyor-ml/conveyor/objstore"
+)
+
+// datasetFile reports whether the object name belongs to a converted dataset's files to
+// fetch or upload: the flat files of its directory but the conversion's lock files.
+func datasetFile(name string) bool {
+	return name != "" && !strings.ContainsAny(name, `/\`) && !strings.HasPrefix(name, ".") &&
+		name != "LOCK" && !strings.HasSuffix(name, ".lock")
+}
+
+// FetchConverted downloads the converted dataset stored under the remote prefix url (an
+// s3:// or http(s):// URL whose objects include dataset.json) into a new directory under
+// co.Dir (default the system's temporary directory) and returns it with a function that
+// removes it. The whole dataset must fit co.MaxBytes (default 16 GiB): a larger one is
+// refused before any download, naming both sizes. This is the current limit of converted
+// datasets in object storage: they are fetched whole before training, then read with
+// OpenConverted; streaming them through a smaller cache is future work.
+func FetchConverted(ctx context.Context, b *objstore.Bucket, co *objstore.CacheOptions) (dir string, remove func() error, err error) {
+	var o objstore.CacheOptions
+	if co != nil {
+		o = *co
+	}
+	if o.MaxBytes == 0 {
+		o.MaxBytes = 16 << 30
+	}
+	if o.Concurrency == 0 {
+		o.Concurrency = 4
+	}
+	switch {
+	case o.MaxBytes < 0:
+		return "", nil, fmt.Errorf("pipeline: Cache.MaxBytes %d < 0", o.MaxBytes)
+	case o.Concurrency < 0:
+		return "", nil, fmt.Errorf("pipeline: Cache.Concurrency %d < 0", o.Concurrency)
+	}
+	all, err := b.List(ctx, "")
+	if err != nil {
+		return "", nil, fmt.Errorf("pipeline: %w", err)
+	}
+	var objs []objstore.Object
+	var total int64
+	hasInfo := false
+	for _, ob := range all {
+		if !datasetFile(ob.Name) {
+			continue
+		}
+		hasInfo = hasInfo || ob.Name == cache.InfoName
+		objs = append(objs, ob)
+		total += ob.Size
+	}
+	if !hasInfo {
+		return "", nil, fmt.Errorf("pipeline: %s is not a converted dataset (no %s)", b, b.URL(cache.InfoName))
+	}
+	if total > o.MaxBytes {
+		return "", nil, fmt.Errorf("pipeline: %s: the converted dataset holds %d bytes, more than the cache limit of %d bytes (Cache.MaxBytes, --cache-bytes): converted datasets in object storage are fetched whole before training for now; raise the limit, or store the dataset as WebDataset shards", b, total, o.MaxBytes)
+	}
+	dir, err = os.MkdirTemp(o.Dir, "conveyor-converted-*")
+	if err != nil {
+		return "", nil, fmt.Errorf("pipeline: %s: cache directory: %w", b, err)
+	}
+	remove = func() error { return os.RemoveAll(dir) }
+	if err := objstore.Mirror(ctx, b, objs, dir, o.Concurrency); err != nil {
+		remove()
+		return "", nil, fmt.Errorf("pipeline: %w", err)
+	}
+	return dir, remove, nil
+}
+
+// openRemoteConverted opens the converted dataset in store's bucket: fetched whole into
+// a local directory, then opened with OpenConverted; Close removes the directory.
+func openRemoteConverted(ctx context.Context, url string, store *objstore.Dataset, o *DatasetOptions) (*Dataset, error) {
+	dir, remove, err := FetchConverted(ctx, store.Bucket, o.Cache)
+	if err != nil {
+		store.Close()
+		return nil, err
+	}
+	c, err := OpenConverted(dir, o.Converted)
+	if err != nil {
+		remove()
+		store.Close()
+		return nil, fmt.Errorf("%w (fetched from %s)", err, url)
+	}
+	closer := func() error {
+		err := c.Close()
+		if rerr := remove(); err == nil {
+			err = rerr
+		}
+		if serr := store.Close(); err == nil {
+			err = serr
+		}
+		return err
+	}
+	return &Dataset{Source: c, Store: store, closer: closer}, nil
+}
+
+// UploadReport counts what UploadConverted did.
+type UploadReport struct {
+	Uploaded int   // files uploaded
+	Skipped  int   // files already stored with the same size
+	Bytes    int64 // bytes uploaded
+}
+
+// UploadConverted uploads the converted dataset in the local directory dir (or, for a
+// part, the files of part p: its shards and indexes, its part record, its report) to b
+// with Bucket.Put, resumably: a shard or index already stored with the same size is
+// skipped (a shard only grows, and its index is rewritten with it; conveyor verify
+// checks every record's checksum), while the records and the conversion reports, small
+// and rewritten by every run, are always uploaded. The records go last, so that a reader never sees a part, or the
+// dataset, as finished before its shards are there: first the shards and indexes, then
+// the part record, then dataset.json. A part creates dataset.json only when it is
+// absent (a HEAD, then a PUT: two parts racing both write the same description, which
+// CreatePartedInfo made identical, so the race is harmless). Errors name the URL.
+func UploadConverted(ctx context.Context, dir string, b *objstore.Bucket, p cache.Part) (UploadReport, error) {
+	var rep UploadReport
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return rep, fmt.Errorf("pipeline: %w", err)
+	}
+	var files, records []string
+	for _, e := range ents {
+		n := e.Name()
+		if !e.Type().IsRegular() || !datasetFile(n) {
+			continue
+		}
+		if !p.Whole() {
+			if sp, ok := cache.ShardPart(n); !(ok && sp == p) && n != p.PartInfoName() && n != cache.InfoName && !strings.Contains(n, "."+strings.TrimSuffix(p.ShardPrefix(), "-")+".") {
+				continue
+			}
+		}
+		switch {
+		case n == cache.InfoName:
+		case strings.HasPrefix(n, "dataset.") && strings.HasSuffix(n, ".json"), strings.HasPrefix(n, "convert-report"):
+			records = append(records, n)
+		default:
+			files = append(files, n)
+		}
+	}
+	put := func(n string, always bool) error {
+		f, err := os.Open(dir + string(os.PathSeparator) + n)
+		if err != nil {
+			return fmt.Errorf("pipeline: %w", err)
+		}
+		defer f.Close()
+		fi, err := f.Stat()
+		if err != nil {
+			return fmt.Errorf("pipeline: %w", err)
+		}
+		if !always {
+			if ob, err := b.Stat(ctx, n); err == nil && ob.Size == fi.Size() {
+				rep.Skipped++
+				return nil
+			}
+		}
+		if err := b.Put(ctx, n, f, fi.Size()); err != nil {
+			return fmt.Errorf("pipeline: uploading %s: %w", n, err)
+		}
+		rep.Uploaded++
+		rep.Bytes += fi.Size()
+		return nil
+	}
+	for _, n := range files {
+		if err := put(n, false); err != nil {
+			return rep, err
+		}
+	}
+	for _, n := range records {
+		if err := put(n, true); err != nil {
+			return rep, err
+		}
+	}
+	if _, err := os.Stat(dir + string(os.PathSeparator) + cache.InfoName); err != nil {
+		return rep, fmt.Errorf("pipeline: %s: no %s to upload: %w", dir, cache.InfoName, err)
+	}
+	if !p.Whole() {
+		if _, err := b.Stat(ctx, cache.InfoName); err == nil {
+			return rep, nil
+		}
+	}
+	return rep, put(cache.InfoName, true)
+}
