@@ -56,6 +56,13 @@ $JOB_COMPLETION_INDEX (Kubernetes) or $SLURM_ARRAY_TASK_ID (Slurm: the array num
 its tasks 0 to N-1, and a rerun of task I, sbatch --array=I, converts part I); bare
 --part env takes N from $SLURM_ARRAY_TASK_COUNT, in a full array 0 to N-1 only.
 
+DST may be s3://bucket/prefix: the conversion is written to a local staging directory
+(--staging, or one named after DST and the part under the system's temporary
+directory, removed once uploaded), then uploaded: shards and indexes, then the part's
+record, then dataset.json, which the first part creates. A rerun resumes, uploading
+only the shards missing or of another size. Credentials and endpoint come from the AWS
+configuration (AWS_ENDPOINT_URL for S3-compatible stores).
+
 flags:
 `, reportName, cache.InfoName)
 		fs.PrintDefaults()

@@ -80,7 +80,7 @@ func inspect(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: conveyor inspect DIR [--json]\n       conveyor inspect SHARDS [--json]\n\nDescribes the cache directory DIR, a converted dataset or a loader's cache, read-only;\nor WebDataset shards named by a local or remote URL ('DIR/train-{000..099}.tar',\ns3://bucket/train-{000000..001023}.tar, s3://bucket/prefix/): shards, samples, classes,\nbad samples and each shard's sample count (WebDatasetOptions.ShardSamples); --json's\noutput is what conveyor bench --shard-index reads to index the shards lazily.\n\nflags:\n")
+		fmt.Fprintf(fs.Output(), "usage: conveyor inspect DIR [--json]\n       conveyor inspect SHARDS [--json]\n\nDescribes the cache directory DIR, a converted dataset or a loader's cache, read-only;\nor WebDataset shards named by a local or remote URL ('DIR/train-{000..099}.tar',\ns3://bucket/train-{000000..001023}.tar, s3://bucket/prefix/): shards, samples, classes,\nbad samples and each shard's sample count (WebDatasetOptions.ShardSamples); --json's\noutput is what conveyor bench --shard-index reads to index the shards lazily.\nDIR may be an s3:// prefix holding a converted dataset: it is downloaded whole\n(at most 16 GiB) and described.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	jsonOut := fs.Bool("json", false, "print one JSON object instead of text")

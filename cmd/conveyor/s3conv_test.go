@@ -160,6 +160,10 @@ func TestConvertS3(t *testing.T) {
 		t.Fatalf("inspect %s: %v\n%s", parted, err, vout.String())
 	}
 
+	if code, stdout, stderr := runCLI(t, "bench", parted, "--epochs", "1", "--batch", "4", "--workers", "2"); code != 0 || !strings.Contains(stdout, "bytes_fetched=") {
+		t.Fatalf("bench %s: exit %d\n%s%s", parted, code, stdout, stderr)
+	}
+
 	// A part missing: only part 1/2 ran.
 	half := srv.URL("half/")
 	if out, _, err := runConvert(t, append([]string{src, half, "--part", "1/2"}, flags...)...); err != nil {

@@ -27,6 +27,9 @@ dataset's conversion did not complete. Bytes after a shard's last whole record (
 writer killed mid-record) are reported, not counted as damage: readers ignore them.
 So is a damaged record that a later conversion run stored again, which the dataset
 no longer uses.
+
+DIR may be an s3:// prefix holding a converted dataset: it is downloaded whole into
+the system's temporary directory first (at most 16 GiB), then checked.
 `, cache.InfoName)
 	}
 	pos, err := parseFlags(fs, args, stdout)
