@@ -639,6 +639,24 @@ func (b *Bucket) Put(ctx context.Context, name string, r io.ReaderAt, size int64
 	return p.put(ctx, b.root+name, r, size, &b.c)
 }
 
+type creator interface {
+	create(ctx context.Context, key string, r io.ReaderAt, size int64, c *counters) error
+}
+
+// Create stores r (size bytes) as name only if no object has that name: on S3 one PUT
+// with If-None-Match: * (size at most Options.PartSize), locally a hard link of a
+// temporary file. When the object exists, nothing is written and the error matches
+// [fs.ErrExist]. A retried attempt whose first try stored the object but lost the answer
+// also reports fs.ErrExist. Stores that ignore If-None-Match overwrite; versitygw, MinIO
+// and AWS S3 honour it. HTTP buckets are read-only.
+func (b *Bucket) Create(ctx context.Context, name string, r io.ReaderAt, size int64) error {
+	p, ok := b.be.(creator)
+	if !ok {
+		return fmt.Errorf("objstore: %s: %s is read-only", b.URL(name), b.loc.Scheme)
+	}
+	return p.create(ctx, b.root+name, r, size, &b.c)
+}
+
 // Resolve parses a dataset URL or shard list and returns the bucket of its root and the
 // names it selects, relative to that root:
 //

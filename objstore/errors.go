@@ -21,7 +21,8 @@ var ErrTooLarge = errors.New("objstore: object larger than the cache limit")
 
 // An Error is a request that failed for good: the object's URL, the operation and, when
 // the server answered, its HTTP status. It matches [fs.ErrNotExist] for 404 and
-// [fs.ErrPermission] for 401 and 403 with errors.Is.
+// [fs.ErrPermission] for 401 and 403, and [fs.ErrExist] for 412 (a [Bucket.Create] of an
+// object that exists), with errors.Is.
 type Error struct {
 	Op     string // "GET", "HEAD", "LIST", "PUT"
 	URL    string // the object, s3://bucket/key or https://host/path
@@ -37,6 +38,8 @@ func (e *Error) Error() string {
 		s += ": not found"
 	case e.Status == http.StatusForbidden || e.Status == http.StatusUnauthorized:
 		s += ": access denied (check the AWS credentials, profile and region)"
+	case e.Status == http.StatusPreconditionFailed:
+		s += ": already exists"
 	case e.Status != 0:
 		s += fmt.Sprintf(": HTTP %d", e.Status)
 	}
@@ -58,6 +61,8 @@ func (e *Error) Is(target error) bool {
 		return e.Status == http.StatusNotFound
 	case fs.ErrPermission:
 		return e.Status == http.StatusForbidden || e.Status == http.StatusUnauthorized
+	case fs.ErrExist:
+		return e.Status == http.StatusPreconditionFailed
 	}
 	return false
 }

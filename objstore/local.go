@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -132,4 +133,34 @@ func localErr(op, key string, err error) error {
 		e.Status = 400 // a local failure other than those is not worth retrying
 	}
 	return e
+}
+
+// create writes a temporary file and links it to key, which fails if key exists.
+func (localBackend) create(ctx context.Context, key string, r io.ReaderAt, size int64, c *counters) error {
+	if err := os.MkdirAll(filepath.Dir(key), 0o755); err != nil {
+		return localErr("PUT", key, err)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(key), "."+filepath.Base(key)+".part-*")
+	if err != nil {
+		return localErr("PUT", key, err)
+	}
+	defer os.Remove(tmp.Name())
+	n, err := io.Copy(tmp, io.NewSectionReader(r, 0, size))
+	c.uploaded.Add(n)
+	if err == nil && n != size {
+		err = fmt.Errorf("source gave %d of %d bytes", n, size)
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Link(tmp.Name(), key)
+		if errors.Is(err, fs.ErrExist) {
+			return &Error{Op: "PUT", URL: key, Status: http.StatusPreconditionFailed, Err: err}
+		}
+	}
+	if err != nil {
+		return localErr("PUT", key, err)
+	}
+	return nil
 }

@@ -168,6 +168,24 @@ func (s *s3Backend) listEach(ctx context.Context, prefix string, do func(context
 	}
 }
 
+// create uploads in one conditional PUT (If-None-Match: *).
+func (s *s3Backend) create(ctx context.Context, key string, r io.ReaderAt, size int64, c *counters) error {
+	if size > s.partSize {
+		return fmt.Errorf("objstore: %s: Create of %d bytes, more than the part size %d", s.url(key), size, s.partSize)
+	}
+	return s.doTimeout(ctx, s.partTimeout(size), func(ctx context.Context) error {
+		_, err := s.client.PutObject(ctx, &s3.PutObjectInput{
+			Bucket: &s.bucket, Key: &key, Body: io.NewSectionReader(r, 0, size), ContentLength: aws.Int64(size),
+			IfNoneMatch: aws.String("*"),
+		})
+		if err != nil {
+			return s.s3Err("PUT", key, err)
+		}
+		c.uploaded.Add(size)
+		return nil
+	})
+}
+
 // put uploads in one PUT up to the part size, else as a multipart upload. A multipart upload
 // left unfinished by an earlier process for the same key is resumed: its parts whose
 // MD5 matches the data are kept, the rest are sent again.

@@ -1,8 +1,11 @@
 package pipeline
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strings"
 
@@ -116,8 +119,8 @@ type UploadReport struct {
 // and rewritten by every run, are always uploaded. The records go last, so that a reader never sees a part, or the
 // dataset, as finished before its shards are there: first the shards and indexes, then
 // the part record, then dataset.json. A part creates dataset.json only when it is
-// absent (a HEAD, then a PUT: two parts racing both write the same description, which
-// CreatePartedInfo made identical, so the race is harmless). Errors name the URL.
+// absent, with a conditional PUT (Bucket.Create, If-None-Match: *), so that of parts
+// finishing at once one writes it and the others leave it. Errors name the URL.
 func UploadConverted(ctx context.Context, dir string, b *objstore.Bucket, p cache.Part) (UploadReport, error) {
 	var rep UploadReport
 	ents, err := os.ReadDir(dir)
@@ -179,10 +182,21 @@ func UploadConverted(ctx context.Context, dir string, b *objstore.Bucket, p cach
 	if _, err := os.Stat(dir + string(os.PathSeparator) + cache.InfoName); err != nil {
 		return rep, fmt.Errorf("pipeline: %s: no %s to upload: %w", dir, cache.InfoName, err)
 	}
-	if !p.Whole() {
-		if _, err := b.Stat(ctx, cache.InfoName); err == nil {
-			return rep, nil
-		}
+	if p.Whole() {
+		return rep, put(cache.InfoName, true)
 	}
-	return rep, put(cache.InfoName, true)
+	data, err := os.ReadFile(dir + string(os.PathSeparator) + cache.InfoName)
+	if err != nil {
+		return rep, fmt.Errorf("pipeline: %w", err)
+	}
+	switch err := b.Create(ctx, cache.InfoName, bytes.NewReader(data), int64(len(data))); {
+	case errors.Is(err, fs.ErrExist):
+		rep.Skipped++
+	case err != nil:
+		return rep, fmt.Errorf("pipeline: uploading %s: %w", cache.InfoName, err)
+	default:
+		rep.Uploaded++
+		rep.Bytes += int64(len(data))
+	}
+	return rep, nil
 }
