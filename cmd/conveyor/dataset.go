@@ -107,3 +107,22 @@ func fetchIfRemote(arg string, stderr io.Writer) (dir string, done func(), err e
 	fmt.Fprintf(stderr, "conveyor: fetched %s into %s (%v)\n", arg, dir, b.Stats())
 	return dir, func() { remove() }, nil
 }
+
+// renaming returns a writer that writes to w with every occurrence of the local
+// directory dir (a fetched copy) replaced by url, so that what verify prints names
+// the objects. Each Write is rewritten by itself: callers write whole lines.
+func renaming(w io.Writer, dir, url string) io.Writer {
+	return &renameWriter{w: w, r: strings.NewReplacer(dir+string(os.PathSeparator), strings.TrimSuffix(url, "/")+"/", dir, strings.TrimSuffix(url, "/"))}
+}
+
+type renameWriter struct {
+	w io.Writer
+	r *strings.Replacer
+}
+
+func (rw *renameWriter) Write(p []byte) (int, error) {
+	if _, err := io.WriteString(rw.w, rw.r.Replace(string(p))); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}

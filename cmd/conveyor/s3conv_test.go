@@ -170,7 +170,7 @@ func TestConvertS3(t *testing.T) {
 		t.Fatalf("part 1/2: %v\n%s", err, out)
 	}
 	vout.Reset()
-	if err := verify([]string{half}, &vout, io.Discard); err == nil || !strings.Contains(err.Error(), "part 0/2 has not run") {
+	if err := verify([]string{half}, &vout, io.Discard); err == nil || !strings.Contains(err.Error(), "part 0/2 has not run") || !strings.HasPrefix(err.Error(), half) {
 		t.Fatalf("verify with part 0/2 missing: %v\n%s", err, vout.String())
 	}
 	if _, err := pipeline.OpenDataset(context.Background(), half, &pipeline.DatasetOptions{Store: fastS3}); err == nil || !strings.Contains(err.Error(), "part 0/2") || !strings.Contains(err.Error(), half) {

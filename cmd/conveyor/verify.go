@@ -44,6 +44,10 @@ the system's temporary directory first (at most 16 GiB), then checked.
 		return err
 	}
 	defer done()
+	name := pos[0] // what errors call the dataset: the URL when it was fetched
+	if dir != name {
+		stdout = renaming(stdout, dir, name)
+	}
 	c, info, err := openReadOnly(dir, stderr)
 	if err != nil {
 		return err
@@ -70,7 +74,7 @@ the system's temporary directory first (at most 16 GiB), then checked.
 		damaged = append(damaged, path+ofPart(p.Shard))
 	})
 	if err != nil {
-		return fmt.Errorf("%s: %w", dir, err)
+		return fmt.Errorf("%s: %w", name, err)
 	}
 	fmt.Fprintf(stdout, "conveyor verify shards=%d records=%d bytes=%d damaged=%d unreadable_bytes=%d torn_shards=%d damaged_shards=%d lost_records=%d superseded=%d\n",
 		rep.Shards, rep.Records, rep.Bytes, rep.Damaged-rep.Superseded, rep.Unreadable, rep.TornShards, rep.DamagedShards, rep.Lost, rep.Superseded)
@@ -99,10 +103,10 @@ the system's temporary directory first (at most 16 GiB), then checked.
 		if len(damaged) > shown {
 			names += fmt.Sprintf(", ... %d more", len(damaged)-shown)
 		}
-		return fmt.Errorf("%s in %s: %s", strings.Join(parts, "; "), dir, names)
+		return fmt.Errorf("%s in %s: %s", strings.Join(parts, "; "), name, names)
 	}
 	if incomplete != "" {
-		return fmt.Errorf("%s is incomplete: %s", dir, incomplete)
+		return fmt.Errorf("%s is incomplete: %s", name, incomplete)
 	}
 	return nil
 }

@@ -13,7 +13,9 @@
 # --array=0-15 below): --part env/PARTS takes the part as SLURM_ARRAY_TASK_ID, so a
 # rerun of one task converts that task's part. A throttle (0-15%4) is fine. DST must be
 # on a file system every node mounts (NFS, Lustre, CephFS, GPFS); conveyor verify DST
-# names any part that is missing.
+# names any part that is missing. DST may instead be s3://bucket/prefix: each task
+# converts into a local staging directory (--staging; default under $TMPDIR) and uploads
+# its part, with credentials from the AWS configuration (AWS_ENDPOINT_URL for MinIO).
 #
 #SBATCH --job-name=conveyor-convert
 #SBATCH --array=0-15
