@@ -95,10 +95,10 @@ func (d *Dataset) Close() error {
 //     s3:// or http(s):// prefix whose objects are .tar shards. Remote shards are read
 //     through a local shard cache (DatasetOptions.Cache) and prefetched in the order
 //     the loader will read them (EpochPlanner).
-//   - a converted dataset in object storage: an s3:// prefix holding dataset.json. For
-//     now it is fetched whole (FetchConverted) into a directory under
-//     DatasetOptions.Cache.Dir before OpenDataset returns, and must fit
-//     Cache.MaxBytes; it is then read as OpenConverted reads a local one.
+//   - a converted dataset in object storage: an s3:// or http(s):// prefix holding
+//     dataset.json. For now it is fetched whole (FetchConverted) into a directory under
+//     DatasetOptions.Cache.Dir before OpenDataset returns, and must fit Cache.MaxBytes;
+//     it is then read as OpenConverted reads a local one.
 //
 // Errors name the URL as given.
 func OpenDataset(ctx context.Context, url string, opts *DatasetOptions) (*Dataset, error) {
@@ -112,6 +112,11 @@ func OpenDataset(ctx context.Context, url string, opts *DatasetOptions) (*Datase
 	}
 	if !loc.Remote() && !isPattern(loc.Path) && !isTar(loc.Path) {
 		return openLocal(url, loc.Path, &o)
+	}
+	if (loc.Scheme == "http" || loc.Scheme == "https") && !isPattern(loc.Path) && !isTar(loc.Path) {
+		if d, err := openHTTPConverted(ctx, url, &o); d != nil || err != nil {
+			return d, err
+		}
 	}
 	store, err := objstore.OpenDataset(ctx, url, o.Store, o.Cache)
 	if err != nil {

@@ -20,13 +20,16 @@ func datasetFile(name string) bool {
 		name != "LOCK" && !strings.HasSuffix(name, ".lock")
 }
 
-// FetchConverted downloads the converted dataset stored under the remote prefix url (an
-// s3:// or http(s):// URL whose objects include dataset.json) into a new directory under
-// co.Dir (default the system's temporary directory) and returns it with a function that
-// removes it. The whole dataset must fit co.MaxBytes (default 16 GiB): a larger one is
-// refused before any download, naming both sizes. This is the current limit of converted
-// datasets in object storage: they are fetched whole before training, then read with
-// OpenConverted; streaming them through a smaller cache is future work.
+// FetchConverted downloads the converted dataset stored under b (an s3:// or http(s)://
+// prefix holding dataset.json) into a new directory under co.Dir (default the system's
+// temporary directory) and returns it with a function that removes it. From S3 it
+// fetches every object listed under the prefix but lock files; from a web server, which
+// cannot be listed, dataset.json, the part records, and the shards and indexes their
+// manifests name (so a dataset whose conversion recorded no manifest cannot be read over
+// HTTP). The whole dataset must fit co.MaxBytes (default 16 GiB): a larger one is refused
+// before any shard is downloaded, naming both sizes. This is the current limit of
+// converted datasets in object storage: they are fetched whole before training, then
+// read with OpenConverted; streaming them through a smaller cache is future work.
 func FetchConverted(ctx context.Context, b *objstore.Bucket, co *objstore.CacheOptions) (dir string, remove func() error, err error) {
 	var o objstore.CacheOptions
 	if co != nil {
@@ -44,37 +47,85 @@ func FetchConverted(ctx context.Context, b *objstore.Bucket, co *objstore.CacheO
 	case o.Concurrency < 0:
 		return "", nil, fmt.Errorf("pipeline: Cache.Concurrency %d < 0", o.Concurrency)
 	}
-	all, err := b.List(ctx, "")
-	if err != nil {
-		return "", nil, fmt.Errorf("pipeline: %w", err)
-	}
-	var objs []objstore.Object
-	var total int64
-	hasInfo := false
-	for _, ob := range all {
-		if !datasetFile(ob.Name) {
-			continue
-		}
-		hasInfo = hasInfo || ob.Name == cache.InfoName
-		objs = append(objs, ob)
-		total += ob.Size
-	}
-	if !hasInfo {
-		return "", nil, fmt.Errorf("pipeline: %s is not a converted dataset (no %s)", b, b.URL(cache.InfoName))
-	}
-	if total > o.MaxBytes {
-		return "", nil, fmt.Errorf("pipeline: %s: the converted dataset holds %d bytes, more than the cache limit of %d bytes (Cache.MaxBytes, --cache-bytes): converted datasets in object storage are fetched whole before training for now; raise the limit, or store the dataset as WebDataset shards", b, total, o.MaxBytes)
-	}
 	dir, err = os.MkdirTemp(o.Dir, "conveyor-converted-*")
 	if err != nil {
 		return "", nil, fmt.Errorf("pipeline: %s: cache directory: %w", b, err)
 	}
 	remove = func() error { return os.RemoveAll(dir) }
-	if err := objstore.Mirror(ctx, b, objs, dir, o.Concurrency); err != nil {
+	fail := func(err error) (string, func() error, error) {
 		remove()
-		return "", nil, fmt.Errorf("pipeline: %w", err)
+		return "", nil, err
+	}
+	var objs []objstore.Object
+	if strings.HasPrefix(b.String(), "http") {
+		objs, err = manifestObjects(ctx, b, dir)
+	} else {
+		objs, err = listedObjects(ctx, b)
+	}
+	if err != nil {
+		return fail(err)
+	}
+	var total int64
+	for _, ob := range objs {
+		total += ob.Size
+	}
+	if total > o.MaxBytes {
+		return fail(fmt.Errorf("pipeline: %s: the converted dataset holds %d bytes, more than the cache limit of %d bytes (Cache.MaxBytes, --shard-cache-max-bytes): converted datasets in object storage are fetched whole before training for now; raise the limit, or store the dataset as WebDataset shards", b, total, o.MaxBytes))
+	}
+	if err := objstore.Mirror(ctx, b, objs, dir, o.Concurrency); err != nil {
+		return fail(fmt.Errorf("pipeline: %w", err))
 	}
 	return dir, remove, nil
+}
+
+// listedObjects lists the dataset's files in an S3 prefix.
+func listedObjects(ctx context.Context, b *objstore.Bucket) ([]objstore.Object, error) {
+	all, err := b.List(ctx, "")
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: %w", err)
+	}
+	var objs []objstore.Object
+	hasInfo := false
+	for _, ob := range all {
+		if datasetFile(ob.Name) {
+			hasInfo = hasInfo || ob.Name == cache.InfoName
+			objs = append(objs, ob)
+		}
+	}
+	if !hasInfo {
+		return nil, fmt.Errorf("pipeline: %s is not a converted dataset (no %s)", b, b.URL(cache.InfoName))
+	}
+	return objs, nil
+}
+
+// manifestObjects fetches dataset.json and the part records of the dataset in b into
+// dir and returns the shards and indexes their manifests name.
+func manifestObjects(ctx context.Context, b *objstore.Bucket, dir string) ([]objstore.Object, error) {
+	if err := objstore.Mirror(ctx, b, []objstore.Object{{Name: cache.InfoName}}, dir, 1); err != nil {
+		return nil, fmt.Errorf("pipeline: %w", err)
+	}
+	info, err := cache.ReadInfo(dir)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: %s: %w", b.URL(cache.InfoName), err)
+	}
+	if info.Parts > 0 {
+		for i := range info.Parts {
+			name := cache.Part{Index: i, Count: info.Parts}.PartInfoName()
+			err := objstore.Mirror(ctx, b, []objstore.Object{{Name: name}}, dir, 1)
+			if err != nil && !errors.Is(err, fs.ErrNotExist) { // a missing part is named when the dataset is opened
+				return nil, fmt.Errorf("pipeline: %w", err)
+			}
+		}
+		if info, err = cache.ReadInfo(dir); err != nil {
+			return nil, fmt.Errorf("pipeline: %s: %w", b, err)
+		}
+	}
+	var objs []objstore.Object
+	for _, sh := range info.Shards {
+		objs = append(objs, objstore.Object{Name: sh.Name, Size: sh.Bytes},
+			objstore.Object{Name: strings.TrimSuffix(sh.Name, ".shard") + ".idx", Size: sh.IndexBytes})
+	}
+	return objs, nil
 }
 
 // openRemoteConverted opens the converted dataset in store's bucket: fetched whole into
@@ -89,7 +140,9 @@ func openRemoteConverted(ctx context.Context, url string, store *objstore.Datase
 	if err != nil {
 		remove()
 		store.Close()
-		return nil, fmt.Errorf("%w (fetched from %s)", err, url)
+		// Name the URL where OpenConverted named the local copy; errors.Is still
+		// sees what it wrapped (ErrIncomplete).
+		return nil, &renamedError{msg: strings.ReplaceAll(err.Error(), dir, strings.TrimSuffix(url, "/")), err: err}
 	}
 	closer := func() error {
 		err := c.Close()
@@ -200,3 +253,30 @@ func UploadConverted(ctx context.Context, dir string, b *objstore.Bucket, p cach
 	}
 	return rep, nil
 }
+
+// openHTTPConverted opens the converted dataset under the web-server prefix url when it
+// has a dataset.json; nil, nil when it has none.
+func openHTTPConverted(ctx context.Context, url string, o *DatasetOptions) (*Dataset, error) {
+	b, err := objstore.OpenBucket(ctx, strings.TrimSuffix(url, "/")+"/", o.Store)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: %w", err)
+	}
+	if _, err := b.Stat(ctx, cache.InfoName); err != nil {
+		b.Close()
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("pipeline: %w", err)
+	}
+	return openRemoteConverted(ctx, url, &objstore.Dataset{Bucket: b}, o)
+}
+
+// renamedError is an error with its message rewritten (a local path replaced by the URL
+// it was fetched from), unwrapping to the original.
+type renamedError struct {
+	msg string
+	err error
+}
+
+func (e *renamedError) Error() string { return e.msg }
+func (e *renamedError) Unwrap() error { return e.err }
