@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -60,7 +61,8 @@ DST may be s3://bucket/prefix: the conversion is written to a local staging dire
 (--staging, or one named after DST and the part under the system's temporary
 directory, removed once uploaded), then uploaded: shards and indexes, then the part's
 record, then dataset.json, which the first part creates. A rerun resumes, uploading
-only the shards missing or of another size. Credentials and endpoint come from the AWS
+only the shards missing or of another size; one whose staging directory is gone does
+nothing if the upload completed, and is refused otherwise (use --staging). Credentials and endpoint come from the AWS
 configuration (AWS_ENDPOINT_URL for S3-compatible stores).
 
 flags:
@@ -143,15 +145,19 @@ flags:
 	dstURL := dst
 	var bucket *objstore.Bucket
 	if remote {
-		if bucket, err = openUploadBucket(ctx, dst, part); err != nil {
+		if bucket, err = openUploadBucket(ctx, dst); err != nil {
 			return err
 		}
 		defer bucket.Close()
 		if dst, err = stagingDir(*staging, dstURL, part); err != nil {
 			return err
 		}
-		if err := checkResumable(ctx, bucket, dst, dstURL, part); err != nil {
+		switch done, err := checkResumable(ctx, bucket, dst, dstURL, part); {
+		case err != nil:
 			return err
+		case done:
+			fmt.Fprintf(stdout, "conveyor convert: %s already holds this conversion, complete; nothing to do\n", dstURL)
+			return nil
 		}
 		if err := os.MkdirAll(dst, 0o755); err != nil {
 			return fmt.Errorf("--staging: %w", err)
@@ -223,7 +229,7 @@ flags:
 }
 
 // openUploadBucket opens the s3:// destination of a conversion; http(s) is read-only.
-func openUploadBucket(ctx context.Context, dst string, part cache.Part) (*objstore.Bucket, error) {
+func openUploadBucket(ctx context.Context, dst string) (*objstore.Bucket, error) {
 	loc, err := objstore.ParseURL(dst)
 	if err != nil {
 		return nil, err
@@ -246,30 +252,48 @@ func stagingDir(flag, url string, part cache.Part) (string, error) {
 	return dir, nil
 }
 
-// checkResumable refuses to convert into an s3:// destination that already holds the
-// record of this conversion (dataset.json, or the part's record) when the staging
-// directory dir does not: shard names are unique to the run that made them, so a new
+// checkResumable checks an s3:// destination that already holds the record of this
+// conversion (dataset.json, or the part's record) when the staging directory dir does
+// not: done when the record says the conversion (or part) completed, and an error
+// otherwise, since shard names are unique to the run that made them and a new
 // conversion would add a second copy of every sample beside the first.
-func checkResumable(ctx context.Context, b *objstore.Bucket, dir, url string, part cache.Part) error {
+func checkResumable(ctx context.Context, b *objstore.Bucket, dir, url string, part cache.Part) (done bool, err error) {
 	name := cache.InfoName
 	if !part.Whole() {
 		name = part.PartInfoName()
 	}
 	if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
-		return nil
+		return false, nil
 	}
-	_, err := b.Stat(ctx, name)
+	tmp, err := os.CreateTemp("", "conveyor-record-*")
+	if err != nil {
+		return false, err
+	}
+	defer os.Remove(tmp.Name())
+	defer tmp.Close()
+	_, err = b.Download(ctx, name, tmp, nil)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return nil
+		return false, nil
 	case err != nil:
-		return err
+		return false, err
+	}
+	data, err := os.ReadFile(tmp.Name())
+	if err != nil {
+		return false, err
+	}
+	var info cache.Info
+	if err := json.Unmarshal(data, &info); err != nil {
+		return false, fmt.Errorf("%s: %w", b.URL(name), err)
+	}
+	if info.Complete {
+		return true, nil
 	}
 	what := "a converted dataset"
 	if !part.Whole() {
 		what = "part " + part.String() + " of a converted dataset"
 	}
-	return fmt.Errorf("%s already holds %s (%s), converted through another staging directory than %s: rerun with --staging naming the directory that made it to resume, or convert into an empty prefix", url, what, b.URL(name), dir)
+	return false, fmt.Errorf("%s already holds %s (%s), incomplete, converted through another staging directory than %s: rerun with --staging naming the directory that made it to resume, or convert into an empty prefix", url, what, b.URL(name), dir)
 }
 
 // fetchRemoteInfo copies the dataset.json already stored in b into a part's staging

@@ -120,9 +120,17 @@ func TestConvertS3(t *testing.T) {
 	if data, _, _ := s3Epoch(t, whole, &pipeline.DatasetOptions{Store: fastS3}); !bytes.Equal(data, wantData) {
 		t.Fatal("after the resumed upload, other batches")
 	}
-	// Another staging directory would add a second copy of every sample: refused.
-	if _, _, err := runConvert(t, append([]string{src, whole}, flags...)...); err == nil || !strings.Contains(err.Error(), "already holds a converted dataset") || !strings.Contains(err.Error(), whole) {
-		t.Fatalf("convert into a finished s3 dataset from a new staging directory: %v", err)
+	// From another staging directory: nothing to do when the dataset is complete, and
+	// refused when it is not (it would add a second copy of every sample).
+	if out, _, err := runConvert(t, append([]string{src, whole}, flags...)...); err != nil || !strings.Contains(out, "nothing to do") {
+		t.Fatalf("convert into a complete s3 dataset from a new staging directory: %v\n%s", err, out)
+	}
+	full := srv.URL("full/")
+	if out, _, err := runConvert(t, append([]string{src, full, "--staging", t.TempDir(), "--max-bytes", "20K"}, flags...)...); err == nil || !strings.Contains(out, "uploaded=") {
+		t.Fatalf("convert with --max-bytes 20K: %v\n%s", err, out)
+	}
+	if _, _, err := runConvert(t, append([]string{src, full}, flags...)...); err == nil || !strings.Contains(err.Error(), "already holds a converted dataset") || !strings.Contains(err.Error(), full) {
+		t.Fatalf("convert into an incomplete s3 dataset from a new staging directory: %v", err)
 	}
 
 	// Two parts at once, then through faults.
