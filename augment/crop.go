@@ -36,14 +36,7 @@ func NewRandomResizedCrop(width, height int) *RandomResizedCrop {
 }
 
 func (o *RandomResizedCrop) params() (scale, ratio [2]float64) {
-	scale, ratio = o.Scale, o.Ratio
-	if scale == [2]float64{} {
-		scale = DefaultScale
-	}
-	if ratio == [2]float64{} {
-		ratio = DefaultRatio
-	}
-	return scale, ratio
+	return orDefault(o.Scale, DefaultScale), orDefault(o.Ratio, DefaultRatio)
 }
 
 // Validate reports a Width or Height that is not positive, a Scale that is not finite,

@@ -70,14 +70,7 @@ func NewRandomErasing(p float64) *RandomErasing {
 }
 
 func (o *RandomErasing) params() (scale, ratio [2]float64) {
-	scale, ratio = o.Scale, o.Ratio
-	if scale == [2]float64{} {
-		scale = DefaultErasingScale
-	}
-	if ratio == [2]float64{} {
-		ratio = DefaultErasingRatio
-	}
-	return scale, ratio
+	return orDefault(o.Scale, DefaultErasingScale), orDefault(o.Ratio, DefaultErasingRatio)
 }
 
 // Validate reports a P outside [0, 1], a Scale that is not ascending within [0, 1], a

@@ -191,5 +191,13 @@ func checkProbability(op string, p float64) error {
 	return nil
 }
 
+// orDefault returns r, or d when r is zero (an unset range).
+func orDefault(r, d [2]float64) [2]float64 {
+	if r == [2]float64{} {
+		return d
+	}
+	return r
+}
+
 // isFinite reports whether v is neither infinite nor NaN.
 func isFinite(v float64) bool { return !math.IsInf(v, 0) && !math.IsNaN(v) }

@@ -93,6 +93,12 @@ func (localBackend) list(ctx context.Context, prefix string) ([]Object, error) {
 }
 
 func (localBackend) put(ctx context.Context, key string, r io.ReaderAt, size int64, c *counters) error {
+	return writeLocal(key, r, size, c, os.Rename)
+}
+
+// writeLocal writes size bytes of r to a temporary file beside key, then moves it to key
+// with place: Rename replaces key, Link fails if key exists.
+func writeLocal(key string, r io.ReaderAt, size int64, c *counters, place func(tmp, key string) error) error {
 	if err := os.MkdirAll(filepath.Dir(key), 0o755); err != nil {
 		return localErr("PUT", key, err)
 	}
@@ -110,7 +116,10 @@ func (localBackend) put(ctx context.Context, key string, r io.ReaderAt, size int
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp.Name(), key)
+		err = place(tmp.Name(), key)
+		if errors.Is(err, fs.ErrExist) {
+			return &Error{Op: "PUT", URL: key, Status: http.StatusPreconditionFailed, Err: err}
+		}
 	}
 	if err != nil {
 		return localErr("PUT", key, err)
@@ -137,30 +146,5 @@ func localErr(op, key string, err error) error {
 
 // create writes a temporary file and links it to key, which fails if key exists.
 func (localBackend) create(ctx context.Context, key string, r io.ReaderAt, size int64, c *counters) error {
-	if err := os.MkdirAll(filepath.Dir(key), 0o755); err != nil {
-		return localErr("PUT", key, err)
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(key), "."+filepath.Base(key)+".part-*")
-	if err != nil {
-		return localErr("PUT", key, err)
-	}
-	defer os.Remove(tmp.Name())
-	n, err := io.Copy(tmp, io.NewSectionReader(r, 0, size))
-	c.uploaded.Add(n)
-	if err == nil && n != size {
-		err = fmt.Errorf("source gave %d of %d bytes", n, size)
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Link(tmp.Name(), key)
-		if errors.Is(err, fs.ErrExist) {
-			return &Error{Op: "PUT", URL: key, Status: http.StatusPreconditionFailed, Err: err}
-		}
-	}
-	if err != nil {
-		return localErr("PUT", key, err)
-	}
-	return nil
+	return writeLocal(key, r, size, c, os.Link)
 }

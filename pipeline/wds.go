@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"log"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -631,16 +632,6 @@ func (sh *wdsShard) add(c *wdsSample, o *WebDatasetOptions) {
 	sh.meta = append(sh.meta, c.meta)
 }
 
-func mapKeys(m map[string]bool) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
-}
-
 // jsonLabel reads "label" of a .json member: an integer, a class name or a list of
 // either (multi is then true). No "label", or null, is no label.
 func jsonLabel(data []byte) (ls []wdsLabel, multi bool, err error) {
@@ -757,7 +748,7 @@ func assemble(fsys fs.FS, shards []string, parts []*wdsShard, o *WebDatasetOptio
 	case len(names) > 0 && hasInt:
 		return nil, fmt.Errorf("pipeline: webdataset: labels mix class names (%s) and integers (%s); use one kind, or give WebDatasetOptions.Classes", nameAt, intAt)
 	case len(names) > 0:
-		s.classes = slices.Sorted(mapKeys(names))
+		s.classes = slices.Sorted(maps.Keys(names))
 	default:
 		top := 0
 		for _, p := range parts {
