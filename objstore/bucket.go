@@ -1,8 +1,8 @@
 package objstore
 
 import (
+	"bytes"
 	"context"
-	"crypto/md5"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -165,6 +165,9 @@ type getResult struct {
 	// SSE-KMS and SSE-C objects on AWS (x-amz-server-side-encryption: aws:kms, or the
 	// SSE-C customer-algorithm header).
 	encrypted bool
+	// sum is the object's full-object checksum, from a response starting at byte 0 that
+	// carries one.
+	sum wantSum
 }
 
 // sseNotMD5 reports whether server-side-encryption response headers mean the ETag is
@@ -429,7 +432,7 @@ func (b *Bucket) download(ctx context.Context, name string, f *os.File, onSize, 
 	if err := resetFile(f); err != nil {
 		return Object{}, fmt.Errorf("objstore: %s: %w", url, err)
 	}
-	st := &dlState{md5: md5.New(), size: -1}
+	st := &dlState{size: -1}
 	var err error
 	restarts, repeats := 0, 0
 	lastShort := int64(-1) // where the last attempt that brought bytes but failed ended
@@ -450,10 +453,14 @@ func (b *Bucket) download(ctx context.Context, name string, f *os.File, onSize, 
 				}
 				return withModTime(Object{Name: name, Size: st.size, ETag: st.etag, ModTime: st.modTime}), nil
 			}
-			if st.badMD5 {
+			if st.badSum {
 				restarts++
 				if restarts > maxRestarts {
-					return Object{}, &Error{Op: "GET", URL: url, Err: fmt.Errorf("%w; gave up after %d downloads (is the ETag an MD5 of the content?)", reason(err), restarts)}
+					hint := "is the ETag an MD5 of the content?"
+					if st.want.alg != "" {
+						hint = "no download matched the store's checksum"
+					}
+					return Object{}, &Error{Op: "GET", URL: url, Err: fmt.Errorf("%w; gave up after %d downloads (%s)", reason(err), restarts, hint)}
 				}
 				if rerr := st.restart(f); rerr != nil {
 					return Object{}, fmt.Errorf("objstore: %s: starting again: %w", url, rerr)
@@ -505,28 +512,56 @@ type dlState struct {
 	etag      string
 	modTime   time.Time
 	encrypted bool // the ETag is not an MD5 (SSE-KMS, SSE-C)
-	badMD5    bool // verify found the MD5 wrong
-	md5       hash.Hash
+	badSum    bool // verify found the checksum or MD5 wrong
+	// want is the full-object checksum the first response (from byte 0) gave, if any;
+	// sum hashes the bytes written with its algorithm, or MD5 for a plain ETag; nil when
+	// there is nothing to check but the length.
+	want    wantSum
+	sumAlg  string
+	sum     hash.Hash
+	started bool // sum was chosen for the bytes from 0
 }
 
-// verify checks a finished download's length and, for a plain ETag, its MD5.
+// begin chooses the check for a download from byte 0, from its first response.
+func (st *dlState) begin(r getResult) {
+	st.want, st.sum, st.sumAlg, st.started = r.sum, nil, "", true
+	switch {
+	case r.sum.alg != "":
+		st.sumAlg = r.sum.alg
+	case plainMD5(r.etag) && !r.encrypted:
+		st.sumAlg = "md5"
+	default:
+		return
+	}
+	st.sum = newSum(st.sumAlg)
+}
+
+// verify checks a finished download's length, then its full-object checksum, or for a
+// plain ETag its MD5.
 func (st *dlState) verify(url string) error {
-	st.badMD5 = false
+	st.badSum = false
 	if st.size >= 0 && st.off != st.size {
 		return &Error{Op: "GET", URL: url, Err: fmt.Errorf("%w: got %d of %d bytes", ErrTruncated, st.off, st.size)}
 	}
-	if plainMD5(st.etag) && !st.encrypted {
-		if got := hex.EncodeToString(st.md5.Sum(nil)); got != st.etag {
-			st.badMD5 = true
-			return &Error{Op: "GET", URL: url, Err: fmt.Errorf("%w: MD5 %s, ETag %s", ErrTruncated, got, st.etag)}
-		}
+	if st.sum == nil {
+		return nil
+	}
+	got := st.sum.Sum(nil)
+	want, name := st.want.want, "checksum "+strings.ToUpper(st.sumAlg)
+	if st.sumAlg == "md5" {
+		want, _ = hex.DecodeString(st.etag)
+		name = "MD5 (the ETag)"
+	}
+	if !bytes.Equal(got, want) {
+		st.badSum = true
+		return &Error{Op: "GET", URL: url, Err: fmt.Errorf("%w: %s is %s, the store says %s", ErrTruncated, name, showSum(st.sumAlg, got), showSum(st.sumAlg, want))}
 	}
 	return nil
 }
 
 func (st *dlState) restart(f *os.File) error {
 	st.off, st.size, st.etag, st.modTime = 0, -1, "", time.Time{}
-	st.md5.Reset()
+	st.want, st.sum, st.sumAlg, st.started = wantSum{}, nil, "", false
 	return resetFile(f)
 }
 
@@ -584,6 +619,9 @@ func (b *Bucket) downloadOnce(ctx context.Context, key string, f *os.File, st *d
 		}
 	}
 	st.size, st.etag, st.encrypted = r.size, r.etag, r.encrypted
+	if !st.started {
+		st.begin(r) // this response starts at byte 0
+	}
 	if st.modTime.IsZero() {
 		st.modTime = r.modTime
 	}
@@ -592,7 +630,10 @@ func (b *Bucket) downloadOnce(ctx context.Context, key string, f *os.File, st *d
 			return stopError{err}
 		}
 	}
-	w := io.MultiWriter(f, st.md5)
+	var w io.Writer = f
+	if st.sum != nil {
+		w = io.MultiWriter(f, st.sum)
+	}
 	buf := make([]byte, 256<<10)
 	var got int64
 	for {

@@ -173,6 +173,12 @@ func (c *Cache) Prefetch(names ...string) {
 		}
 		if e != nil {
 			e.drop = false
+			if e.state == ready && e.lru != nil {
+				// Local and unused: asked for again, it is needed soon, so it is kept
+				// from prefetches as a fetched one would be, and made most recent.
+				e.hinted = true
+				c.lru.MoveToFront(e.lru)
+			}
 			continue
 		}
 		e = c.newEntry(n)

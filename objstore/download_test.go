@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"crypto/md5"
+	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"io/fs"
 	"net/http"
@@ -87,6 +90,49 @@ func TestDownloadETagNotMD5(t *testing.T) {
 		o, got, err := download(t, b, name)
 		if err != nil || !bytes.Equal(got, body) || o.ETag != etag {
 			t.Errorf("%s: %+v, %d bytes, %v", name, o, len(got), err)
+		}
+	}
+}
+
+// A full-object checksum in the response is checked, also where the ETag is no MD5 (a
+// multipart upload's); a wrong one fails naming the URL and the algorithm after a few
+// tries; a composite checksum, which the body alone cannot confirm, is left alone.
+func TestDownloadChecksum(t *testing.T) {
+	body := bytes.Repeat([]byte("shard"), 3000)
+	sum := func(tab *crc32.Table, b []byte) string {
+		return base64.StdEncoding.EncodeToString(binary.BigEndian.AppendUint32(nil, crc32.Checksum(b, tab)))
+	}
+	castagnoli := crc32.MakeTable(crc32.Castagnoli)
+	b, reqs := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("ETag", `"0123456789abcdef0123456789abcdef-2"`)
+		switch r.URL.Path {
+		case "/good.bin":
+			w.Header().Set("X-Amz-Checksum-Crc32c", sum(castagnoli, body))
+			w.Header().Set("X-Amz-Checksum-Type", "FULL_OBJECT")
+		case "/bad.bin":
+			w.Header().Set("X-Amz-Checksum-Crc32c", sum(castagnoli, []byte("other")))
+		case "/ieee.bin":
+			w.Header().Set("X-Amz-Checksum-Crc32", sum(crc32.IEEETable, []byte("other")))
+		case "/composite.bin":
+			w.Header().Set("X-Amz-Checksum-Crc32c", sum(castagnoli, []byte("other"))+"-2")
+			w.Header().Set("X-Amz-Checksum-Type", "COMPOSITE")
+		}
+		w.Write(body)
+	})
+	for _, name := range []string{"good.bin", "composite.bin"} {
+		if _, got, err := download(t, b, name); err != nil || !bytes.Equal(got, body) {
+			t.Errorf("%s: %d bytes, %v", name, len(got), err)
+		}
+	}
+	for name, alg := range map[string]string{"bad.bin": "CRC32C", "ieee.bin": "CRC32"} {
+		reqs.Store(0)
+		_, _, err := download(t, b, name)
+		t.Log(err)
+		if err == nil || !strings.Contains(err.Error(), b.URL(name)) || !strings.Contains(err.Error(), "checksum "+alg+" ") {
+			t.Errorf("%s: %v, want a %s mismatch naming the URL", name, err, alg)
+		}
+		if n := reqs.Load(); n > 3 {
+			t.Errorf("%s: %d requests for a body whose checksum never matches; want 3", name, n)
 		}
 	}
 }
@@ -289,6 +335,43 @@ func TestCacheParkedOpenHoldsBackPrefetch(t *testing.T) {
 	}
 	r.f.Close()
 	held[2].Close()
+}
+
+// An object in the cache and unused that is asked for again (the next epoch's plan
+// wants it) is kept from the prefetches that follow it, as a fetched one would be:
+// they evict the least recently used objects not asked for, not it.
+func TestCachePrefetchKeepsLocalObject(t *testing.T) {
+	const unit = 10 << 10
+	data := map[string][]byte{}
+	for _, n := range []string{"a", "b", "c", "d"} {
+		data[n+".bin"] = bytes.Repeat([]byte(n), unit)
+	}
+	b := localBucket(t, data)
+	c, err := objstore.NewCache(b, &objstore.CacheOptions{MaxBytes: 3 * unit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, n := range []string{"a.bin", "b.bin", "c.bin"} { // a is the least recent
+		f, err := c.Open(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+	}
+	c.Prefetch("a.bin", "d.bin") // d needs room: b goes, not a
+	for c.Stats().Fetched < 4 {
+		time.Sleep(time.Millisecond)
+	}
+	before := c.Stats()
+	f, err := c.Open("a.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if st := c.Stats(); st.Fetched != before.Fetched || st.Hits != before.Hits+1 {
+		t.Errorf("a.bin was fetched again (%+v, before %+v): the prefetch of d.bin evicted it", st, before)
+	}
 }
 
 // A listing longer than one page (1000 keys) is fetched page by page, each page its own

@@ -43,6 +43,7 @@ func (h *httpBackend) get(ctx context.Context, key string, off int64) (io.ReadCl
 	switch resp.StatusCode {
 	case http.StatusOK:
 		r.size = resp.ContentLength
+		r.sum = headerWantSum(resp.Header) // an S3 object behind a URL may carry one
 	case http.StatusPartialContent:
 		start, total, ok := parseContentRange(resp.Header.Get("Content-Range"))
 		if !ok {

@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/middleware"
 )
 
 type s3Backend struct {
@@ -64,6 +65,12 @@ func newS3Backend(ctx context.Context, bucket string, o *Options, own func(*http
 		// downloads check lengths and ETags themselves.
 		so.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
 		so.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
+		// A GET asks for the stored checksum (checksum.go) and checks it itself, across
+		// resumed ranges: the SDK's own check would hash every body a second time.
+		so.APIOptions = append(so.APIOptions, func(st *middleware.Stack) error {
+			st.Deserialize.Remove("AWSChecksum:ValidateOutputPayloadChecksum") // absent on other operations
+			return nil
+		})
 	})
 	return &s3Backend{bucket: bucket, partSize: o.PartSize, client: client}, nil
 }
@@ -101,6 +108,8 @@ func (s *s3Backend) get(ctx context.Context, key string, off int64) (io.ReadClos
 	in := &s3.GetObjectInput{Bucket: &s.bucket, Key: &key}
 	if off > 0 {
 		in.Range = aws.String(fmt.Sprintf("bytes=%d-", off))
+	} else {
+		in.ChecksumMode = types.ChecksumModeEnabled // stores return it for whole objects only
 	}
 	out, err := s.client.GetObject(ctx, in)
 	if err != nil {
@@ -113,6 +122,12 @@ func (s *s3Backend) get(ctx context.Context, key string, off int64) (io.ReadClos
 	r.size = r.length
 	r.modTime = aws.ToTime(out.LastModified)
 	r.encrypted = sseNotMD5(string(out.ServerSideEncryption), aws.ToString(out.SSECustomerAlgorithm))
+	if off == 0 && out.ContentRange == nil {
+		r.sum = parseWantSum(map[string]string{
+			"crc32c": aws.ToString(out.ChecksumCRC32C), "crc32": aws.ToString(out.ChecksumCRC32),
+			"crc64nvme": aws.ToString(out.ChecksumCRC64NVME),
+		}, string(out.ChecksumType))
+	}
 	if cr := aws.ToString(out.ContentRange); cr != "" {
 		start, total, ok := parseContentRange(cr)
 		if !ok {

@@ -227,6 +227,43 @@ func TestS3Faults(t *testing.T) {
 	}
 }
 
+// Against versitygw: objects carry full-object checksums (CRC64NVME by default, or the
+// one the upload asked for); a body changed in flight (same length) is caught by it and
+// fetched again, and one changed every time fails naming the URL and the algorithm.
+func TestS3Checksum(t *testing.T) {
+	srv := s3test.Start(t)
+	data := bytes.Repeat([]byte("0123456789abcdef"), 20000)
+	srv.Put(t, "c/default.bin", data)
+	srv.PutChecksum(t, "c/crc32c.bin", data, "CRC32C")
+	srv.PutChecksum(t, "c/crc32.bin", data, "CRC32")
+	algs := map[string]string{"default.bin": "CRC64NVME", "crc32c.bin": "CRC32C", "crc32.bin": "CRC32"}
+	ctx := context.Background()
+	for _, every := range []int{2, 1} {
+		p := s3test.NewProxy(t, srv.Endpoint, s3test.Faults{Corrupt: every})
+		srv.Env(t, p.URL)
+		b, err := objstore.OpenBucket(ctx, srv.URL("c/"), fastRetry)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Close()
+		for name, alg := range algs {
+			o, got, err := download(t, b, name)
+			switch {
+			case every == 2 && (err != nil || !bytes.Equal(got, data) || o.Size != int64(len(data))):
+				t.Errorf("%s, every 2nd GET corrupted: %d bytes, %v", name, len(got), err)
+			case every == 1 && (err == nil || !strings.Contains(err.Error(), srv.URL("c/"+name)) || !strings.Contains(err.Error(), "checksum "+alg+" ")):
+				t.Errorf("%s, every GET corrupted: %v, want a %s mismatch naming the URL", name, err, alg)
+			}
+		}
+		if n := p.Counts()["corrupt"]; n == 0 {
+			t.Errorf("every %d: no body corrupted", every)
+		}
+		if st := b.Stats(); every == 2 && st.Retries != int64(p.Counts()["corrupt"]) {
+			t.Errorf("%d retries for %d corrupted bodies", st.Retries, p.Counts()["corrupt"])
+		}
+	}
+}
+
 func TestS3Errors(t *testing.T) {
 	srv := s3test.Start(t)
 	srv.Put(t, "d/a.bin", []byte("hello"))

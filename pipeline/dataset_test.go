@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -53,19 +54,45 @@ func (p *planFS) take() []planEvent {
 	return l
 }
 
+// mostAtOnce is the most shards an order of samples (shard k ends at ends[k]) reads at
+// once: the largest number of shards whose spans, first sample to last, overlap.
+func mostAtOnce(ends []int, order []int64) int {
+	first, last := map[int]int{}, map[int]int{}
+	for at, i := range order {
+		k := sort.SearchInts(ends, int(i)+1)
+		if _, ok := first[k]; !ok {
+			first[k] = at
+		}
+		last[k] = at
+	}
+	most := 0
+	for at := range order {
+		n := 0
+		for k, f := range first {
+			if f <= at && at <= last[k] {
+				n++
+			}
+		}
+		most = max(most, n)
+	}
+	return most
+}
+
 // The loader plans each epoch: the WebDataset source prefetches the epoch's shards in the
-// order the rank first reads them, a window ahead of the reads, and the next epoch's
-// first window as an epoch ends; a start at a cursor plans again.
+// order the rank first reads them, a window ahead of the reads (PrefetchShards past the
+// shards read at once), and runs on into the next epoch's first shards as an epoch ends;
+// a start at a cursor plans again.
 func TestWebDatasetPlanEpoch(t *testing.T) {
-	tree := wdsTree(t, 3, 10)
+	tree := wdsTree(t, 3, 20)
 	folder, err := Dir(tree)
 	if err != nil {
 		t.Fatal(err)
 	}
 	sd := t.TempDir()
-	shards := shardsOf(t, sd, folder, 4)
+	shards := shardsOf(t, sd, folder, 3) // 20 shards
 	pfs := &planFS{FS: os.DirFS(sd)}
-	wds, err := WebDataset(pfs, shards, &WebDatasetOptions{Classes: folder.Classes(), Logf: quiet})
+	const ahead = 2
+	wds, err := WebDataset(pfs, shards, &WebDatasetOptions{Classes: folder.Classes(), PrefetchShards: ahead, Logf: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,13 +101,15 @@ func TestWebDatasetPlanEpoch(t *testing.T) {
 		for _, world := range []int{1, 2} {
 			cfg := testConfig(2)
 			cfg.Order, cfg.World, cfg.Rank, cfg.Partitions = order, world, world-1, 2
-			if order == SampleOrder {
+			if order == ShardOrder {
+				cfg.ShuffleBlock = 6 // two shards, three at once where a block straddles
+			} else {
 				cfg.Partitions = 0
 			}
 			ld := newLoader(t, wds, cfg)
-			const window = 4
 			var logs [][]planEvent
 			var plans [][]string
+			var windows []int
 			for epoch := range 3 {
 				d := collect(t, ld, context.Background(), epoch, 0)
 				logs = append(logs, pfs.take())
@@ -93,43 +122,71 @@ func TestWebDatasetPlanEpoch(t *testing.T) {
 					}
 				}
 				plans = append(plans, plan)
+				windows = append(windows, ahead+mostAtOnce(wds.ShardEnds(), d.indices))
 			}
 			for epoch, log := range logs {
 				name := fmt.Sprintf("%v world %d epoch %d", order, world, epoch)
+				window := windows[epoch]
+				if order == ShardOrder && window >= len(plans[epoch])-2 {
+					t.Fatalf("%s: window %d of %d shards: the test would not stream", name, window, len(plans[epoch]))
+				}
 				head := plans[epoch][:min(window, len(plans[epoch]))]
 				if epoch == 0 && (len(log) == 0 || !slices.Equal(log[0].names, head)) {
 					t.Fatalf("%s: began with %v, want a prefetch of %q", name, log[:min(1, len(log))], head)
 				}
+				// In the first epoch every shard is asked for before it is first opened
+				// (later, a shard may still be in the cache from the epoch before); every
+				// shard an epoch reads is asked for in its log or the one before; no more
+				// than the window is asked for and not opened yet at any time (plus the
+				// shards the readers are about to open); no shard is asked for more than
+				// twice (this epoch's plan, the next one's first window).
+				asked := map[string]bool{}
+				pending := map[string]bool{}
+				opened := map[string]bool{}
 				count := map[string]int{}
-				var calls [][]string
 				for _, e := range log {
 					switch e.op {
 					case "prefetch":
-						calls = append(calls, e.names)
 						for _, n := range e.names {
 							count[n]++
+							asked[n] = true
+							pending[n] = true
 						}
+						if len(pending) > window+ld.Config().IOWorkers {
+							t.Errorf("%s: %d shards asked for and not opened yet, window %d", name, len(pending), window)
+						}
+					case "open":
+						if epoch == 0 && !opened[e.name] && !asked[e.name] {
+							t.Errorf("%s: %s opened before it was asked for", name, e.name)
+						}
+						opened[e.name] = true
+						delete(pending, e.name)
 					case "release":
 						t.Errorf("%s: released %s; eviction is the cache's", name, e.name)
 					}
 				}
-				// This epoch's shards, and the next epoch's first window as it ends: no
-				// shard asked for more than twice.
 				for n, c := range count {
 					if c > 2 {
 						t.Errorf("%s: %s prefetched %d times", name, n, c)
 					}
 				}
-				if epoch+1 < len(plans) {
-					next := plans[epoch+1][:min(window, len(plans[epoch+1]))]
-					if !slices.ContainsFunc(calls, func(c []string) bool { return slices.Equal(c, next) }) {
-						t.Errorf("%s: the next epoch's first window %q was not asked for; calls %q", name, next, calls)
-					}
-				}
-				// Every shard the epoch reads is asked for: in its log or the one before.
 				for _, sh := range plans[epoch] {
 					if count[sh] == 0 && (epoch == 0 || !slices.ContainsFunc(logs[epoch-1], func(e planEvent) bool { return slices.Contains(e.names, sh) })) {
 						t.Errorf("%s: %s never prefetched", name, sh)
+					}
+				}
+				// The next epoch's first shard is asked for before this epoch's last open.
+				if epoch+1 < len(plans) {
+					lastOpen := -1
+					for j, e := range log {
+						if e.op == "open" {
+							lastOpen = j
+						}
+					}
+					if !slices.ContainsFunc(log[:max(lastOpen, 0)], func(e planEvent) bool {
+						return e.op == "prefetch" && slices.Contains(e.names, plans[epoch+1][0])
+					}) {
+						t.Errorf("%s: the next epoch's first shard %s was not asked for before this epoch's last read", name, plans[epoch+1][0])
 					}
 				}
 			}
@@ -151,18 +208,29 @@ func TestWebDatasetPlanEpoch(t *testing.T) {
 		}
 	}
 
-	// Read in plan order, one at a time: each open asks for the shards up to
-	// PrefetchShards places past its own, before opening it.
+	// Read in plan order, one at a time: each open asks for the shards up to the window
+	// (PrefetchShards 2 + 2 read at once) past its own, before opening it; past the
+	// plan's end the window runs on into the next plan, which carries on as the next
+	// epoch starts with the same order.
 	w2, err := WebDataset(pfs, shards, &WebDatasetOptions{Classes: folder.Classes(), PrefetchShards: 2, Logf: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
 	pfs.take()
+	// Shards of 3: 9,10,11 in shard 3; 0,1 in 0; 20 in 6; 21,22 in 7; 4 in 1; 29 in 9;
+	// 15 in 5. At most 2 shards are read at once (3 and 0, then 7 and 1).
 	order := []int32{9, 10, 0, 11, 1, 20, 21, 4, 22, 29}
+	next := []int32{15, 29, 0, 1, 9}
 	w2.PlanEpoch(0, order)
-	plan := []string{shards[2], shards[0], shards[5], shards[1], shards[7]}
-	if log := pfs.take(); len(log) != 1 || !slices.Equal(log[0].names, plan[:2]) {
-		t.Fatalf("planned: %v, want a prefetch of %q", log, plan[:2])
+	plan := []string{shards[3], shards[0], shards[6], shards[7], shards[1], shards[9]}
+	nextPlan := []string{shards[5], shards[9], shards[0], shards[3]}
+	const window = 4
+	if log := pfs.take(); len(log) != 1 || !slices.Equal(log[0].names, plan[:window]) {
+		t.Fatalf("planned: %v, want a prefetch of %q", log, plan[:window])
+	}
+	w2.PlanNext(1, next)
+	if log := pfs.take(); len(log) != 0 {
+		t.Fatalf("the next plan asked for %v before the window reached it", log)
 	}
 	furthest := -1
 	for _, i := range order {
@@ -176,7 +244,9 @@ func TestWebDatasetPlanEpoch(t *testing.T) {
 		log := pfs.take()
 		var want []string
 		if place > furthest {
-			want = plan[min(furthest+3, len(plan)):min(place+3, len(plan))]
+			// This plan's shards, then the overflow from the next plan's start.
+			all := append(slices.Clone(plan), nextPlan...)
+			want = all[min(furthest+1+window, len(all)):min(place+1+window, len(all))]
 			furthest = place
 		}
 		var got []string
@@ -186,6 +256,25 @@ func TestWebDatasetPlanEpoch(t *testing.T) {
 		if !slices.Equal(got, want) || log[len(log)-1].op != "open" || log[len(log)-1].name != shards[k] {
 			t.Fatalf("opening sample %d (shard %s, place %d): %v, want a prefetch of %q first", i, shards[k], place, log, want)
 		}
+	}
+	// The plan's end was reached with its window 4 past the last place: the next plan's
+	// first 4 were asked for; its own start does not ask again, its first open moves on.
+	w2.PlanEpoch(1, next)
+	if log := pfs.take(); len(log) != 0 {
+		t.Fatalf("starting the planned epoch asked again: %v", log)
+	}
+	f, err := w2.Open(15)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if log := pfs.take(); len(log) != 1 || log[0].op != "open" {
+		t.Fatalf("first open of the next epoch (window covers its whole plan): %v", log)
+	}
+	// A different order for that epoch (a start at a cursor) plans anew.
+	w2.PlanEpoch(1, next[2:])
+	if log := pfs.take(); len(log) != 1 || !slices.Equal(log[0].names, []string{shards[0], shards[3]}) {
+		t.Fatalf("a new start: %v, want a prefetch of %q", log, []string{shards[0], shards[3]})
 	}
 
 	// Over a plain file system, nothing is planned and the batches are the same.

@@ -73,9 +73,11 @@ func (r *run) dispatch(cursor int) {
 			inflight = inflight[1:]
 		}
 		inflight = append(inflight, b)
+		if start == cursor {
+			r.planAhead() // the first batch is on its way
+		}
 	}
 	close(r.tasks)
-	r.planAhead()
 	for _, b := range inflight {
 		select {
 		case <-b.done:
@@ -86,11 +88,10 @@ func (r *run) dispatch(cursor int) {
 	close(r.quit)
 }
 
-// planAhead gives an EpochPlanner source the next epoch's order (from its start) once
-// this epoch's last sample is dispatched, so that the next epoch's first shards arrive
-// while this one's last batches are still being read; start then does not plan again.
-// It runs in the dispatcher, which owns the look-ahead sampler and order buffer (the
-// order is a function of seed and epoch only).
+// planAhead gives an EpochPlanner source the next epoch's order (from its start) as this
+// epoch begins, so its look-ahead can run on into the next epoch while this one ends. It
+// runs in the dispatcher, which owns the look-ahead sampler and order buffer (the order
+// is a function of seed and epoch only).
 func (r *run) planAhead() {
 	l := r.l
 	p, ok := l.src.(EpochPlanner)
@@ -103,6 +104,5 @@ func (r *run) planAhead() {
 		l.ahead = &ahead
 	}
 	l.nextOrder = l.ahead.order(r.epoch+1, l.nextOrder)
-	p.PlanEpoch(r.epoch+1, l.trim(l.nextOrder))
-	l.planned.Store(int64(r.epoch + 1))
+	p.PlanNext(r.epoch+1, l.trim(l.nextOrder))
 }

@@ -63,10 +63,9 @@ type Loader struct {
 	order   []int32
 
 	// Planning the next epoch ahead (EpochPlanner sources): the dispatcher's own sampler
-	// and order buffer, and the epoch planned from its start (-1: none).
+	// and order buffer.
 	ahead     *sampler
 	nextOrder []int32
-	planned   atomic.Int64
 
 	outstanding atomic.Int64 // batches handed out and not yet released
 }
@@ -108,7 +107,6 @@ func build(src Source, cfg *Config, conv *converting) (*Loader, error) {
 		return nil, fmt.Errorf("pipeline: %w", err)
 	}
 	l := &Loader{cfg: c, src: src, conv: conv, packer: packer, sampleBytes: packer.SampleBytes(), micro: c.BatchSize / c.MicroBatches, nbuf: c.Prefetch + 1}
-	l.planned.Store(-1)
 	l.tensorOps = c.Augment.HasTensorOps()
 	l.fill = cache.NewFillPolicy(c.CacheFill)
 	if l.classes, err = denseClasses(src, &c, conv); err != nil {

@@ -86,10 +86,9 @@ func (l *Loader) start(ctx context.Context, e, cursor int) (*run, error) {
 		out:     make(chan *Batch, l.nbuf),
 		quit:    make(chan struct{}),
 	}
-	if p, ok := l.src.(EpochPlanner); ok && (cursor != 0 || l.planned.Load() != int64(e)) {
+	if p, ok := l.src.(EpochPlanner); ok {
 		p.PlanEpoch(e, r.order[cursor:])
 	}
-	l.planned.Store(-1)
 	if c := l.cfg.Cache; c != nil {
 		// Pick up what other loaders sharing the directory stored since.
 		if err := c.Refresh(); err != nil {

@@ -71,18 +71,19 @@ type ShardedSource interface {
 // ahead of need: the WebDataset source turns the plan into shard prefetches in
 // first-use order.
 //
-// The loader calls PlanEpoch with the epoch number and the source indices this rank
-// reads, in order: for the next epoch from its start once the current epoch's last
-// sample is dispatched (so its first shards arrive while this one ends), and at an
-// epoch's start, from its cursor, unless that look-ahead covered it. A plan replaces the
-// one before, while the previous epoch's last samples may still be read. order is the
-// loader's buffer: PlanEpoch must not keep it, and it must return quickly. A plan is a
-// hint: replacements for bad samples read out of plan, the look-ahead past the last
-// epoch is never read, and reads stay correct if the plan is ignored. Views (Subset,
-// Concat, Split) do not pass plans on.
+// As an epoch starts, the loader calls PlanEpoch with its number and the source indices
+// this rank reads, in order, from the cursor; right after (once its first batch is
+// dispatched) it calls PlanNext with the next epoch's order from its start, so the
+// source's look-ahead can run on into the next epoch while this one ends. When that
+// epoch starts, PlanEpoch gets the same order again: the source should carry on with
+// what it asked for under PlanNext. order is the loader's buffer: neither method may
+// keep it, and both must return quickly. A plan is a hint: replacements for bad samples
+// read out of plan, the look-ahead past the last epoch is never read, and reads stay
+// correct if the plan is ignored. Views (Subset, Concat, Split) do not pass plans on.
 type EpochPlanner interface {
 	Source
 	PlanEpoch(epoch int, order []int32)
+	PlanNext(epoch int, order []int32)
 }
 
 // imageExts are the extensions listing accepts (case-insensitive), as torchvision's

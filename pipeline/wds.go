@@ -55,10 +55,12 @@ type WebDatasetOptions struct {
 	// Logf receives what indexing found: damaged shards and members left out. Default
 	// log.Printf.
 	Logf func(format string, args ...any)
-	// PrefetchShards is how many shards are asked for ahead of the furthest shard read
-	// so far in an epoch's order, when the file system prefetches (objstore's shard
-	// cache; see EpochPlanner). The cache's byte limit should hold them plus the shards
-	// read at once (with ShardOrder, about ShuffleBlock's worth). Default 4.
+	// PrefetchShards is how many shards are asked for ahead of need, when the file system
+	// prefetches (objstore's shard cache; see EpochPlanner): past the furthest shard
+	// opened so far in the epoch's order, the window reaches this many shards beyond
+	// the most the order reads at once (with ShardOrder, ShuffleBlock/shard length+1),
+	// so the next shuffle block's shards are fetched while the current one is read. The
+	// cache's byte limit should hold the window plus the shards being read. Default 4.
 	PrefetchShards int
 }
 
@@ -137,69 +139,27 @@ type WebDatasetSource struct {
 	keys     []string
 	o        WebDatasetOptions
 	desc     string
-	plan     atomic.Pointer[wdsPlan] // the epoch's, when fsys prefetches
-}
-
-// shardPrefetcher is the capability of a file system that fetches shards ahead of need
-// (objstore's Cache).
-type shardPrefetcher interface {
-	Prefetch(names ...string)
-}
-
-// wdsPlan is an epoch's shards in first-use order, asked for a window at a time.
-type wdsPlan struct {
-	pf     shardPrefetcher
-	first  []string // shard names in first-use order
-	pos    []int32  // per shard, its place in first; -1 when the epoch does not read it
-	issued atomic.Int32
+	planner  *shardPlanner // when fsys prefetches
 }
 
 // PlanEpoch implements EpochPlanner: when the file system prefetches (objstore's shard
-// cache), it asks for the epoch's shards in the order their first samples come,
-// WebDatasetOptions.PrefetchShards ahead of the furthest shard opened so far, so the
-// cache fetches each before it is needed without filling its disk with shards needed
-// much later (which would push out the shards being read). Shards read stay in the
-// cache until its least-recently-used eviction needs their room. Over a file system
-// that does not prefetch it does nothing.
+// cache), it asks for the epoch's shards in the order their first samples come, a window
+// ahead of the shards being read (see WebDatasetOptions.PrefetchShards), so the cache
+// fetches each before it is needed without filling its disk with shards needed much
+// later (which would push out the shards being read). Shards read stay in the cache until
+// its least-recently-used eviction needs their room. Over a file system that does not
+// prefetch it does nothing.
 func (s *WebDatasetSource) PlanEpoch(epoch int, order []int32) {
-	pf, ok := s.fsys.(shardPrefetcher)
-	if !ok {
-		return
+	if s.planner != nil {
+		s.planner.PlanEpoch(epoch, order)
 	}
-	p := &wdsPlan{pf: pf, pos: make([]int32, len(s.shards))}
-	for k := range p.pos {
-		p.pos[k] = -1
-	}
-	k := 0
-	for _, i := range order {
-		if i < 0 || int(i) >= s.Len() {
-			continue
-		}
-		if !(int(i) < s.ends[k] && (k == 0 || int(i) >= s.ends[k-1])) {
-			k = sort.SearchInts(s.ends, int(i)+1)
-		}
-		if p.pos[k] < 0 {
-			p.pos[k] = int32(len(p.first))
-			p.first = append(p.first, s.shards[k])
-		}
-	}
-	s.plan.Store(p)
-	p.advance(-1, s.o.PrefetchShards)
 }
 
-// advance asks for the shards up to window places past place j of the plan, those not
-// asked for yet, in order.
-func (p *wdsPlan) advance(j int32, window int) {
-	want := int32(min(int(j)+1+window, len(p.first)))
-	for {
-		from := p.issued.Load()
-		if from >= want {
-			return
-		}
-		if p.issued.CompareAndSwap(from, want) {
-			p.pf.Prefetch(p.first[from:want]...)
-			return
-		}
+// PlanNext implements EpochPlanner: the window runs on into the next epoch's first
+// shards as this one's last are read.
+func (s *WebDatasetSource) PlanNext(epoch int, order []int32) {
+	if s.planner != nil {
+		s.planner.PlanNext(epoch, order)
 	}
 }
 
@@ -775,6 +735,7 @@ func assemble(fsys fs.FS, shards []string, parts []*wdsShard, o *WebDatasetOptio
 		s.parts[k].p.Store(packed)
 		parts[k] = nil // let the shard's scratch go
 	}
+	s.planner = newShardPlanner(fsys, s.shards, s.ends, s.o.PrefetchShards)
 	return s, nil
 }
 
@@ -811,6 +772,7 @@ func lazy(fsys fs.FS, shards []string, o *WebDatasetOptions) (*WebDatasetSource,
 		return nil, errors.New("pipeline: WebDatasetOptions.ShardSamples counts no samples")
 	}
 	s.numberClasses()
+	s.planner = newShardPlanner(fsys, s.shards, s.ends, s.o.PrefetchShards)
 	return s, nil
 }
 
@@ -1097,13 +1059,8 @@ func (s *WebDatasetSource) Metadata(i int, key string) ([]byte, bool) {
 // index recorded. Its Stat has the member's size and the shard's modification time. A
 // sample indexing found bad fails here, saying why.
 func (s *WebDatasetSource) Open(i int) (fs.File, error) {
-	if pl := s.plan.Load(); pl != nil && i >= 0 && i < s.Len() && pl.issued.Load() < int32(len(pl.first)) {
-		// Before the shard's index or bytes are waited for. Reads in plan order open
-		// shards already asked for; one that was not (the previous epoch's last reads,
-		// once the next epoch is planned; a replacement) does not move the window.
-		if j := pl.pos[sort.SearchInts(s.ends, i+1)]; j >= 0 && j < pl.issued.Load() {
-			pl.advance(j, s.o.PrefetchShards)
-		}
+	if s.planner != nil {
+		s.planner.opened(i) // before the shard's index or bytes are waited for
 	}
 	k, p, j := s.at(i)
 	if why := p.bad[-1]; why != "" {

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -34,16 +35,28 @@ type Faults struct {
 	// Stall sends every Stall-th GET's headers and half its body, then sends nothing
 	// more until the client gives up (or 30 s pass).
 	Stall int
+	// Corrupt sends every Corrupt-th GET whole but with its middle byte changed: only
+	// a checksum can tell.
+	Corrupt int
 }
 
 // A Proxy is a fault-injecting reverse proxy in front of one HTTP server (S3 or not).
 // It forwards requests as they are, Host header included, so S3 signatures stay valid.
+//
+// With Latency alone it relays TCP connections rather than HTTP requests, so that
+// simulating a distant store costs little CPU on the machine it measures (an HTTP
+// proxy's copies through small buffers cost more CPU than the store itself): each
+// request waits Latency before its first bytes are passed on, a request being what the
+// client sends after the server last answered on that connection (HTTP/1.1 without
+// pipelining, as the clients here use it; an upload that waits for "100 Continue" waits
+// twice).
 type Proxy struct {
 	URL    string
 	faults Faults
 	target string
 	client *http.Client
 	srv    *httptest.Server
+	ln     net.Listener // TCP mode
 
 	gets   atomic.Int64
 	mu     sync.Mutex
@@ -54,6 +67,10 @@ type Proxy struct {
 func NewProxy(t testing.TB, target string, f Faults) *Proxy {
 	p := &Proxy{faults: f, target: target, counts: map[string]int{},
 		client: &http.Client{Transport: &http.Transport{DisableCompression: true, MaxIdleConnsPerHost: 64}}}
+	if (f == Faults{Latency: f.Latency}) && f.Latency > 0 {
+		p.startTCP(t)
+		return p
+	}
 	p.srv = httptest.NewServer(http.HandlerFunc(p.serve))
 	p.URL = p.srv.URL
 	t.Cleanup(func() {
@@ -115,6 +132,8 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 			fault = "short"
 		case f.Stall > 0 && n%int64(f.Stall) == 0:
 			fault = "stall"
+		case f.Corrupt > 0 && n%int64(f.Corrupt) == 0:
+			fault = "corrupt"
 		}
 	}
 	if fault != "" {
@@ -151,6 +170,17 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 		case <-r.Context().Done():
 		case <-time.After(30 * time.Second):
 		}
+	case "corrupt":
+		copyHeader(w.Header(), resp.Header)
+		w.WriteHeader(resp.StatusCode)
+		half := resp.ContentLength / 2
+		io.CopyN(w, resp.Body, half)
+		var b [1]byte
+		if _, err := io.ReadFull(resp.Body, b[:]); err == nil {
+			b[0] ^= 0x5a
+			w.Write(b[:])
+		}
+		io.Copy(w, resp.Body)
 	default:
 		copyHeader(w.Header(), resp.Header)
 		w.WriteHeader(resp.StatusCode)
@@ -192,4 +222,103 @@ func copyHeader(dst, src http.Header) {
 			dst.Add(k, v)
 		}
 	}
+}
+
+// startTCP relays connections to the target, delaying each request by Latency.
+func (p *Proxy) startTCP(t testing.TB) {
+	u, err := url.Parse(p.target)
+	if err != nil {
+		t.Fatalf("s3test: proxy target %q: %v", p.target, err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("s3test: proxy: %v", err)
+	}
+	p.ln, p.URL = ln, "http://"+ln.Addr().String()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	conns := map[net.Conn]bool{}
+	track := func(c net.Conn, on bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		if on {
+			conns[c] = true
+		} else {
+			delete(conns, c)
+		}
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				track(c, true)
+				defer track(c, false)
+				p.relay(c, u.Host)
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+}
+
+// relay passes one connection's bytes both ways, holding back each request's first
+// bytes for Latency: those the client sends after the server last answered.
+func (p *Proxy) relay(c net.Conn, host string) {
+	defer c.Close()
+	s, err := net.Dial("tcp", host)
+	if err != nil {
+		return
+	}
+	defer s.Close()
+	var answered atomic.Bool
+	answered.Store(true) // the first request waits too
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 256<<10)
+		for {
+			n, err := s.Read(buf)
+			if n > 0 {
+				answered.Store(true)
+				if _, werr := c.Write(buf[:n]); werr != nil {
+					break
+				}
+			}
+			if err != nil {
+				break
+			}
+		}
+		c.Close()
+	}()
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := c.Read(buf)
+		if n > 0 {
+			if answered.Swap(false) {
+				time.Sleep(p.faults.Latency)
+			}
+			if _, werr := s.Write(buf[:n]); werr != nil {
+				break
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	s.Close()
+	<-done
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 )
 
 // Install is the command that installs the server the tests use.
@@ -194,6 +195,19 @@ func (s *Server) Put(t testing.TB, key string, data []byte) {
 	})
 	if err != nil {
 		t.Fatalf("s3test: put %s: %v", key, err)
+	}
+}
+
+// PutChecksum stores data under key with a full-object checksum of the given algorithm
+// ("CRC32C", "CRC32", "CRC64NVME"), computed by the SDK and recorded by the server.
+func (s *Server) PutChecksum(t testing.TB, key string, data []byte, alg string) {
+	t.Helper()
+	_, err := s.client.PutObject(context.Background(), &s3.PutObjectInput{
+		Bucket: &s.Bucket, Key: &key, Body: bytes.NewReader(data), ContentLength: aws.Int64(int64(len(data))),
+		ChecksumAlgorithm: types.ChecksumAlgorithm(alg),
+	})
+	if err != nil {
+		t.Fatalf("s3test: put %s with %s: %v", key, alg, err)
 	}
 }
 

@@ -1,0 +1,194 @@
+package pipeline
+
+import (
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+)
+
+// shardPrefetcher is the capability of a file system that fetches shards ahead of need
+// (objstore's Cache).
+type shardPrefetcher interface {
+	Prefetch(names ...string)
+}
+
+// shardPlanner turns the loader's epoch plans (EpochPlanner) into prefetches of a sharded
+// source's shards: in the order the epoch first reads them, a window at a time.
+//
+// The window is ahead shards past those the order reads at once. An epoch's order reads
+// some shards together (with ShardOrder, a shuffle block's: ShuffleBlock/shard length+1;
+// with SampleOrder, all of them), and when it moves on it opens the next such group at
+// once; so the window reaches past the furthest shard opened by that group's size plus
+// ahead: the next group is asked for while the current one is read, and ahead more
+// shards give its fetches slack. Asking for shards much further ahead would fill the
+// cache with shards needed late and push out those being read.
+//
+// The look-ahead runs on across epochs: the loader gives the next epoch's plan as an
+// epoch begins (PlanNext), and when the current plan's window passes its last shard the
+// rest of the window is asked for from the next plan, so the next epoch's first shards
+// arrive while this one ends. When that epoch starts (PlanEpoch with the same order) the
+// next plan becomes the current one, keeping what it has asked for.
+type shardPlanner struct {
+	pf    shardPrefetcher
+	names []string // per shard, the name the prefetcher knows it by
+	ends  []int    // ShardEnds
+	ahead int
+
+	mu   sync.Mutex                // serialises PlanEpoch and PlanNext
+	cur  atomic.Pointer[shardPlan] // the epoch being read
+	next atomic.Pointer[shardPlan] // the one after it, once known
+}
+
+// shardPlan is one epoch's shards in first-use order, asked for a window at a time.
+type shardPlan struct {
+	epoch  int
+	first  []int32 // shards in first-use order
+	pos    []int32 // per shard, its place in first; -1 when the epoch does not read it
+	window int32   // ahead + the most shards the order reads at once
+	issued atomic.Int32
+	// overflow is how far past the end of first the window has reached (the places of
+	// the next plan to ask for), so a next plan given late catches up.
+	overflow atomic.Int32
+}
+
+// newShardPlanner returns a planner for shards of the given names and ends, or nil when
+// fsys does not prefetch (then there is nothing to plan).
+func newShardPlanner(fsys any, names []string, ends []int, ahead int) *shardPlanner {
+	pf, ok := fsys.(shardPrefetcher)
+	if !ok {
+		return nil
+	}
+	return &shardPlanner{pf: pf, names: names, ends: ends, ahead: ahead}
+}
+
+// shardOf returns the shard holding sample i.
+func (p *shardPlanner) shardOf(i int) int { return sort.SearchInts(p.ends, i+1) }
+
+// build makes the plan of an epoch reading order.
+func (p *shardPlanner) build(epoch int, order []int32) *shardPlan {
+	n := len(p.ends)
+	pl := &shardPlan{epoch: epoch, pos: make([]int32, n)}
+	last := make([]int32, n) // per shard, the place in order of its last sample
+	for k := range pl.pos {
+		pl.pos[k] = -1
+	}
+	firstAt := make([]int32, 0, n) // per place in first, the place in order of its first sample
+	total := 0
+	if n > 0 {
+		total = p.ends[n-1]
+	}
+	k := 0
+	for at, i := range order {
+		if i < 0 || int(i) >= total {
+			continue
+		}
+		if !(int(i) < p.ends[k] && (k == 0 || int(i) >= p.ends[k-1])) {
+			k = p.shardOf(int(i))
+		}
+		if pl.pos[k] < 0 {
+			pl.pos[k] = int32(len(pl.first))
+			pl.first = append(pl.first, int32(k))
+			firstAt = append(firstAt, int32(at))
+		}
+		last[k] = int32(at)
+	}
+	// The most shards read at once: a sweep over the shards' spans [first, last] in
+	// the order, each span opening at its first sample and closing after its last.
+	type event struct{ at, d int32 }
+	ev := make([]event, 0, 2*len(pl.first))
+	for j, k := range pl.first {
+		ev = append(ev, event{firstAt[j], 1}, event{last[k] + 1, -1})
+	}
+	slices.SortFunc(ev, func(a, b event) int {
+		if a.at != b.at {
+			return int(a.at - b.at)
+		}
+		return int(a.d - b.d) // closings first
+	})
+	var open, most int32
+	for _, e := range ev {
+		open += e.d
+		most = max(most, open)
+	}
+	pl.window = int32(p.ahead) + most
+	return pl
+}
+
+// PlanEpoch starts epoch's plan: the order it reads from now. If it is the next plan
+// given earlier (the same shards in the same first-use order), that one goes on.
+func (p *shardPlanner) PlanEpoch(epoch int, order []int32) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pl := p.build(epoch, order)
+	if nx := p.next.Load(); nx != nil && nx.epoch == epoch && slices.Equal(nx.first, pl.first) {
+		pl = nx
+	}
+	p.next.Store(nil)
+	p.cur.Store(pl)
+	p.advance(pl, -1)
+}
+
+// PlanNext gives the plan of the epoch after the current one, from its start. It asks
+// for nothing until the current plan's window passes its end (at once if it has).
+func (p *shardPlanner) PlanNext(epoch int, order []int32) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	nx := p.build(epoch, order)
+	p.next.Store(nx)
+	if cur := p.cur.Load(); cur != nil {
+		if o := cur.overflow.Load(); o > 0 {
+			p.issue(nx, o)
+		}
+	}
+}
+
+// opened is called before sample i is opened: reads in plan order move the window to
+// the window's length past the sample's shard. A shard the plan has not asked for yet (a
+// replacement for a bad sample, read out of order) does not move it.
+func (p *shardPlanner) opened(i int) {
+	pl := p.cur.Load()
+	if pl == nil || i < 0 || len(p.ends) == 0 || i >= p.ends[len(p.ends)-1] {
+		return
+	}
+	if j := pl.pos[p.shardOf(i)]; j >= 0 && j < pl.issued.Load() {
+		p.advance(pl, j)
+	}
+}
+
+// advance asks for pl's shards up to its window past place j, running on into the next
+// plan past its end.
+func (p *shardPlanner) advance(pl *shardPlan, j int32) {
+	want := j + 1 + pl.window
+	if over := want - int32(len(pl.first)); over > 0 {
+		for {
+			o := pl.overflow.Load()
+			if o >= over || pl.overflow.CompareAndSwap(o, over) {
+				break
+			}
+		}
+		if nx := p.next.Load(); nx != nil {
+			p.issue(nx, over)
+		}
+	}
+	p.issue(pl, want)
+}
+
+// issue asks for pl's shards up to place want (exclusive), those not asked for yet.
+func (p *shardPlanner) issue(pl *shardPlan, want int32) {
+	want = min(want, int32(len(pl.first)))
+	for {
+		from := pl.issued.Load()
+		if from >= want {
+			return
+		}
+		if pl.issued.CompareAndSwap(from, want) {
+			names := make([]string, 0, want-from)
+			for _, k := range pl.first[from:want] {
+				names = append(names, p.names[k])
+			}
+			p.pf.Prefetch(names...)
+			return
+		}
+	}
+}
