@@ -194,3 +194,8 @@ func (s *Converted) Cache() *cache.Cache { return s.cache }
 
 // Close closes the dataset's files. Close the Loaders using it first.
 func (s *Converted) Close() error { return s.cache.Close() }
+
+// String names the dataset: "converted:DIR (N samples)".
+func (s *Converted) String() string {
+	return fmt.Sprintf("converted:%s (%d samples)", s.cache.Dir(), len(s.refs))
+}

@@ -56,6 +56,7 @@ type Dataset struct {
 	Store *objstore.Dataset
 
 	closer func() error
+	desc   string // when the source's own name is a local copy's
 }
 
 // Remote reports whether the dataset is read from an object store or web server.
@@ -71,8 +72,13 @@ func (d *Dataset) Stats() objstore.Stats {
 	return d.Store.Stats()
 }
 
-// String names the dataset's source.
-func (d *Dataset) String() string { return fmt.Sprint(d.Source) }
+// String names the dataset's source (by its URL when it was fetched).
+func (d *Dataset) String() string {
+	if d.desc != "" {
+		return d.desc
+	}
+	return fmt.Sprint(d.Source)
+}
 
 // Close releases what OpenDataset opened: a converted dataset's files, the shard cache
 // (removing a temporary cache directory) and idle connections.

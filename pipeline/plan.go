@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"cmp"
 	"slices"
 	"sort"
 	"sync"
@@ -101,10 +102,10 @@ func (p *shardPlanner) build(epoch int, order []int32) *shardPlan {
 		ev = append(ev, event{firstAt[j], 1}, event{last[k] + 1, -1})
 	}
 	slices.SortFunc(ev, func(a, b event) int {
-		if a.at != b.at {
-			return int(a.at - b.at)
+		if c := cmp.Compare(a.at, b.at); c != 0 {
+			return c
 		}
-		return int(a.d - b.d) // closings first
+		return cmp.Compare(a.d, b.d) // closings first
 	})
 	var open, most int32
 	for _, e := range ev {

@@ -154,7 +154,8 @@ func openRemoteConverted(ctx context.Context, url string, store *objstore.Datase
 		}
 		return err
 	}
-	return &Dataset{Source: c, Store: store, closer: closer}, nil
+	desc := fmt.Sprintf("converted:%s (%d samples, fetched into %s)", strings.TrimSuffix(url, "/"), c.Len(), dir)
+	return &Dataset{Source: c, Store: store, closer: closer, desc: desc}, nil
 }
 
 // UploadReport counts what UploadConverted did.

@@ -305,12 +305,15 @@ flags:
 				res.store = ds
 			}
 			src = ds.Source
+			res.Dataset = ds.String()
 		} else if *shardIndex != "" {
 			return usagef("--shard-index applies to one shard list or URL ('DIR/train-{000..099}.tar', s3://...)")
 		} else if src, err = openShards(pos, logf); err != nil {
 			return err
 		}
-		res.Dataset = fmt.Sprint(src)
+		if res.Dataset == "" {
+			res.Dataset = fmt.Sprint(src)
+		}
 	} else if err := checkDir(dir); err != nil {
 		return err
 	} else if _, err := os.Stat(filepath.Join(dir, cache.InfoName)); err == nil {

@@ -32,6 +32,10 @@ func s3Epoch(t *testing.T, url string, o *pipeline.DatasetOptions) ([]byte, []in
 		t.Fatalf("OpenDataset(%s): %v", url, err)
 	}
 	defer d.Close()
+	// Named by its URL, in a line (bench and inspect print it).
+	if name := d.String(); !strings.HasPrefix(name, "converted:"+strings.TrimSuffix(url, "/")+" (") || len(name) > 300 {
+		t.Errorf("dataset named %.300q", name)
+	}
 	cfg := &pipeline.Config{BatchSize: 4, Workers: 2, Seed: 7, Pack: pack.Options{DType: pack.Float32, Normalize: true}, Logf: func(string, ...any) {}}
 	if err := pipeline.ApplyRecipe(cfg, "train", 24); err != nil {
 		t.Fatal(err)
