@@ -277,6 +277,7 @@ flags:
 	}
 	t0 := time.Now()
 	var src pipeline.Source
+	var name string // the dataset's own name, when it has one
 	if shards {
 		if *allowIncomplete {
 			return usagef("--allow-incomplete applies to a converted dataset (a DIR holding %s)", cache.InfoName)
@@ -304,15 +305,15 @@ flags:
 				}
 				res.store = ds
 			}
-			src = ds.Source
-			res.Dataset = ds.String()
+			src, name = ds.Source, ds.String()
 		} else if *shardIndex != "" {
 			return usagef("--shard-index applies to one shard list or URL ('DIR/train-{000..099}.tar', s3://...)")
 		} else if src, err = openShards(pos, logf); err != nil {
 			return err
 		}
-		if res.Dataset == "" {
-			res.Dataset = fmt.Sprint(src)
+		res.Dataset = fmt.Sprint(src)
+		if name != "" {
+			res.Dataset = name // a fetched converted dataset by its URL
 		}
 	} else if err := checkDir(dir); err != nil {
 		return err
