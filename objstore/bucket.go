@@ -516,15 +516,14 @@ type dlState struct {
 	// want is the full-object checksum the first response (from byte 0) gave, if any;
 	// sum hashes the bytes written with its algorithm, or MD5 for a plain ETag; nil when
 	// there is nothing to check but the length.
-	want    wantSum
-	sumAlg  string
-	sum     hash.Hash
-	started bool // sum was chosen for the bytes from 0
+	want   wantSum
+	sumAlg string
+	sum    hash.Hash
 }
 
 // begin chooses the check for a download from byte 0, from its first response.
 func (st *dlState) begin(r getResult) {
-	st.want, st.sum, st.sumAlg, st.started = r.sum, nil, "", true
+	st.want, st.sum, st.sumAlg = r.sum, nil, ""
 	switch {
 	case r.sum.alg != "":
 		st.sumAlg = r.sum.alg
@@ -561,7 +560,7 @@ func (st *dlState) verify(url string) error {
 
 func (st *dlState) restart(f *os.File) error {
 	st.off, st.size, st.etag, st.modTime = 0, -1, "", time.Time{}
-	st.want, st.sum, st.sumAlg, st.started = wantSum{}, nil, "", false
+	st.want, st.sum, st.sumAlg = wantSum{}, nil, ""
 	return resetFile(f)
 }
 
@@ -619,8 +618,8 @@ func (b *Bucket) downloadOnce(ctx context.Context, key string, f *os.File, st *d
 		}
 	}
 	st.size, st.etag, st.encrypted = r.size, r.etag, r.encrypted
-	if !st.started {
-		st.begin(r) // this response starts at byte 0
+	if st.off == 0 {
+		st.begin(r) // this response starts at byte 0: nothing hashed yet
 	}
 	if st.modTime.IsZero() {
 		st.modTime = r.modTime

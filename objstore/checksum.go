@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"hash"
 	"hash/crc32"
+	"hash/crc64"
 	"net/http"
 	"strings"
 )
@@ -96,19 +97,8 @@ func showSum(alg string, b []byte) string {
 type crc64nvme struct{ crc uint64 }
 
 var nvmeTables = func() *[8][256]uint64 {
-	const poly = 0x9a6c9329ac4bc9b5
 	t := new([8][256]uint64)
-	for i := range 256 {
-		c := uint64(i)
-		for range 8 {
-			if c&1 == 1 {
-				c = c>>1 ^ poly
-			} else {
-				c >>= 1
-			}
-		}
-		t[0][i] = c
-	}
+	t[0] = *crc64.MakeTable(0x9a6c9329ac4bc9b5)
 	for i := range 256 {
 		c := t[0][i]
 		for j := 1; j < 8; j++ {

@@ -164,7 +164,7 @@ flags:
 	shardCache := fs.String("shard-cache", "", "directory remote shards are fetched into (default: a temporary directory, removed at exit)")
 	shardFetches := fs.Int("shard-fetches", 0, "remote shards fetched at once (0: 4)")
 	shardIndex := fs.String("shard-index", "", "JSON of the shards' sample counts and class names (conveyor inspect SHARDS --json): index each shard when first read, so the first batch does not wait for every shard")
-	shardPrefetch := fs.Int("shard-prefetch", 0, "shards asked for ahead of the furthest shard read, in the loader's order (0: 4)")
+	shardPrefetch := fs.Int("shard-prefetch", 0, "shards asked for ahead of need, beyond those the loader's order reads at once (0: 4)")
 	var shardCacheMax byteSize
 	fs.Var(&shardCacheMax, "shard-cache-max-bytes", "bound on --shard-cache's disk use, e.g. 20G (0: 16 GiB)")
 	var cacheMax, budget byteSize
