@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log"
 	"math/rand/v2"
 	"os"
@@ -58,6 +59,16 @@ type Options struct {
 	ShardPrefix string
 	// ReadOnly opens an existing cache without creating or writing anything; default false.
 	ReadOnly bool
+	// Remote, for a ReadOnly cache holding a converted dataset whose shard files are kept
+	// elsewhere (object storage, read through objstore's shard cache), opens those shard
+	// files by name (NAME.shard); the files it returns must implement io.ReaderAt. Then
+	// CheckDataset lists a shard the dataset recorded whose index is in the directory
+	// but whose shard file is not from its index, as readable, and each read of one of
+	// its records opens the shard file in Remote, reads the record and closes it (so a
+	// bounded shard cache may evict it between reads). The first read of a shard checks
+	// its header against the dataset's record. Default nil: a recorded shard missing from
+	// the directory is a Problem (KindMissing) whose records cannot be read.
+	Remote fs.FS
 	// Logf receives notices such as writes being disabled; default log.Printf.
 	Logf func(format string, args ...any)
 }
@@ -85,6 +96,9 @@ func (o *Options) Validate() error {
 	}
 	if o.Quality < 1 || o.Quality > 100 {
 		return fmt.Errorf("cache: Quality %d not in [1, 100]", o.Quality)
+	}
+	if o.Remote != nil && !o.ReadOnly {
+		return errors.New("cache: Remote shards are read-only: set ReadOnly")
 	}
 	if o.MaxBytes < 0 || o.ShardBytes < 1<<16 {
 		return fmt.Errorf("cache: MaxBytes %d must be ≥ 0 and ShardBytes %d ≥ 64 KiB", o.MaxBytes, o.ShardBytes)
@@ -155,6 +169,9 @@ type shard struct {
 	// broken, when set, is why none of the shard's records can be read: its header is
 	// damaged or the file is gone. Its records come from its index (see CheckDataset).
 	broken error
+	// remote, when set, says the shard file is in Options.Remote, not the directory;
+	// its records come from its index (see CheckDataset).
+	remote *remoteShard
 	// faulted is set once a read of the mapping faulted: the file shrank under it.
 	faulted atomic.Bool
 }
@@ -438,6 +455,16 @@ func (c *Cache) Read(r Ref, buf []byte) (_ []byte, err error) {
 	if r.sh.broken != nil {
 		return nil, c.damaged(r, fmt.Errorf("%w: %v", ErrCorrupt, r.sh.broken))
 	}
+	if r.sh.remote != nil {
+		if cap(buf) < r.Bytes {
+			buf = make([]byte, r.Bytes)
+		}
+		buf = buf[:r.Bytes]
+		if err := c.readRemote(r, buf); err != nil {
+			return nil, err
+		}
+		return c.checkRecord(r, buf)
+	}
 	mapped := false
 	switch m, end := c.mapping(r.sh), r.off+int64(r.Bytes); {
 	case end <= int64(len(m)):
@@ -457,6 +484,11 @@ func (c *Cache) Read(r Ref, buf []byte) (_ []byte, err error) {
 		}
 		return nil, fmt.Errorf("cache: %s: %w", r.Shard(), err)
 	}
+	return c.checkRecord(r, buf)
+}
+
+// checkRecord checks the record r read into buf and returns its payload.
+func (c *Cache) checkRecord(r Ref, buf []byte) ([]byte, error) {
 	h, hs, need, err := parseHeaderNoPath(buf)
 	switch {
 	case err != nil:

@@ -235,6 +235,8 @@ func (c *Cache) checkShard(name, spec string, m *ShardManifest, fc *shardFiles) 
 	}
 	var ps []Problem
 	switch {
+	case fc.size < 0 && c.opts.Remote != nil:
+		return c.checkRemote(name, spec, m, fc)
 	case fc.size < 0:
 		ps = append(ps, problem(KindMissing, m.Records, "the dataset lists it with %d records", m.Records))
 		c.adopt(name, spec, m, fc, errors.New("file missing"))
@@ -265,15 +267,8 @@ func (c *Cache) checkShard(name, spec string, m *ShardManifest, fc *shardFiles) 
 	case fc.hdrCRC != m.HeaderCRC || fc.spec != spec || fc.codec != m.Codec:
 		ps = append(ps, problem(KindHeader, m.Records, "the header (spec %q, codec %s) is not the one the dataset recorded; none of its %d records can be read", fc.spec, fc.codec, m.Records))
 	}
-	switch {
-	case fc.idxSize < 0:
-		if m.IndexBytes > 0 {
-			ps = append(ps, Problem{Kind: KindIndex, Shard: path, Err: errors.New("missing")})
-		}
-	case fc.idxBad >= 0:
-		ps = append(ps, Problem{Kind: KindIndex, Shard: path, Offset: fc.idxBad, Err: fmt.Errorf("the entry at byte %d fails its checksum", fc.idxBad)})
-	case fc.idxSize != m.IndexBytes || fc.idxCRC != m.IndexCRC:
-		ps = append(ps, Problem{Kind: KindIndex, Shard: path, Err: fmt.Errorf("%d bytes, checksum %08x; the dataset recorded %d bytes, checksum %08x", fc.idxSize, fc.idxCRC, m.IndexBytes, m.IndexCRC)})
+	if p := indexProblem(path, m, fc); p != nil {
+		ps = append(ps, *p)
 	}
 	if len(ps) == 0 || (len(ps) == 1 && ps[0].Kind == KindIndex) {
 		// The files look as recorded (or only the index differs, and the shard was
@@ -283,6 +278,46 @@ func (c *Cache) checkShard(name, spec string, m *ShardManifest, fc *shardFiles) 
 				ps = append(ps, problem(KindChanged, m.Records-n, "%d records found of the %d the dataset recorded", n, m.Records))
 			}
 		}
+	}
+	return ps
+}
+
+// indexProblem compares the index of a recorded shard with m; nil when it is as
+// recorded.
+func indexProblem(path string, m *ShardManifest, fc *shardFiles) *Problem {
+	switch {
+	case fc.idxSize < 0:
+		if m.IndexBytes > 0 {
+			return &Problem{Kind: KindIndex, Shard: path, Err: errors.New("missing")}
+		}
+	case fc.idxBad >= 0:
+		return &Problem{Kind: KindIndex, Shard: path, Offset: fc.idxBad, Err: fmt.Errorf("the entry at byte %d fails its checksum", fc.idxBad)}
+	case fc.idxSize != m.IndexBytes || fc.idxCRC != m.IndexCRC:
+		return &Problem{Kind: KindIndex, Shard: path, Err: fmt.Errorf("%d bytes, checksum %08x; the dataset recorded %d bytes, checksum %08x", fc.idxSize, fc.idxCRC, m.IndexBytes, m.IndexCRC)}
+	}
+	return nil
+}
+
+// checkRemote lists the records of a recorded shard kept in Options.Remote from its
+// index, which must be the one the dataset recorded: the shard itself is not read until
+// a record is (see readRemote). An index that is missing or differs from the record is a
+// Problem, and the records it does not list cannot be read: a remote shard is not
+// scanned.
+func (c *Cache) checkRemote(name, spec string, m *ShardManifest, fc *shardFiles) []Problem {
+	path := filepath.Join(c.dir, name+shardExt)
+	var ps []Problem
+	if p := indexProblem(path, m, fc); p != nil {
+		ps = append(ps, *p)
+	}
+	if fc.idxSize > 0 {
+		c.adopt(name, spec, m, fc, nil)
+	}
+	n := 0
+	if sh := c.shard(name); sh != nil {
+		n = c.readable(sh, m.Bytes)
+	}
+	if n < m.Records {
+		ps = append(ps, Problem{Kind: KindChanged, Shard: path, Records: m.Records - n, Err: fmt.Errorf("its index lists %d of the %d records the dataset recorded; the others cannot be read from object storage", n, m.Records)})
 	}
 	return ps
 }
@@ -300,7 +335,8 @@ func (c *Cache) shard(name string) *shard {
 }
 
 // adopt lists the records of a recorded shard that cannot be read (why) from its index,
-// when the cache is ReadOnly and has not listed the shard itself.
+// when the cache is ReadOnly and has not listed the shard itself. With why nil, the
+// shard is in Options.Remote and its records are read there.
 func (c *Cache) adopt(name, spec string, m *ShardManifest, fc *shardFiles, why error) {
 	if !c.opts.ReadOnly || fc.idxSize <= 0 {
 		return
@@ -314,12 +350,17 @@ func (c *Cache) adopt(name, spec string, m *ShardManifest, fc *shardFiles, why e
 	if err != nil {
 		return
 	}
-	f, err := os.Open(filepath.Join(c.dir, name+shardExt))
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		why = fmt.Errorf("%v; %v", why, err)
-	}
 	hdrLen := int64(len(encodeShardHeader(m.Codec, spec)))
-	sh := &shard{name: name, f: f, codec: m.Codec, spec: spec, hdrLen: hdrLen, dataEnd: hdrLen, broken: fmt.Errorf("shard %s: %w", name+shardExt, why)}
+	sh := &shard{name: name, codec: m.Codec, spec: spec, hdrLen: hdrLen, dataEnd: hdrLen}
+	if why == nil {
+		sh.remote = &remoteShard{hdrCRC: m.HeaderCRC}
+	} else {
+		f, err := os.Open(filepath.Join(c.dir, name+shardExt))
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			why = fmt.Errorf("%v; %v", why, err)
+		}
+		sh.f, sh.broken = f, fmt.Errorf("shard %s: %w", name+shardExt, why)
+	}
 	c.mu.Lock()
 	c.shards[name] = sh
 	c.mu.Unlock()

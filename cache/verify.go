@@ -162,16 +162,26 @@ func (c *Cache) verifyRecords(rep *VerifyReport, pastEnd bool, used map[string]r
 		if sh.broken != nil {
 			continue // reported as a whole (CheckDataset); every read would fail alike
 		}
-		fi, err := sh.f.Stat()
-		if err != nil {
-			return err
-		}
 		c.mu.RLock()
 		recs := slices.Clone(sh.recs)
 		c.mu.RUnlock()
+		size, err := c.shardSize(sh)
+		switch {
+		case err != nil && sh.remote != nil:
+			// Kept in object storage, and it cannot be fetched: missing, or the store
+			// fails; the error names its URL.
+			rep.DamagedShards++
+			rep.Lost += len(recs)
+			problem(Problem{Kind: KindMissing, Shard: filepath.Join(c.dir, sh.name+shardExt), Records: len(recs), Err: err})
+			continue
+		case err != nil:
+			return err
+		}
 		for _, r := range recs {
-			if !pastEnd && r.off+int64(r.Bytes) > fi.Size() {
-				continue // past the end: the shard's truncated problem counts it
+			if !pastEnd && r.off+int64(r.Bytes) > size && sh.remote == nil {
+				// Past the end: the shard's truncated problem counts it. (A remote
+				// shard's size is known only now: its records are read, and fail.)
+				continue
 			}
 			rep.Records++
 			rep.Bytes += int64(r.Bytes)
@@ -188,7 +198,7 @@ func (c *Cache) verifyRecords(rep *VerifyReport, pastEnd bool, used map[string]r
 		c.wmu.Lock() // dataEnd moves under wmu as records are added
 		end := sh.dataEnd
 		c.wmu.Unlock()
-		if tail := fi.Size() - end; tail > 0 && !c.liveWriter(sh) {
+		if tail := size - end; tail > 0 && !c.liveWriter(sh) {
 			rep.Unreadable += tail
 			rep.TornShards++
 		}

@@ -105,6 +105,51 @@ func (v *view) Stored(i int) (*cache.Cache, cache.Ref, bool) {
 	return nil, cache.Ref{}, false
 }
 
+// plansReads reports whether a part of the view plans its reads (EpochPlanner).
+func (v *view) plansReads() bool {
+	return slices.ContainsFunc(v.parts, plansReads)
+}
+
+// PlanEpoch gives each part that plans its reads the part of order that is its own, as
+// its indices (see EpochPlanner).
+func (v *view) PlanEpoch(epoch int, order []int32) {
+	v.plan(epoch, order, EpochPlanner.PlanEpoch)
+}
+
+// PlanNext gives each part that plans its reads the part of the next epoch's order that
+// is its own.
+func (v *view) PlanNext(epoch int, order []int32) {
+	v.plan(epoch, order, EpochPlanner.PlanNext)
+}
+
+func (v *view) plan(epoch int, order []int32, give func(EpochPlanner, int, []int32)) {
+	for p, part := range v.parts {
+		pl, ok := part.(EpochPlanner)
+		if !ok || !plansReads(part) {
+			continue
+		}
+		start := 0
+		if p > 0 {
+			start = v.ends[p-1]
+		}
+		end := v.ends[p]
+		own := make([]int32, 0, min(len(order), end-start))
+		for _, i := range order {
+			if i < 0 || int(i) >= v.Len() {
+				continue
+			}
+			j := int(i)
+			if v.idx != nil {
+				j = int(v.idx[i])
+			}
+			if start <= j && j < end {
+				own = append(own, int32(j-start))
+			}
+		}
+		give(pl, epoch, own)
+	}
+}
+
 // shardedView is a view of which some part is a ShardedSource: a ShardedSource itself.
 type shardedView struct {
 	*view

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -10,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/conveyor-ml/conveyor/cache"
+	"github.com/conveyor-ml/conveyor/objstore"
 )
 
 // ErrIncomplete reports a converted dataset that OpenConverted cannot vouch for: its
@@ -26,6 +28,10 @@ type Converted struct {
 	refs     []cache.Ref
 	problems []cache.Problem
 	classes  []string
+	// A dataset in object storage: its shards' prefetches, in the order the loader
+	// reads them, and the shard cache's byte limit.
+	planner *shardPlanner
+	limit   int64
 }
 
 // ConvertedOptions configures OpenConverted.
@@ -39,6 +45,13 @@ type ConvertedOptions struct {
 	// Logf receives what opening found: each damaged or missing shard, and what
 	// AllowIncomplete let through. Default log.Printf.
 	Logf func(format string, args ...any)
+	// PrefetchShards is, for a dataset in object storage (OpenDataset), how many shards
+	// are fetched ahead of need beyond those the loader's order reads at once (see
+	// WebDatasetOptions.PrefetchShards). Default 2: a converted shard is large (up to
+	// 1 GiB). Not used by a local dataset.
+	PrefetchShards int
+
+	shards *objstore.Cache // where the shard files are, when not in the directory
 }
 
 // OpenConverted opens the converted dataset in dir, read-only. Its samples are the
@@ -64,6 +77,9 @@ func OpenConverted(dir string, opts ...ConvertedOptions) (*Converted, error) {
 	if o.Logf == nil {
 		o.Logf = log.Printf
 	}
+	if o.PrefetchShards < 0 {
+		return nil, fmt.Errorf("pipeline: ConvertedOptions.PrefetchShards %d is negative", o.PrefetchShards)
+	}
 	info, err := cache.ReadInfo(dir)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -71,7 +87,11 @@ func OpenConverted(dir string, opts ...ConvertedOptions) (*Converted, error) {
 		}
 		return nil, fmt.Errorf("pipeline: %w", err)
 	}
-	c, err := cache.Open(dir, &cache.Options{ReadOnly: true, Codec: info.Codec, Logf: o.Logf})
+	co := &cache.Options{ReadOnly: true, Codec: info.Codec, Logf: o.Logf}
+	if o.shards != nil {
+		co.Remote = o.shards
+	}
+	c, err := cache.Open(dir, co)
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: %w", err)
 	}
@@ -112,8 +132,56 @@ func OpenConverted(dir string, opts ...ConvertedOptions) (*Converted, error) {
 			classes[i] = strconv.Itoa(i)
 		}
 	}
-	return &Converted{cache: c, info: info, refs: refs, problems: problems, classes: classes}, nil
+	conv := &Converted{cache: c, info: info, refs: refs, problems: problems, classes: classes}
+	if o.shards != nil {
+		conv.plan(o.shards, cmp.Or(o.PrefetchShards, 2), o.Logf)
+	}
+	return conv, nil
 }
+
+// plan sets up the prefetches of a dataset whose shards are in object storage.
+func (s *Converted) plan(shards *objstore.Cache, ahead int, logf func(string, ...any)) {
+	at := map[string]int32{}
+	var names []string
+	var sizes []int64
+	for _, m := range s.info.Shards {
+		at[m.Name] = int32(len(names))
+		names, sizes = append(names, m.Name), append(sizes, m.Bytes)
+	}
+	of := make([]int32, len(s.refs))
+	for i, r := range s.refs {
+		k, ok := at[r.Shard()]
+		if !ok { // listed from a shard the manifest lacks: cannot be in object storage
+			k = int32(len(names))
+			at[r.Shard()] = k
+			names, sizes = append(names, r.Shard()), append(sizes, 0)
+		}
+		of[i] = k
+	}
+	s.limit = shards.Options().MaxBytes
+	s.planner = newScatteredPlanner(shards, names, of, ahead)
+	s.planner.sizes, s.planner.limit, s.planner.logf, s.planner.desc = sizes, s.limit, logf, s.cache.Dir()
+}
+
+// PlanEpoch implements EpochPlanner: for a dataset in object storage (OpenDataset), the
+// shards the epoch reads are fetched in the order it first reads them, a window ahead
+// (ConvertedOptions.PrefetchShards). A local dataset plans nothing.
+func (s *Converted) PlanEpoch(epoch int, order []int32) {
+	if s.planner != nil {
+		s.planner.PlanEpoch(epoch, order)
+	}
+}
+
+// PlanNext implements EpochPlanner: the window runs on into the next epoch's first
+// shards.
+func (s *Converted) PlanNext(epoch int, order []int32) {
+	if s.planner != nil {
+		s.planner.PlanNext(epoch, order)
+	}
+}
+
+// plansReads reports whether the shards are in object storage.
+func (s *Converted) plansReads() bool { return s.planner != nil }
 
 // incomplete says why the dataset in dir is not known to be complete, and what to do;
 // "" when it is.
@@ -172,7 +240,12 @@ func (s *Converted) Label(i int) int { return int(s.refs[i].Label) }
 func (s *Converted) Path(i int) string { return s.refs[i].Path }
 
 // Stored returns the record holding sample i's pixels.
-func (s *Converted) Stored(i int) (*cache.Cache, cache.Ref, bool) { return s.cache, s.refs[i], true }
+func (s *Converted) Stored(i int) (*cache.Cache, cache.Ref, bool) {
+	if s.planner != nil {
+		s.planner.opened(i) // before the read waits for the shard
+	}
+	return s.cache, s.refs[i], true
+}
 
 // Classes returns the class names, index = label: those the conversion recorded, or the
 // labels' indices as text ("0" to the largest) when it recorded none.

@@ -18,7 +18,9 @@ import (
 // few classes: with ShardOrder, ShuffleBlock must span many shards for a batch to mix
 // classes, and its default over ByShard is at least 262,144 samples (byShardBlock)
 // rather than four mean shards. A Concat or Subset of ByShard keeps the shards but not
-// that default: set ShuffleBlock.
+// that default: set ShuffleBlock. Over a dataset in object storage (OpenDataset) the
+// default is also kept small enough for the shards a block reads at once to fit half
+// the shard cache; a larger block would fetch shards more than once.
 func (s *Converted) ByShard() ShardedSource {
 	// Ref.Shard builds its name: build each once, not on every comparison.
 	idx := make([]int32, len(s.refs))
@@ -38,7 +40,24 @@ func (s *Converted) ByShard() ShardedSource {
 	v := &view{parts: []Source{s}, ends: []int{len(s.refs)}, idx: idx, classes: s.classes,
 		desc: fmt.Sprintf("%s by shard (%d shards)", s.cache.Dir(), len(ends))}
 	v.describe()
-	return &shardedView{view: v, shardEnds: ends, block: byShardBlock}
+	return &shardedView{view: v, shardEnds: ends, block: s.remoteBlock(len(ends))}
+}
+
+// remoteBlock is the least default ShuffleBlock over ByShard: byShardBlock, or for a
+// dataset in object storage at most what keeps the shards read at once, and those
+// fetched ahead, within half the shard cache's limit (so that no shard is evicted
+// before its last read and fetched again).
+func (s *Converted) remoteBlock(shards int) int {
+	if s.planner == nil || shards == 0 {
+		return byShardBlock
+	}
+	var total int64
+	for _, m := range s.info.Shards {
+		total += m.Bytes
+	}
+	meanBytes := max(total/int64(max(len(s.info.Shards), 1)), 1)
+	fit := s.limit/2/meanBytes - int64(s.planner.ahead) - 1 // a block straddles one more shard
+	return int(min(int64(byShardBlock), max(fit, 1)*int64(len(s.refs)/shards)))
 }
 
 // byShardBlock is the least default Config.ShuffleBlock over ByShard. A conversion

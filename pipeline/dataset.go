@@ -28,7 +28,8 @@ type DatasetOptions struct {
 	// index lazily, so that the first batch waits for its own shards only. Default nil:
 	// every shard is indexed (and, when remote, fetched once) before OpenDataset returns.
 	WebDataset *WebDatasetOptions
-	// Converted configures a local converted dataset. Default: the zero ConvertedOptions.
+	// Converted configures a converted dataset, local or in object storage. Default: the
+	// zero ConvertedOptions.
 	Converted ConvertedOptions
 }
 
@@ -42,7 +43,7 @@ func (o DatasetOptions) String() string {
 	if o.WebDataset != nil {
 		w = *o.WebDataset
 	}
-	return fmt.Sprintf("pipeline.DatasetOptions{Cache: %v, WebDataset: %v, Converted: {AllowIncomplete: %v}}", c, w, o.Converted.AllowIncomplete)
+	return fmt.Sprintf("pipeline.DatasetOptions{Cache: %v, WebDataset: %v, Converted: {AllowIncomplete: %v, PrefetchShards: %d}}", c, w, o.Converted.AllowIncomplete, o.Converted.PrefetchShards)
 }
 
 // A Dataset is a dataset URL opened for training: its Source, and for WebDataset shards
@@ -51,8 +52,9 @@ type Dataset struct {
 	// Source is what a Loader reads: a folder source (Dir), a *Converted or a
 	// *WebDatasetSource.
 	Source Source
-	// Store holds the shards of a WebDataset dataset, read in place when local and
-	// through the shard cache when remote; nil for folders and converted datasets.
+	// Store holds the shards of a WebDataset dataset or of a converted dataset in object
+	// storage, read in place when local and through the shard cache when remote; nil for
+	// folders and local converted datasets.
 	Store *objstore.Dataset
 
 	closer func() error
@@ -102,9 +104,13 @@ func (d *Dataset) Close() error {
 //     through a local shard cache (DatasetOptions.Cache) and prefetched in the order
 //     the loader will read them (EpochPlanner).
 //   - a converted dataset in object storage: an s3:// or http(s):// prefix holding
-//     dataset.json. For now it is fetched whole (FetchConverted) into a directory under
-//     DatasetOptions.Cache.Dir before OpenDataset returns, and must fit Cache.MaxBytes;
-//     it is then read as OpenConverted reads a local one.
+//     dataset.json. Its dataset.json, part records and shard indexes are fetched into a
+//     directory under DatasetOptions.Cache.Dir and checked as OpenConverted checks a
+//     local one; its shards stay in the store and are streamed through the shard cache,
+//     prefetched in the order the loader reads them (Converted.PlanEpoch), each of them
+//     at most Cache.MaxBytes. Read it with Config.Order ShardOrder over
+//     Converted.ByShard() when it is larger than the cache: the sample order reads
+//     every shard at once, and fetches shards again and again (it says so, once).
 //
 // Errors name the URL as given.
 func OpenDataset(ctx context.Context, url string, opts *DatasetOptions) (*Dataset, error) {

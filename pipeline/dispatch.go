@@ -94,8 +94,8 @@ func (r *run) dispatch(cursor int) {
 // is a function of seed and epoch only).
 func (r *run) planAhead() {
 	l := r.l
-	p, ok := l.src.(EpochPlanner)
-	if !ok || r.ctx.Err() != nil {
+	p := l.planner
+	if p == nil || r.ctx.Err() != nil {
 		return
 	}
 	if l.ahead == nil {

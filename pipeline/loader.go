@@ -49,7 +49,8 @@ type Loader struct {
 	ring   *gpu.Ring   // device buffers, one per batch delivered and not yet released
 	slots  int         // the ring's slots: how many batches the consumer may hold
 
-	files  FileSource   // src's files, when it has any
+	files   FileSource   // src's files, when it has any
+	planner EpochPlanner // src, when it plans its reads (see plansReads)
 	pixels PixelSource  // src's stored pixels, when it has any
 	stored *cache.Cache // the cache holding src's first sample, when it is stored pixels
 	spec   string       // the decode spec, with the backend in use: part of every cache key
@@ -123,6 +124,9 @@ func build(src Source, cfg *Config, conv *converting) (*Loader, error) {
 		l.meta = m
 	}
 	l.files, _ = src.(FileSource)
+	if p, ok := src.(EpochPlanner); ok && plansReads(src) {
+		l.planner = p
+	}
 	if l.pixels, _ = src.(PixelSource); l.pixels != nil && conv == nil {
 		l.stored, _, _ = l.pixels.Stored(0)
 	} else {

@@ -33,8 +33,17 @@ type shardPrefetcher interface {
 type shardPlanner struct {
 	pf    shardPrefetcher
 	names []string // per shard, the name the prefetcher knows it by
-	ends  []int    // ShardEnds
+	ends  []int    // ShardEnds, for shards of consecutive samples; or nil and of
+	of    []int32  // per sample, its shard
+	total int      // samples
 	ahead int
+	// sizes, when known, are the shards' bytes, and limit the prefetcher's: an epoch
+	// reading more bytes at once than the limit is logged, once, to logf.
+	sizes  []int64
+	limit  int64
+	logf   func(format string, args ...any)
+	warned atomic.Bool
+	desc   string // names the source in that message
 
 	mu   sync.Mutex                // serialises PlanEpoch and PlanNext
 	cur  atomic.Pointer[shardPlan] // the epoch being read
@@ -60,31 +69,49 @@ func newShardPlanner(fsys any, names []string, ends []int, ahead int) *shardPlan
 	if !ok {
 		return nil
 	}
-	return &shardPlanner{pf: pf, names: names, ends: ends, ahead: ahead}
+	total := 0
+	if len(ends) > 0 {
+		total = ends[len(ends)-1]
+	}
+	return &shardPlanner{pf: pf, names: names, ends: ends, total: total, ahead: ahead}
+}
+
+// newScatteredPlanner is newShardPlanner for a source whose shards' samples are not
+// consecutive: of[i] is sample i's shard.
+func newScatteredPlanner(fsys any, names []string, of []int32, ahead int) *shardPlanner {
+	pf, ok := fsys.(shardPrefetcher)
+	if !ok {
+		return nil
+	}
+	return &shardPlanner{pf: pf, names: names, of: of, total: len(of), ahead: ahead}
 }
 
 // shardOf returns the shard holding sample i.
-func (p *shardPlanner) shardOf(i int) int { return sort.SearchInts(p.ends, i+1) }
+func (p *shardPlanner) shardOf(i int) int {
+	if p.of != nil {
+		return int(p.of[i])
+	}
+	return sort.SearchInts(p.ends, i+1)
+}
 
 // build makes the plan of an epoch reading order.
 func (p *shardPlanner) build(epoch int, order []int32) *shardPlan {
-	n := len(p.ends)
+	n := len(p.names)
 	pl := &shardPlan{epoch: epoch, pos: make([]int32, n)}
 	last := make([]int32, n) // per shard, the place in order of its last sample
 	for k := range pl.pos {
 		pl.pos[k] = -1
 	}
 	firstAt := make([]int32, 0, n) // per place in first, the place in order of its first sample
-	total := 0
-	if n > 0 {
-		total = p.ends[n-1]
-	}
 	k := 0
 	for at, i := range order {
-		if i < 0 || int(i) >= total {
+		if i < 0 || int(i) >= p.total {
 			continue
 		}
-		if !(int(i) < p.ends[k] && (k == 0 || int(i) >= p.ends[k-1])) {
+		switch {
+		case p.of != nil:
+			k = int(p.of[i])
+		case !(int(i) < p.ends[k] && (k == 0 || int(i) >= p.ends[k-1])):
 			k = p.shardOf(int(i))
 		}
 		if pl.pos[k] < 0 {
@@ -95,11 +122,19 @@ func (p *shardPlanner) build(epoch int, order []int32) *shardPlan {
 		last[k] = int32(at)
 	}
 	// The most shards read at once: a sweep over the shards' spans [first, last] in
-	// the order, each span opening at its first sample and closing after its last.
-	type event struct{ at, d int32 }
+	// the order, each span opening at its first sample and closing after its last; with
+	// sizes, the most bytes too.
+	type event struct {
+		at, d int32
+		b     int64
+	}
 	ev := make([]event, 0, 2*len(pl.first))
 	for j, k := range pl.first {
-		ev = append(ev, event{firstAt[j], 1}, event{last[k] + 1, -1})
+		var b int64
+		if p.sizes != nil {
+			b = p.sizes[k]
+		}
+		ev = append(ev, event{firstAt[j], 1, b}, event{last[k] + 1, -1, -b})
 	}
 	slices.SortFunc(ev, func(a, b event) int {
 		if c := cmp.Compare(a.at, b.at); c != 0 {
@@ -108,9 +143,16 @@ func (p *shardPlanner) build(epoch int, order []int32) *shardPlan {
 		return cmp.Compare(a.d, b.d) // closings first
 	})
 	var open, most int32
+	var openBytes, mostBytes int64
 	for _, e := range ev {
 		open += e.d
+		openBytes += e.b
 		most = max(most, open)
+		mostBytes = max(mostBytes, openBytes)
+	}
+	if p.limit > 0 && mostBytes > p.limit && p.logf != nil && p.warned.CompareAndSwap(false, true) {
+		p.logf("pipeline: %s: epoch %d reads up to %d shards (%d bytes) at once, more than the shard cache's limit of %d bytes, so shards will be fetched more than once: read it with Config.Order ShardOrder (over Converted.ByShard) and a smaller ShuffleBlock, or raise the cache limit (DatasetOptions.Cache.MaxBytes, --shard-cache-max-bytes)",
+			p.desc, epoch, most, mostBytes, p.limit)
 	}
 	pl.window = int32(p.ahead) + most
 	return pl
@@ -149,7 +191,7 @@ func (p *shardPlanner) PlanNext(epoch int, order []int32) {
 // replacement for a bad sample, read out of order) does not move it.
 func (p *shardPlanner) opened(i int) {
 	pl := p.cur.Load()
-	if pl == nil || i < 0 || len(p.ends) == 0 || i >= p.ends[len(p.ends)-1] {
+	if pl == nil || i < 0 || i >= p.total {
 		return
 	}
 	if j := pl.pos[p.shardOf(i)]; j >= 0 && j < pl.issued.Load() {

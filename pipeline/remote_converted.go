@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/conveyor-ml/conveyor/cache"
@@ -27,9 +28,9 @@ func datasetFile(name string) bool {
 // cannot be listed, dataset.json, the part records, and the shards and indexes their
 // manifests name (so a dataset whose conversion recorded no manifest cannot be read over
 // HTTP). The whole dataset must fit co.MaxBytes (default 16 GiB): a larger one is refused
-// before any shard is downloaded, naming both sizes. This is the current limit of
-// converted datasets in object storage: they are fetched whole before training, then
-// read with OpenConverted; streaming them through a smaller cache is future work.
+// before any shard is downloaded, naming both sizes. conveyor verify and inspect read a
+// dataset URL this way; training (OpenDataset) streams its shards through a bounded
+// shard cache instead.
 func FetchConverted(ctx context.Context, b *objstore.Bucket, co *objstore.CacheOptions) (dir string, remove func() error, err error) {
 	var o objstore.CacheOptions
 	if co != nil {
@@ -70,7 +71,7 @@ func FetchConverted(ctx context.Context, b *objstore.Bucket, co *objstore.CacheO
 		total += ob.Size
 	}
 	if total > o.MaxBytes {
-		return fail(fmt.Errorf("pipeline: %s: the converted dataset holds %d bytes, more than the cache limit of %d bytes (Cache.MaxBytes, --shard-cache-max-bytes): converted datasets in object storage are fetched whole before training for now; raise the limit, or store the dataset as WebDataset shards", b, total, o.MaxBytes))
+		return fail(fmt.Errorf("pipeline: %s: the converted dataset holds %d bytes, more than the cache limit of %d bytes (Cache.MaxBytes, --shard-cache-max-bytes): raise the limit", b, total, o.MaxBytes))
 	}
 	if err := objstore.Mirror(ctx, b, objs, dir, o.Concurrency); err != nil {
 		return fail(fmt.Errorf("pipeline: %w", err))
@@ -128,22 +129,69 @@ func manifestObjects(ctx context.Context, b *objstore.Bucket, dir string) ([]obj
 	return objs, nil
 }
 
-// openRemoteConverted opens the converted dataset in store's bucket: fetched whole into
-// a local directory, then opened with OpenConverted; Close removes the directory.
+// openRemoteConverted opens the converted dataset in store's bucket without fetching its
+// shards: dataset.json, the part records and the shards' indexes are fetched into a new
+// directory under the shard cache's Dir, and OpenConverted reads them with the shard
+// files left in the store's shard cache, which fetches each whole when it is first read
+// (or ahead of need, as the loader plans its epochs; see Converted.PlanEpoch) and evicts
+// it, least recently used, when space is needed. Close removes the directory and the
+// cache. A shard larger than the cache's limit is refused here.
 func openRemoteConverted(ctx context.Context, url string, store *objstore.Dataset, o *DatasetOptions) (*Dataset, error) {
-	dir, remove, err := FetchConverted(ctx, store.Bucket, o.Cache)
-	if err != nil {
+	name := strings.TrimSuffix(url, "/")
+	fail := func(err error) (*Dataset, error) {
 		store.Close()
 		return nil, err
 	}
-	c, err := OpenConverted(dir, o.Converted)
+	var co objstore.CacheOptions
+	if o.Cache != nil {
+		co = *o.Cache
+	}
+	if co.Dir != "" {
+		if err := os.MkdirAll(co.Dir, 0o755); err != nil {
+			return fail(fmt.Errorf("pipeline: %s: cache directory: %w", name, err))
+		}
+	}
+	dir, err := os.MkdirTemp(co.Dir, "conveyor-converted-*")
+	if err != nil {
+		return fail(fmt.Errorf("pipeline: %s: cache directory: %w", name, err))
+	}
+	remove := func() error { return os.RemoveAll(dir) }
+	b := store.Bucket
+	var objs []objstore.Object
+	if strings.HasPrefix(b.String(), "http") {
+		objs, err = manifestObjects(ctx, b, dir)
+	} else {
+		objs, err = listedObjects(ctx, b)
+	}
+	if err == nil {
+		objs = slices.DeleteFunc(objs, func(ob objstore.Object) bool { return strings.HasSuffix(ob.Name, ".shard") })
+		err = objstore.Mirror(ctx, b, objs, dir, store.Cache.Options().Concurrency)
+		if err != nil {
+			err = fmt.Errorf("pipeline: %w", err)
+		}
+	}
 	if err != nil {
 		remove()
-		store.Close()
+		return fail(err)
+	}
+	cfg := o.Converted
+	cfg.shards = store.Cache
+	c, err := OpenConverted(dir, cfg)
+	if err != nil {
+		remove()
 		// Name the URL where OpenConverted named the local copy; errors.Is still
 		// sees what it wrapped (ErrIncomplete).
-		return nil, &renamedError{msg: strings.ReplaceAll(err.Error(), dir, strings.TrimSuffix(url, "/")), err: err}
+		return fail(&renamedError{msg: strings.ReplaceAll(err.Error(), dir, name), err: err})
 	}
+	limit := store.Cache.Options().MaxBytes
+	for _, m := range c.info.Shards {
+		if m.Bytes > limit {
+			c.Close()
+			remove()
+			return fail(fmt.Errorf("pipeline: %s: shard %s holds %d bytes, more than the shard cache's limit of %d bytes (DatasetOptions.Cache.MaxBytes, --shard-cache-max-bytes); raise the limit", name, b.URL(m.Name), m.Bytes, limit))
+		}
+	}
+	c.planner.desc = "converted:" + name
 	closer := func() error {
 		err := c.Close()
 		if rerr := remove(); err == nil {
@@ -154,7 +202,7 @@ func openRemoteConverted(ctx context.Context, url string, store *objstore.Datase
 		}
 		return err
 	}
-	desc := fmt.Sprintf("converted:%s (%d samples, fetched into %s)", strings.TrimSuffix(url, "/"), c.Len(), dir)
+	desc := fmt.Sprintf("converted:%s (%d samples in %d shards, read through a shard cache of %d bytes)", name, c.Len(), len(c.info.Shards), limit)
 	return &Dataset{Source: c, Store: store, closer: closer, desc: desc}, nil
 }
 
@@ -269,7 +317,12 @@ func openHTTPConverted(ctx context.Context, url string, o *DatasetOptions) (*Dat
 		}
 		return nil, fmt.Errorf("pipeline: %w", err)
 	}
-	return openRemoteConverted(ctx, url, &objstore.Dataset{Bucket: b}, o)
+	c, err := objstore.NewCache(b, o.Cache)
+	if err != nil {
+		b.Close()
+		return nil, fmt.Errorf("pipeline: %w", err)
+	}
+	return openRemoteConverted(ctx, url, &objstore.Dataset{Bucket: b, FS: c, Cache: c}, o)
 }
 
 // renamedError is an error with its message rewritten (a local path replaced by the URL

@@ -86,8 +86,8 @@ func (l *Loader) start(ctx context.Context, e, cursor int) (*run, error) {
 		out:     make(chan *Batch, l.nbuf),
 		quit:    make(chan struct{}),
 	}
-	if p, ok := l.src.(EpochPlanner); ok {
-		p.PlanEpoch(e, r.order[cursor:])
+	if l.planner != nil {
+		l.planner.PlanEpoch(e, r.order[cursor:])
 	}
 	if c := l.cfg.Cache; c != nil {
 		// Pick up what other loaders sharing the directory stored since.

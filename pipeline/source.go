@@ -79,11 +79,30 @@ type ShardedSource interface {
 // what it asked for under PlanNext. order is the loader's buffer: neither method may
 // keep it, and both must return quickly. A plan is a hint: replacements for bad samples
 // read out of plan, the look-ahead past the last epoch is never read, and reads stay
-// correct if the plan is ignored. Views (Subset, Concat, Split) do not pass plans on.
+// correct if the plan is ignored. Views (Subset, Concat, Split, Converted.ByShard) are
+// EpochPlanners that give each part that plans the plan of its own samples.
 type EpochPlanner interface {
 	Source
 	PlanEpoch(epoch int, order []int32)
 	PlanNext(epoch int, order []int32)
+}
+
+// readPlanner is the capability of a source that is an EpochPlanner by its type but
+// may have nothing to plan: a local converted dataset, local WebDataset shards, a view
+// of sources that do not plan. The loader then does not compute plans for it.
+type readPlanner interface {
+	plansReads() bool
+}
+
+// plansReads reports whether src wants epoch plans.
+func plansReads(src Source) bool {
+	if _, ok := src.(EpochPlanner); !ok {
+		return false
+	}
+	if p, ok := src.(readPlanner); ok {
+		return p.plansReads()
+	}
+	return true
 }
 
 // imageExts are the extensions listing accepts (case-insensitive), as torchvision's

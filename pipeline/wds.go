@@ -163,6 +163,9 @@ func (s *WebDatasetSource) PlanNext(epoch int, order []int32) {
 	}
 }
 
+// plansReads reports whether the shards are read through a file system that prefetches.
+func (s *WebDatasetSource) plansReads() bool { return s.planner != nil }
+
 // wdsPart is one shard's index, made once: at construction, or on first use when
 // WebDatasetOptions.ShardSamples makes the source lazy. A lazy shard keeps only a
 // permanent failure (not a tar file, malformed headers); after an I/O error the next

@@ -164,7 +164,7 @@ flags:
 	shardCache := fs.String("shard-cache", "", "directory remote shards are fetched into (default: a temporary directory, removed at exit)")
 	shardFetches := fs.Int("shard-fetches", 0, "remote shards fetched at once (0: 4)")
 	shardIndex := fs.String("shard-index", "", "JSON of the shards' sample counts and class names (conveyor inspect SHARDS --json): index each shard when first read, so the first batch does not wait for every shard")
-	shardPrefetch := fs.Int("shard-prefetch", 0, "shards asked for ahead of need, beyond those the loader's order reads at once (0: 4)")
+	shardPrefetch := fs.Int("shard-prefetch", 0, "shards asked for ahead of need, beyond those the loader's order reads at once (0: 4 WebDataset shards, 2 converted shards)")
 	var shardCacheMax byteSize
 	fs.Var(&shardCacheMax, "shard-cache-max-bytes", "bound on --shard-cache's disk use, e.g. 20G (0: 16 GiB)")
 	var cacheMax, budget byteSize
@@ -279,8 +279,8 @@ flags:
 	var src pipeline.Source
 	var name string // the dataset's own name, when it has one
 	if shards {
-		if *allowIncomplete {
-			return usagef("--allow-incomplete applies to a converted dataset (a DIR holding %s)", cache.InfoName)
+		if *allowIncomplete && !datasetURL(pos) {
+			return usagef("--allow-incomplete applies to a converted dataset (a DIR or URL holding %s)", cache.InfoName)
 		}
 		if datasetURL(pos) {
 			wo := &pipeline.WebDatasetOptions{Logf: logf, PrefetchShards: *shardPrefetch}
@@ -292,11 +292,16 @@ flags:
 			ds, err := pipeline.OpenDataset(context.Background(), pos[0], &pipeline.DatasetOptions{
 				Cache:      &objstore.CacheOptions{Dir: *shardCache, MaxBytes: int64(shardCacheMax), Concurrency: *shardFetches},
 				WebDataset: wo,
+				Converted:  pipeline.ConvertedOptions{AllowIncomplete: *allowIncomplete, Logf: logf, PrefetchShards: *shardPrefetch},
 			})
 			if err != nil {
 				return err
 			}
 			defer ds.Close() // after the loaders' Close
+			conv, converted := ds.Source.(*pipeline.Converted)
+			if *allowIncomplete && !converted {
+				return usagef("--allow-incomplete applies to a converted dataset (a DIR or URL holding %s), not %v", cache.InfoName, ds)
+			}
 			if ds.Remote() {
 				if *shardIndex == "" {
 					// Indexing fetched every shard; start the epochs from an empty cache,
@@ -306,6 +311,9 @@ flags:
 				res.store = ds
 			}
 			src, name = ds.Source, ds.String()
+			if converted && ord == pipeline.ShardOrder {
+				src = conv.ByShard() // see below
+			}
 		} else if *shardIndex != "" {
 			return usagef("--shard-index applies to one shard list or URL ('DIR/train-{000..099}.tar', s3://...)")
 		} else if src, err = openShards(pos, logf); err != nil {

@@ -32,6 +32,7 @@ func s3Epoch(t *testing.T, url string, o *pipeline.DatasetOptions) ([]byte, []in
 		t.Fatalf("OpenDataset(%s): %v", url, err)
 	}
 	defer d.Close()
+	opened := d.Stats()
 	// Named by its URL, in a line (bench and inspect print it).
 	if name := d.String(); !strings.HasPrefix(name, "converted:"+strings.TrimSuffix(url, "/")+" (") || len(name) > 300 {
 		t.Errorf("dataset named %.300q", name)
@@ -54,6 +55,10 @@ func s3Epoch(t *testing.T, url string, o *pipeline.DatasetOptions) ([]byte, []in
 		data = append(data, b.Data...)
 		labels = append(labels, b.Labels...)
 		b.Release()
+	}
+	// Streamed: opening fetched the indexes, the epoch the shards.
+	if st := d.Stats(); d.Remote() && (opened.Fetched != 0 || st.BytesFetched <= opened.BytesFetched || st.Fetched == 0) {
+		t.Errorf("%s: not streamed: %v at open, %v after the epoch", url, opened, st)
 	}
 	return data, labels, d.Stats()
 }

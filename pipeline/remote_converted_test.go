@@ -1,0 +1,200 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/conveyor-ml/conveyor/internal/s3test"
+	"github.com/conveyor-ml/conveyor/objstore"
+)
+
+// planRecorder is a source that records the plans it is given.
+type planRecorder struct {
+	FileSource
+	epochs, nexts [][]int32
+}
+
+func (p *planRecorder) PlanEpoch(epoch int, order []int32) {
+	p.epochs = append(p.epochs, slices.Clone(order))
+}
+
+func (p *planRecorder) PlanNext(epoch int, order []int32) {
+	p.nexts = append(p.nexts, slices.Clone(order))
+}
+
+// Views give each part that plans its reads the plan of its own samples, as its
+// indices; a view of parts that do not plan is no planner.
+func TestViewPlans(t *testing.T) {
+	dir, err := Dir(newTree(t, 2, 3)) // 6 samples
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := &planRecorder{FileSource: dir}, &planRecorder{FileSource: dir}
+	cat, err := Concat(a, dir, b) // a: 0-5, dir: 6-11, b: 12-17
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := Subset(cat, []int{17, 1, 7, 12, 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !plansReads(sub) || plansReads(dir) {
+		t.Fatalf("plansReads: subset %v, folder %v", plansReads(sub), plansReads(dir))
+	}
+	sub.(EpochPlanner).PlanEpoch(3, []int32{4, 0, 2, 1, 3, -1})
+	sub.(EpochPlanner).PlanNext(4, []int32{2, 3})
+	if want := [][]int32{{0, 1}}; !slices.EqualFunc(a.epochs, want, slices.Equal) {
+		t.Errorf("first part's plan %v, want %v", a.epochs, want)
+	}
+	if want := [][]int32{{5, 0}}; !slices.EqualFunc(b.epochs, want, slices.Equal) {
+		t.Errorf("third part's plan %v, want %v", b.epochs, want)
+	}
+	if !slices.EqualFunc(a.nexts, [][]int32{{}}, slices.Equal) || !slices.EqualFunc(b.nexts, [][]int32{{0}}, slices.Equal) {
+		t.Errorf("next plans %v, %v", a.nexts, b.nexts)
+	}
+	plain, err := Subset(dir, []int{1, 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plansReads(plain) {
+		t.Error("a view of a folder plans its reads")
+	}
+}
+
+// uploadConverted uploads the converted dataset in dir to srv under prefix and returns
+// its shards' sizes by name.
+func uploadConverted(t *testing.T, srv *s3test.Server, dir, prefix string) map[string]int64 {
+	t.Helper()
+	sizes := map[string]int64{}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if !datasetFile(e.Name()) {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv.Put(t, prefix+e.Name(), data)
+		if strings.HasSuffix(e.Name(), ".shard") {
+			sizes[e.Name()] = int64(len(data))
+		}
+	}
+	return sizes
+}
+
+// A converted dataset in a real S3 server is streamed through a shard cache smaller
+// than the dataset: opening it fetches no shard, the first batch comes before most
+// shards are fetched (behind 30 ms a request, one fetch at a time), the cache stays
+// within its limit, and the epochs are the local dataset's, in the shard order over
+// ByShard and (fetching shards again, with a warning) in the sample order. A shard
+// larger than the cache is refused at open, naming its URL.
+func TestConvertedS3Streaming(t *testing.T) {
+	srv := s3test.Start(t)
+	dir := convertTree(t, 4, 40)
+	sizes := uploadConverted(t, srv, dir, "conv/")
+	var total, largest int64
+	for _, n := range sizes {
+		total, largest = total+n, max(largest, n)
+	}
+	if len(sizes) < 6 {
+		t.Fatalf("%d shards, want 6 or more", len(sizes))
+	}
+	ctx := context.Background()
+	local, err := OpenConverted(dir, ConvertedOptions{Logf: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer local.Close()
+	cfg := func() *Config {
+		c := testConfig(2)
+		c.Order, c.ShuffleBlock = ShardOrder, 30
+		return c
+	}
+	want := [2]epochData{}
+	ld := newLoader(t, local.ByShard(), cfg())
+	for e := range want {
+		want[e] = collect(t, ld, ctx, e, 0)
+	}
+	wantSamples := collect(t, newLoader(t, local, testConfig(2)), ctx, 0, 0)
+
+	p := s3test.NewProxy(t, srv.Endpoint, s3test.Faults{Latency: 30 * time.Millisecond})
+	srv.Env(t, p.URL)
+	limit := 4 * largest
+	var logs lines
+	cacheDir := t.TempDir()
+	d, err := OpenDataset(ctx, srv.URL("conv/"), &DatasetOptions{Store: fastStore, Cache: &objstore.CacheOptions{Dir: cacheDir, MaxBytes: limit, Concurrency: 1},
+		Converted: ConvertedOptions{Logf: logs.logf}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	conv := d.Source.(*Converted)
+	if st := d.Stats(); st.Fetched != 0 || !d.Remote() || !strings.Contains(d.String(), "shard cache") {
+		t.Fatalf("open: %v; %s", st, d)
+	}
+	ld = newLoader(t, conv.ByShard(), cfg())
+	for e := range want {
+		var got epochData
+		first := int64(-1)
+		for b, err := range ld.Epoch(ctx, e) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if first < 0 {
+				first = d.Stats().Fetched
+			}
+			got.data = append(got.data, b.Data...)
+			got.labels = append(got.labels, b.Labels...)
+			got.indices = append(got.indices, b.Indices...)
+			b.Release()
+		}
+		if !bytes.Equal(got.data, want[e].data) || !slices.Equal(got.labels, want[e].labels) || !slices.Equal(got.indices, want[e].indices) {
+			t.Fatalf("epoch %d: batches differ from the local dataset's", e)
+		}
+		if e == 0 && first >= int64(len(sizes))/2 {
+			t.Errorf("%d of %d shards fetched before the first batch", first, len(sizes))
+		}
+	}
+	st := d.Stats()
+	t.Logf("%d shards, %d bytes, cache limit %d: %v", len(sizes), total, limit, st)
+	if st.PeakBytes > limit || st.Fetched < int64(len(sizes)) || st.Evictions == 0 {
+		t.Errorf("%v; cache limit %d", st, limit)
+	}
+	if w := logs.with("more than the shard cache's limit"); len(w) != 0 {
+		t.Errorf("shard order warned: %q", w)
+	}
+
+	// The sample order reads every shard at once: correct, slower, and said so.
+	got := collect(t, newLoader(t, conv, testConfig(2)), ctx, 0, 0)
+	if !bytes.Equal(got.data, wantSamples.data) || !slices.Equal(got.labels, wantSamples.labels) {
+		t.Error("sample order: batches differ from the local dataset's")
+	}
+	if w := logs.with("more than the shard cache's limit"); len(w) != 1 || !strings.Contains(w[0], srv.URL("conv")) {
+		t.Errorf("sample order over a dataset larger than the cache: warnings %q", w)
+	}
+	if st := d.Stats(); st.PeakBytes > limit {
+		t.Errorf("sample order: %v; cache limit %d", st, limit)
+	}
+
+	srv.Env(t, "")
+	_, err = OpenDataset(ctx, srv.URL("conv/"), &DatasetOptions{Store: fastStore, Cache: &objstore.CacheOptions{MaxBytes: largest - 1}, Converted: ConvertedOptions{Logf: quiet}})
+	if err == nil || !strings.Contains(err.Error(), "more than the shard cache's limit") || !strings.Contains(err.Error(), srv.URL("conv/")) {
+		t.Errorf("a shard larger than the cache: %v", err)
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if left, _ := os.ReadDir(cacheDir); len(left) != 0 {
+		t.Errorf("Close left %v in the cache directory", left)
+	}
+}
