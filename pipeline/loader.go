@@ -51,11 +51,11 @@ type Loader struct {
 
 	files   FileSource   // src's files, when it has any
 	planner EpochPlanner // src, when it plans its reads (see plansReads)
-	pixels PixelSource  // src's stored pixels, when it has any
-	stored *cache.Cache // the cache holding src's first sample, when it is stored pixels
-	spec   string       // the decode spec, with the backend in use: part of every cache key
-	fill   filler       // when to store into Config.Cache
-	conv   *converting  // set when the loader runs Convert
+	pixels  PixelSource  // src's stored pixels, when it has any
+	stored  *cache.Cache // the cache holding src's first sample, when it is stored pixels
+	spec    string       // the decode spec, with the backend in use: part of every cache key
+	fill    filler       // when to store into Config.Cache
+	conv    *converting  // set when the loader runs Convert
 
 	mu      sync.Mutex
 	run     *run // the epoch being iterated, or nil
