@@ -90,8 +90,11 @@ JPEGs. Prints one line per epoch and a report: images/s, MB/s read, CPU, memory,
 first batch, where the stages' time went and how full the queues were.
 
 Remote shards are indexed at start (or, with --shard-index, each when first read), then
-the shard cache is emptied, so that the epochs measure streaming from the store (prefetched in the loader's order into --shard-cache,
-within --shard-cache-max-bytes); the report adds requests, bytes fetched, retries and
+the shard cache is emptied, so that the epochs measure streaming from the store
+(prefetched in the loader's order into --shard-cache, within --shard-cache-max-bytes).
+A converted dataset in object storage (s3://bucket/prefix/ holding dataset.json) has
+its indexes fetched at start and its shards streamed the same way; with --order shards
+it is read shard by shard (Converted.ByShard). The report adds requests, bytes fetched, retries and
 shard-cache hits, misses and evictions. S3 credentials, region and endpoint come from
 the standard AWS configuration (AWS_PROFILE, AWS_ENDPOINT_URL, ...).
 
