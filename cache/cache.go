@@ -524,9 +524,16 @@ func (c *Cache) damaged(r Ref, err error) error {
 	return fmt.Errorf("cache: %s at %s+%d: %w", r.Path, r.Shard(), r.off, err)
 }
 
+// Copies reports whether Read copies r's record into its buffer: no mapping holds it
+// (a shard in Options.Remote, a writable cache, a shard that faulted). Otherwise Read
+// returns the mapped record and does not touch the buffer.
+func (c *Cache) Copies(r Ref) bool {
+	return r.sh.remote != nil || int64(len(c.mapping(r.sh))) < r.off+int64(r.Bytes)
+}
+
 // Load reads and decodes r into dst, returning the image (see Coder.Decode).
 func (d *Coder) Load(dst *decode.Image, r Ref) (*decode.Image, error) {
-	if cap(d.rd) < r.Bytes && len(d.c.mapping(r.sh)) < int(r.off)+r.Bytes {
+	if cap(d.rd) < r.Bytes && d.c.Copies(r) {
 		d.rd = make([]byte, r.Bytes)
 	}
 	payload, err := d.c.Read(r, d.rd) // never keep payload: it may be a read-only mapping

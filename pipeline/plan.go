@@ -150,11 +150,29 @@ func (p *shardPlanner) build(epoch int, order []int32) *shardPlan {
 		most = max(most, open)
 		mostBytes = max(mostBytes, openBytes)
 	}
-	if p.limit > 0 && mostBytes > p.limit && p.logf != nil && p.warned.CompareAndSwap(false, true) {
-		p.logf("pipeline: %s: epoch %d reads up to %d shards (%d bytes) at once, more than the shard cache's limit of %d bytes, so shards will be fetched more than once: read it with Config.Order ShardOrder (over Converted.ByShard) and a smaller ShuffleBlock, or raise the cache limit (DatasetOptions.Cache.MaxBytes, --shard-cache-max-bytes)",
-			p.desc, epoch, most, mostBytes, p.limit)
-	}
 	pl.window = int32(p.ahead) + most
+	if p.limit <= 0 || p.sizes == nil {
+		return pl
+	}
+	// With sizes and the cache's limit known, the window is also kept within the room
+	// the shards being read leave: a shard fetched ahead beyond it would evict one
+	// still being read, to be fetched again.
+	var largest int64
+	for _, k := range pl.first {
+		largest = max(largest, p.sizes[k])
+	}
+	if room := int32((p.limit - mostBytes) / max(largest, 1)); room < pl.window {
+		pl.window = max(room, 1)
+		if p.logf != nil && p.warned.CompareAndSwap(false, true) {
+			if mostBytes > p.limit {
+				p.logf("pipeline: %s: epoch %d reads up to %d shards (%d bytes) at once, more than the shard cache's limit of %d bytes, so shards will be fetched more than once: read it with Config.Order ShardOrder (over Converted.ByShard) and a smaller ShuffleBlock, or raise the cache limit (DatasetOptions.Cache.MaxBytes, --shard-cache-max-bytes)",
+					p.desc, epoch, most, mostBytes, p.limit)
+			} else {
+				p.logf("pipeline: %s: epoch %d reads up to %d shards (%d bytes) at once, and the shard cache's limit of %d bytes leaves room for %d shards ahead of them, not the %d that would have the next ones fetched before they are read; a limit of about %d bytes would",
+					p.desc, epoch, most, mostBytes, p.limit, pl.window, int32(p.ahead)+most, mostBytes+int64(int32(p.ahead)+most)*largest)
+			}
+		}
+	}
 	return pl
 }
 

@@ -62,6 +62,7 @@ type readItem struct {
 	size int64 // bytes charged to the read budget
 	err  error
 
+	buf    *[]byte      // the buffer data was read into, from readBufs; put back after decoding
 	hit    bool         // data is the payload of ref, in cache
 	pixels bool         // ref is the source's own stored pixels, not Config.Cache's copy
 	cache  *cache.Cache // the cache ref is in
@@ -177,7 +178,14 @@ func (r *run) loadStored(it *readItem) bool {
 	if it.err = r.reserve(it, int64(ref.Bytes)); it.err != nil {
 		return true
 	}
-	it.data, it.err = c.Read(ref, nil) // mapped: no copy
+	var buf []byte
+	if c.Copies(ref) {
+		// Read into a buffer used before (a shard in object storage, or not mapped):
+		// a new one per record would be a GC cycle every few dozen records.
+		it.buf = getReadBuf(ref.Bytes)
+		buf = *it.buf
+	}
+	it.data, it.err = c.Read(ref, buf) // mapped: no copy
 	it.hit, it.pixels, it.cache, it.ref = true, true, c, ref
 	l.stats.read.add(t0, int64(ref.Bytes))
 	return true
@@ -234,4 +242,25 @@ func (r *run) reserve(it *readItem, n int64) error {
 	}
 	it.size = n
 	return nil
+}
+
+// readBufs holds buffers that stored records were read into, for reuse.
+var readBufs sync.Pool
+
+// getReadBuf returns a buffer of at least n bytes from readBufs.
+func getReadBuf(n int) *[]byte {
+	if b, ok := readBufs.Get().(*[]byte); ok && cap(*b) >= n {
+		*b = (*b)[:n]
+		return b
+	}
+	b := make([]byte, n)
+	return &b
+}
+
+// putReadBuf gives it's read buffer back to readBufs once nothing uses its data.
+func putReadBuf(it *readItem) {
+	if it.buf != nil {
+		readBufs.Put(it.buf)
+		it.buf, it.data = nil, nil
+	}
 }

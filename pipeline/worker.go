@@ -53,6 +53,7 @@ func (r *run) process(w *worker, it readItem) {
 	case l.cfg.StopAfter != ReadStage:
 		err = w.guarded(r, it)
 	}
+	putReadBuf(&it) // decoded: the record's bytes are no longer used
 	l.read.release(it.size)
 	if err != nil {
 		var fatal *fatalError

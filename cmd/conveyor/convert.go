@@ -75,6 +75,8 @@ flags:
 	workers := fs.Int("workers", runtime.GOMAXPROCS(0), "files decoded at once")
 	var maxBytes byteSize
 	fs.Var(&maxBytes, "max-bytes", "bound on DST's size, e.g. 200G; conversion stops when full (0: none)")
+	var shardBytes byteSize
+	fs.Var(&shardBytes, "shard-bytes", "size at which a new shard is started, e.g. 256M (at least 64K; 0: 1 GiB). A dataset read from object storage streams a shard at a time: smaller shards let a smaller shard cache hold the shards read at once")
 	decoder := fs.String("decoder", decode.BackendAuto, "JPEG decoder: auto (libjpeg-turbo when it loads), go or turbo")
 	partFlag := fs.String("part", "", "convert part i of N of SRC: i/N, env or env/N (see above); default all of it")
 	staging := fs.String("staging", "", "for an s3:// DST, the local directory the conversion is written to before it is uploaded, and kept; a rerun with it resumes (default: a directory named after DST and the part under the system's temporary directory, removed once uploaded)")
@@ -107,6 +109,9 @@ flags:
 		return usagef("--workers %d < 1", *workers)
 	case *quality < 1 || *quality > 100:
 		return usagef("--quality %d not in [1, 100]", *quality)
+	}
+	if shardBytes != 0 && shardBytes < 64<<10 {
+		return usagef("--shard-bytes %d: at least 64Ki (65536)", shardBytes)
 	}
 	part, err := parsePart(*partFlag, os.Getenv)
 	if err != nil {
@@ -170,7 +175,7 @@ flags:
 	}
 
 	pr := newProgress(stderr)
-	c, err := cache.Open(dst, &cache.Options{Codec: cd, Quality: *quality, MaxBytes: int64(maxBytes), ShardPrefix: part.ShardPrefix(), Logf: pr.logf})
+	c, err := cache.Open(dst, &cache.Options{Codec: cd, Quality: *quality, MaxBytes: int64(maxBytes), ShardBytes: int64(shardBytes), ShardPrefix: part.ShardPrefix(), Logf: pr.logf})
 	if err != nil {
 		return err
 	}
