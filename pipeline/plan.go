@@ -37,13 +37,15 @@ type shardPlanner struct {
 	of    []int32  // per sample, its shard
 	total int      // samples
 	ahead int
-	// sizes, when known, are the shards' bytes, and limit the prefetcher's: an epoch
-	// reading more bytes at once than the limit is logged, once, to logf.
-	sizes  []int64
-	limit  int64
-	logf   func(format string, args ...any)
-	warned atomic.Bool
-	desc   string // names the source in that message
+	// sizes, when known, are the shards' bytes, and limit the prefetcher's: the window
+	// is kept within the room the shards being read leave, and an epoch reading more
+	// bytes at once than the limit (or leaving too little room) is logged, once, to logf.
+	sizes        []int64
+	limit        int64
+	logf         func(format string, args ...any)
+	warnedOver   atomic.Bool
+	warnedWindow atomic.Bool
+	desc         string // names the source in those messages
 
 	mu   sync.Mutex                // serialises PlanEpoch and PlanNext
 	cur  atomic.Pointer[shardPlan] // the epoch being read
@@ -163,11 +165,11 @@ func (p *shardPlanner) build(epoch int, order []int32) *shardPlan {
 	}
 	if room := int32((p.limit - mostBytes) / max(largest, 1)); room < pl.window {
 		pl.window = max(room, 1)
-		if p.logf != nil && p.warned.CompareAndSwap(false, true) {
-			if mostBytes > p.limit {
+		if p.logf != nil {
+			if mostBytes > p.limit && p.warnedOver.CompareAndSwap(false, true) {
 				p.logf("pipeline: %s: epoch %d reads up to %d shards (%d bytes) at once, more than the shard cache's limit of %d bytes, so shards will be fetched more than once: read it with Config.Order ShardOrder (over Converted.ByShard) and a smaller ShuffleBlock, or raise the cache limit (DatasetOptions.Cache.MaxBytes, --shard-cache-max-bytes)",
 					p.desc, epoch, most, mostBytes, p.limit)
-			} else {
+			} else if mostBytes <= p.limit && p.warnedWindow.CompareAndSwap(false, true) {
 				p.logf("pipeline: %s: epoch %d reads up to %d shards (%d bytes) at once, and the shard cache's limit of %d bytes leaves room for %d shards ahead of them, not the %d that would have the next ones fetched before they are read; a limit of about %d bytes would",
 					p.desc, epoch, most, mostBytes, p.limit, pl.window, int32(p.ahead)+most, mostBytes+int64(int32(p.ahead)+most)*largest)
 			}

@@ -198,3 +198,43 @@ func TestConvertedS3Streaming(t *testing.T) {
 		t.Errorf("Close left %v in the cache directory", left)
 	}
 }
+
+// With shard sizes and the cache's limit, a plan's window stays within the room the
+// shards read at once leave, and each shortfall is logged once: the room, and reading
+// more at once than the cache holds.
+func TestPlanWindowBytes(t *testing.T) {
+	// 8 shards of 10 samples (shard k holds samples 10k..10k+9), 100 bytes each.
+	of := make([]int32, 80)
+	for i := range of {
+		of[i] = int32(i / 10)
+	}
+	names := []string{"a", "b", "c", "d", "e", "f", "g", "h"}
+	pf := &planFS{}
+	p := newScatteredPlanner(pf, names, of, 2)
+	var logs lines
+	p.sizes, p.limit, p.logf, p.desc = []int64{100, 100, 100, 100, 100, 100, 100, 100}, 0, logs.logf, "test"
+	// Shards two at a time: 0 and 1 interleaved, then 2 and 3, ...
+	var order []int32
+	for k := 0; k < 8; k += 2 {
+		for i := range 10 {
+			order = append(order, int32(10*k+i), int32(10*(k+1)+i))
+		}
+	}
+	window := func(limit int64) int32 {
+		p.limit = limit
+		return p.build(0, order).window
+	}
+	if w := window(0); w != 4 { // no limit: ahead 2 + 2 at once
+		t.Errorf("window %d without a limit, want 4", w)
+	}
+	if w := window(1000); w != 4 || len(logs.l) != 0 {
+		t.Errorf("window %d with room for 10 shards, want 4; %q", w, logs.l)
+	}
+	if w := window(500); w != 3 || len(logs.with("leaves room for 3 shards")) != 1 {
+		t.Errorf("window %d with room for 5 shards (2 read at once), want 3; %q", w, logs.l)
+	}
+	window(450) // logged once
+	if w := window(150); w != 1 || len(logs.with("more than the shard cache's limit of 150")) != 1 || len(logs.l) != 2 {
+		t.Errorf("window %d with room for 1 shard, want 1; %q", w, logs.l)
+	}
+}
