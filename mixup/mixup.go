@@ -213,22 +213,18 @@ func (m *Mixer) Pixels(data []byte, n int, layout pack.Layout, dtype pack.DType,
 			break
 		}
 		m.mixUint8(data[:n*sample], n, sample, l, w)
-	case pack.Float16:
+	case pack.Float16, pack.BFloat16:
+		dec, enc, mix := half.Float16To32, half.Float16, mixF16
+		if dtype == pack.BFloat16 {
+			dec, enc, mix = half.BFloat16To32, half.BFloat16, mixBF16
+		}
 		x := unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(data))), n*sample)
 		if n*sample < tableMin {
-			mix16Direct(x, n, sample, l, w, half.Float16To32, half.Float16)
+			mix16Direct(x, n, sample, l, w, dec, enc)
 			break
 		}
-		m.tables16(l, w, half.Float16To32, half.Float16)
-		mixF16(x, n, sample, m.own, m.oth)
-	case pack.BFloat16:
-		x := unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(data))), n*sample)
-		if n*sample < tableMin {
-			mix16Direct(x, n, sample, l, w, half.BFloat16To32, half.BFloat16)
-			break
-		}
-		m.tables16(l, w, half.BFloat16To32, half.BFloat16)
-		mixBF16(x, n, sample, m.own, m.oth)
+		m.tables16(l, w, dec, enc)
+		mix(x, n, sample, m.own, m.oth)
 	}
 	return nil
 }

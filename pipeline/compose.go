@@ -134,8 +134,9 @@ func (v *view) plan(epoch int, order []int32, give func(EpochPlanner, int, []int
 		}
 		end := v.ends[p]
 		own := make([]int32, 0, min(len(order), end-start))
+		n := v.Len()
 		for _, i := range order {
-			if i < 0 || int(i) >= v.Len() {
+			if i < 0 || int(i) >= n {
 				continue
 			}
 			j := int(i)

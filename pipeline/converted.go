@@ -29,9 +29,8 @@ type Converted struct {
 	problems []cache.Problem
 	classes  []string
 	// A dataset in object storage: its shards' prefetches, in the order the loader
-	// reads them, and the shard cache's byte limit.
+	// reads them (the planner knows the shard cache's byte limit).
 	planner *shardPlanner
-	limit   int64
 }
 
 // ConvertedOptions configures OpenConverted.
@@ -158,9 +157,8 @@ func (s *Converted) plan(shards *objstore.Cache, ahead int, logf func(string, ..
 		}
 		of[i] = k
 	}
-	s.limit = shards.Options().MaxBytes
 	s.planner = newScatteredPlanner(shards, names, of, ahead)
-	s.planner.sizes, s.planner.limit, s.planner.logf, s.planner.desc = sizes, s.limit, logf, s.cache.Dir()
+	s.planner.sizes, s.planner.limit, s.planner.logf, s.planner.desc = sizes, shards.Options().MaxBytes, logf, s.cache.Dir()
 }
 
 // PlanEpoch implements EpochPlanner: for a dataset in object storage (OpenDataset), the

@@ -56,7 +56,7 @@ func (s *Converted) remoteBlock(shards int) int {
 		total += m.Bytes
 	}
 	meanBytes := max(total/int64(max(len(s.info.Shards), 1)), 1)
-	fit := s.limit/2/meanBytes - int64(s.planner.ahead) - 1 // a block straddles one more shard
+	fit := s.planner.limit/2/meanBytes - int64(s.planner.ahead) - 1 // a block straddles one more shard
 	return int(min(int64(byShardBlock), max(fit, 1)*int64(len(s.refs)/shards)))
 }
 
