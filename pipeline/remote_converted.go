@@ -21,62 +21,31 @@ func datasetFile(name string) bool {
 		name != "LOCK" && !strings.HasSuffix(name, ".lock")
 }
 
-// FetchConverted downloads the converted dataset stored under b (an s3:// or http(s)://
-// prefix holding dataset.json) into a new directory under co.Dir (default the system's
-// temporary directory) and returns it with a function that removes it. From S3 it
-// fetches every object listed under the prefix but lock files; from a web server, which
-// cannot be listed, dataset.json, the part records, and the shards and indexes their
-// manifests name (so a dataset whose conversion recorded no manifest cannot be read over
-// HTTP). The whole dataset must fit co.MaxBytes (default 16 GiB): a larger one is refused
-// before any shard is downloaded, naming both sizes. conveyor verify and inspect read a
-// dataset URL this way; training (OpenDataset) streams its shards through a bounded
-// shard cache instead.
-func FetchConverted(ctx context.Context, b *objstore.Bucket, co *objstore.CacheOptions) (dir string, remove func() error, err error) {
-	var o objstore.CacheOptions
-	if co != nil {
-		o = *co
-	}
-	if o.MaxBytes == 0 {
-		o.MaxBytes = 16 << 30
-	}
-	if o.Concurrency == 0 {
-		o.Concurrency = 4
-	}
-	switch {
-	case o.MaxBytes < 0:
-		return "", nil, fmt.Errorf("pipeline: Cache.MaxBytes %d < 0", o.MaxBytes)
-	case o.Concurrency < 0:
-		return "", nil, fmt.Errorf("pipeline: Cache.Concurrency %d < 0", o.Concurrency)
-	}
-	dir, err = os.MkdirTemp(o.Dir, "conveyor-converted-*")
-	if err != nil {
-		return "", nil, fmt.Errorf("pipeline: %s: cache directory: %w", b, err)
-	}
-	remove = func() error { return os.RemoveAll(dir) }
-	fail := func(err error) (string, func() error, error) {
-		remove()
-		return "", nil, err
-	}
+// FetchConvertedIndex fetches what describes the converted dataset stored under b (an
+// s3:// or http(s):// prefix holding dataset.json) into the directory dir, but not its
+// shards: dataset.json, the part records and the shards' indexes, concurrency objects at
+// a time. A ReadOnly cache.Open of dir with Options.Remote set to a shard cache of b
+// (objstore.NewCache) then lists every record and reads each from its shard, fetched
+// whole when first read. From S3 the files are those listed under the prefix; from a
+// web server, which cannot be listed, those the manifests name (so a dataset whose
+// conversion recorded no manifest cannot be read over HTTP). OpenDataset reads a
+// dataset URL this way; so do conveyor inspect (indexes only) and verify.
+func FetchConvertedIndex(ctx context.Context, b *objstore.Bucket, dir string, concurrency int) error {
 	var objs []objstore.Object
+	var err error
 	if strings.HasPrefix(b.String(), "http") {
 		objs, err = manifestObjects(ctx, b, dir)
 	} else {
 		objs, err = listedObjects(ctx, b)
 	}
 	if err != nil {
-		return fail(err)
+		return err
 	}
-	var total int64
-	for _, ob := range objs {
-		total += ob.Size
+	objs = slices.DeleteFunc(objs, func(ob objstore.Object) bool { return strings.HasSuffix(ob.Name, ".shard") })
+	if err := objstore.Mirror(ctx, b, objs, dir, max(concurrency, 1)); err != nil {
+		return fmt.Errorf("pipeline: %w", err)
 	}
-	if total > o.MaxBytes {
-		return fail(fmt.Errorf("pipeline: %s: the converted dataset holds %d bytes, more than the cache limit of %d bytes (Cache.MaxBytes, --shard-cache-max-bytes): raise the limit", b, total, o.MaxBytes))
-	}
-	if err := objstore.Mirror(ctx, b, objs, dir, o.Concurrency); err != nil {
-		return fail(fmt.Errorf("pipeline: %w", err))
-	}
-	return dir, remove, nil
+	return nil
 }
 
 // listedObjects lists the dataset's files in an S3 prefix.
@@ -157,20 +126,7 @@ func openRemoteConverted(ctx context.Context, url string, store *objstore.Datase
 	}
 	remove := func() error { return os.RemoveAll(dir) }
 	b := store.Bucket
-	var objs []objstore.Object
-	if strings.HasPrefix(b.String(), "http") {
-		objs, err = manifestObjects(ctx, b, dir)
-	} else {
-		objs, err = listedObjects(ctx, b)
-	}
-	if err == nil {
-		objs = slices.DeleteFunc(objs, func(ob objstore.Object) bool { return strings.HasSuffix(ob.Name, ".shard") })
-		err = objstore.Mirror(ctx, b, objs, dir, store.Cache.Options().Concurrency)
-		if err != nil {
-			err = fmt.Errorf("pipeline: %w", err)
-		}
-	}
-	if err != nil {
+	if err := FetchConvertedIndex(ctx, b, dir, store.Cache.Options().Concurrency); err != nil {
 		remove()
 		return fail(err)
 	}

@@ -80,32 +80,76 @@ func openShards(args []string, logf func(string, ...any)) (pipeline.Source, erro
 	return pipeline.WebDatasetFiles(args, o)
 }
 
-// fetchIfRemote returns arg unchanged when it is not an s3:// or http(s):// prefix
-// holding a converted dataset (dataset.json); when it is, it downloads the dataset whole
-// (pipeline.FetchConverted, the objstore cache defaults: the system's temporary
-// directory, at most 16 GiB) and returns the local copy, with a function removing it.
-func fetchIfRemote(arg string, stderr io.Writer) (dir string, done func(), err error) {
+// remoteDataset is a converted dataset in object storage opened for reading: its
+// descriptions fetched into dir, its shards read through remote, fetched when first read.
+type remoteDataset struct {
+	url    string
+	dir    string
+	remote *objstore.Cache // nil for a local dataset
+	close  func()
+}
+
+// openRemoteIndex returns arg itself (remote nil) when it is not an s3:// or http(s)://
+// prefix holding a converted dataset (dataset.json). When it is, it fetches the
+// dataset's descriptions but not its shards into a new temporary directory
+// (pipeline.FetchConvertedIndex) and returns it with a shard cache of the prefix (the
+// objstore defaults: the system's temporary directory, at most 16 GiB), through which
+// a cache opened with cache.Options.Remote reads the shards. close removes both.
+func openRemoteIndex(arg string) (*remoteDataset, error) {
+	local := &remoteDataset{url: arg, dir: arg, close: func() {}}
 	if !objstore.IsRemote(arg) || strings.ContainsAny(arg, "*?[{") || strings.EqualFold(path.Ext(arg), ".tar") {
-		return arg, func() {}, nil
+		return local, nil
 	}
 	ctx := context.Background()
 	b, err := objstore.OpenBucket(ctx, strings.TrimSuffix(arg, "/")+"/", nil)
 	if err != nil {
-		return "", nil, err
+		return nil, err
 	}
-	defer b.Close()
 	if _, err := b.Stat(ctx, cache.InfoName); err != nil {
+		b.Close()
 		if errors.Is(err, fs.ErrNotExist) {
-			return arg, func() {}, nil
+			return local, nil
 		}
-		return "", nil, err
+		return nil, err
 	}
-	dir, remove, err := pipeline.FetchConverted(ctx, b, nil)
+	sc, err := objstore.NewCache(b, nil)
 	if err != nil {
-		return "", nil, err
+		b.Close()
+		return nil, err
 	}
-	fmt.Fprintf(stderr, "conveyor: fetched %s into %s (%v)\n", arg, dir, b.Stats())
-	return dir, func() { remove() }, nil
+	dir, err := os.MkdirTemp("", "conveyor-converted-*")
+	if err == nil {
+		err = pipeline.FetchConvertedIndex(ctx, b, dir, sc.Options().Concurrency)
+	}
+	closeAll := func() {
+		if dir != "" {
+			os.RemoveAll(dir)
+		}
+		sc.Close()
+		b.Close()
+	}
+	if err != nil {
+		closeAll()
+		return nil, err
+	}
+	return &remoteDataset{url: arg, dir: dir, remote: sc, close: closeAll}, nil
+}
+
+// name is file, a path under the dataset's directory, as the user knows it: under the
+// URL for a remote dataset.
+func (d *remoteDataset) name(file string) string {
+	if d.remote == nil {
+		return file
+	}
+	return strings.Replace(file, d.dir, strings.TrimSuffix(d.url, "/"), 1)
+}
+
+// fetched says what the shard cache of a remote dataset fetched: "" for a local one.
+func (d *remoteDataset) fetched() string {
+	if d.remote == nil {
+		return ""
+	}
+	return fmt.Sprintf("conveyor: read %s through a shard cache (%v)\n", d.url, d.remote.Stats())
 }
 
 // renaming returns a writer that writes to w with every occurrence of the local

@@ -80,7 +80,7 @@ func inspect(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: conveyor inspect DIR [--json]\n       conveyor inspect SHARDS [--json]\n\nDescribes the cache directory DIR, a converted dataset or a loader's cache, read-only;\nor WebDataset shards named by a local or remote URL ('DIR/train-{000..099}.tar',\ns3://bucket/train-{000000..001023}.tar, s3://bucket/prefix/): shards, samples, classes,\nbad samples and each shard's sample count (WebDatasetOptions.ShardSamples); --json's\noutput is what conveyor bench --shard-index reads to index the shards lazily.\nDIR may be an s3:// prefix holding a converted dataset: it is downloaded whole\n(at most 16 GiB) and described.\n\nflags:\n")
+		fmt.Fprintf(fs.Output(), "usage: conveyor inspect DIR [--json]\n       conveyor inspect SHARDS [--json]\n\nDescribes the cache directory DIR, a converted dataset or a loader's cache, read-only;\nor WebDataset shards named by a local or remote URL ('DIR/train-{000..099}.tar',\ns3://bucket/train-{000000..001023}.tar, s3://bucket/prefix/): shards, samples, classes,\nbad samples and each shard's sample count (WebDatasetOptions.ShardSamples); --json's\noutput is what conveyor bench --shard-index reads to index the shards lazily.\nDIR may be an s3:// or http(s):// prefix holding a converted dataset: only its\ndataset.json, part records and shard indexes are fetched, not its shards.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	jsonOut := fs.Bool("json", false, "print one JSON object instead of text")
@@ -91,26 +91,50 @@ func inspect(args []string, stdout, stderr io.Writer) error {
 	if err := oneDir(pos); err != nil {
 		return err
 	}
-	dir, done, err := fetchIfRemote(pos[0], stderr)
+	ds, err := openRemoteIndex(pos[0])
 	if err != nil {
 		return err
 	}
-	defer done()
-	if shardArgs([]string{dir}) {
+	defer ds.close()
+	if ds.remote == nil && shardArgs([]string{ds.dir}) {
 		return inspectShards(pos[0], *jsonOut, stdout, stderr)
 	}
-	c, info, err := openReadOnly(dir, stderr)
+	c, info, err := openReadOnly(ds, stderr)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	res := describe(c, info)
+	// Checking the dataset lists the records of remote shards, so describe them after
+	// it; a local dataset is described as opened, before the check lists the records of
+	// shards that cannot be read.
+	var res *inspectResult
+	if ds.remote == nil {
+		res = describe(c, info)
+	}
+	var problems []string
 	if info != nil {
-		res.Incomplete = datasetState(dir, info)
-		res.Manifest = info.Manifested()
 		for _, p := range c.CheckDataset(info) {
-			res.Problems = append(res.Problems, fmt.Sprintf("%s %s: %v", problemKind(p.Kind), p.File(), p.Err))
+			problems = append(problems, fmt.Sprintf("%s %s: %v", problemKind(p.Kind), ds.name(p.File()), p.Err))
 		}
+	}
+	if res == nil {
+		res = describe(c, info)
+	}
+	if info != nil {
+		res.Incomplete = datasetState(ds.dir, info)
+		res.Manifest = info.Manifested()
+		res.Problems = problems
+	}
+	if ds.remote != nil {
+		// The shards stay in the store: their bytes are the ones the manifest records.
+		res.Dir = strings.TrimSuffix(ds.url, "/")
+		if info != nil && info.Manifested() {
+			res.Bytes = 0
+			for _, m := range info.Shards {
+				res.Bytes += m.Bytes + m.IndexBytes
+			}
+		}
+		fmt.Fprint(stderr, ds.fetched())
 	}
 	if *jsonOut {
 		return json.NewEncoder(stdout).Encode(res)
@@ -119,9 +143,11 @@ func inspect(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// openReadOnly opens the cache in dir read-only, with its dataset Info when it has one.
-// A directory with neither shards nor dataset.json is an error: most likely a wrong path.
-func openReadOnly(dir string, stderr io.Writer) (*cache.Cache, *cache.Info, error) {
+// openReadOnly opens the cache in ds.dir read-only, with its dataset Info when it has
+// one, its shards read through ds.remote when the dataset is in object storage. A
+// directory with neither shards nor dataset.json is an error: most likely a wrong path.
+func openReadOnly(ds *remoteDataset, stderr io.Writer) (*cache.Cache, *cache.Info, error) {
+	dir := ds.dir
 	if err := checkDir(dir); err != nil {
 		return nil, nil, err
 	}
@@ -132,6 +158,9 @@ func openReadOnly(dir string, stderr io.Writer) (*cache.Cache, *cache.Info, erro
 	opts := &cache.Options{ReadOnly: true, Logf: func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) }}
 	if info != nil {
 		opts.Codec = info.Codec
+	}
+	if ds.remote != nil {
+		opts.Remote = ds.remote
 	}
 	c, err := cache.Open(dir, opts)
 	if err != nil {

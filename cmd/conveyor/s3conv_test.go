@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -233,10 +234,50 @@ func TestConvertedHTTP(t *testing.T) {
 		if !bytes.Equal(data, wantData) || !slices.Equal(labels, wantLabels) || st.BytesFetched == 0 {
 			t.Fatalf("%s over HTTP: other batches (%v)", dir, st)
 		}
-		var vout bytes.Buffer
-		if err := verify([]string{url}, &vout, io.Discard); err != nil || !strings.Contains(vout.String(), "records=24 ") {
-			t.Fatalf("verify %s: %v\n%s", url, err, vout.String())
+		var vout, verr bytes.Buffer
+		if err := verify([]string{url}, &vout, &verr); err != nil || !strings.Contains(vout.String(), "records=24 ") || !strings.Contains(verr.String(), "shard cache: ") || strings.Contains(verr.String(), " 0 fetched") {
+			t.Fatalf("verify %s: %v\n%s%s", url, err, vout.String(), verr.String())
 		}
+		// inspect fetches the indexes, not a shard; it names the URL and counts
+		// the shards' bytes from the manifest.
+		var iout, ierr bytes.Buffer
+		if err := inspect([]string{url}, &iout, &ierr); err != nil || !strings.Contains(iout.String(), "samples       24 stored") ||
+			!strings.Contains(iout.String(), "directory     "+hs.URL+"\n") || !strings.Contains(ierr.String(), " 0 fetched") {
+			t.Fatalf("inspect %s: %v\n%s%s", url, err, iout.String(), ierr.String())
+		}
+		var got, want inspectResult
+		iout.Reset()
+		if err := inspect([]string{url, "--json"}, &iout, io.Discard); err != nil || json.Unmarshal(iout.Bytes(), &got) != nil {
+			t.Fatalf("inspect %s --json: %v\n%s", url, err, iout.String())
+		}
+		iout.Reset()
+		if err := inspect([]string{dir, "--json"}, &iout, io.Discard); err != nil || json.Unmarshal(iout.Bytes(), &want) != nil {
+			t.Fatal(err)
+		}
+		if got.Bytes != want.Bytes || got.Samples != want.Samples || !slices.Equal(got.Classes, want.Classes) || got.Shards != want.Shards {
+			t.Errorf("inspect %s: %d bytes, %d samples, %d shards, classes %v; the local copy %d, %d, %d, %v",
+				url, got.Bytes, got.Samples, got.Shards, got.Classes, want.Bytes, want.Samples, want.Shards, want.Classes)
+		}
+	}
+	// A record damaged in the store: verify reads every shard through the shard
+	// cache and names the record by its URL.
+	shards, _ := filepath.Glob(filepath.Join(local, "*.shard"))
+	if len(shards) == 0 {
+		t.Fatal("no shards")
+	}
+	data, err := os.ReadFile(shards[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)-10] ^= 0xff
+	if err := os.WriteFile(shards[0], data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	hsl := httptest.NewServer(http.FileServer(http.Dir(local)))
+	defer hsl.Close()
+	var vout bytes.Buffer
+	if err := verify([]string{hsl.URL + "/"}, &vout, io.Discard); err == nil || !strings.Contains(vout.String(), "damaged "+hsl.URL+"/"+filepath.Base(shards[0])+"+") || strings.Contains(vout.String(), "conveyor-converted-") {
+		t.Fatalf("verify with a damaged record: %v\n%s", err, vout.String())
 	}
 	// Part 1/2 missing: named by OpenDataset.
 	if err := os.Remove(filepath.Join(parted, cache.Part{Index: 1, Count: 2}.PartInfoName())); err != nil {

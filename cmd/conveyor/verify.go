@@ -28,8 +28,9 @@ writer killed mid-record) are reported, not counted as damage: readers ignore th
 So is a damaged record that a later conversion run stored again, which the dataset
 no longer uses.
 
-DIR may be an s3:// prefix holding a converted dataset: it is downloaded whole into
-the system's temporary directory first (at most 16 GiB), then checked.
+DIR may be an s3:// or http(s):// prefix holding a converted dataset: its shards
+are fetched one by one into a shard cache in the system's temporary directory
+(at most 16 GiB at once), checked, and evicted when space is needed.
 `, cache.InfoName)
 	}
 	pos, err := parseFlags(fs, args, stdout)
@@ -39,16 +40,17 @@ the system's temporary directory first (at most 16 GiB), then checked.
 	if err := oneDir(pos); err != nil {
 		return err
 	}
-	dir, done, err := fetchIfRemote(pos[0], stderr)
+	ds, err := openRemoteIndex(pos[0])
 	if err != nil {
 		return err
 	}
-	defer done()
-	name := pos[0] // what errors call the dataset: the URL when it was fetched
-	if dir != name {
+	defer ds.close()
+	name, dir := pos[0], ds.dir // errors call the dataset by the name the user gave
+	if ds.remote != nil {
 		stdout = renaming(stdout, dir, name)
+		defer func() { fmt.Fprint(stderr, ds.fetched()) }()
 	}
-	c, info, err := openReadOnly(dir, stderr)
+	c, info, err := openReadOnly(ds, stderr)
 	if err != nil {
 		return err
 	}
