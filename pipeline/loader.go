@@ -25,6 +25,7 @@ type Loader struct {
 	held        heldTotal
 	read        *budget
 	dec         *decodeMemory
+	returns     *returner
 	sampleBytes int
 	micro       int // samples per delivered batch: BatchSize/MicroBatches
 	nbuf        int // pinned batch buffers, each holding one delivered (micro-)batch
@@ -177,6 +178,7 @@ func build(src Source, cfg *Config, conv *converting) (*Loader, error) {
 	}
 	l.read = newBudget(working/5, &l.held)
 	l.dec = newDecodeMemory(working-working/5, c.Workers, &l.held)
+	l.returns = newReturner(l.cfg.MemoryBudget)
 	if err := l.openDevice(devConv, batchBytes, pinnedBytes); err != nil {
 		return nil, err
 	}
@@ -225,6 +227,7 @@ func (l *Loader) Close() error {
 	for _, w := range l.workers {
 		w.close()
 	}
+	l.returns.wait()
 	err := l.closeDevice()
 	if n := l.outstanding.Load(); n > 0 {
 		return fmt.Errorf("pipeline: close: %d batches not released; their host and device memory stays allocated until they are", n)

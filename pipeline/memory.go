@@ -1,14 +1,20 @@
 package pipeline
 
 import (
+	"bytes"
 	"context"
 	"image"
 	"os"
+	"runtime"
+	"runtime/debug"
+	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/conveyor-ml/conveyor/augment"
 	"github.com/conveyor-ml/conveyor/decode"
+	"github.com/conveyor-ml/conveyor/internal/cmem"
 	"golang.org/x/sync/semaphore"
 )
 
@@ -162,4 +168,154 @@ func (m *decodeMemory) acquireLarge(ctx context.Context, n int64) (release func(
 		return nil, err
 	}
 	return func() { m.release(n) }, nil
+}
+
+// returner gives what the loader lets go of back to the system when the process's
+// anonymous memory nears what it had when the loader was made plus MemoryBudget
+// (conveyor bench reports both). Decoding allocates: the encoded file's bytes, scratch
+// that grows to a larger image, and for a sample larger than a worker's retained share
+// (a photo) scratch for it alone, dropped after; the native decoders malloc and free
+// their working memory in C. None of it goes back by itself: Go collects garbage once
+// its heap has doubled since the last collection (GOGC=100) and keeps the freed pages
+// until its scavenger slowly returns those beyond its next goal, and glibc keeps freed
+// memory in per-thread heaps, which grow as large images land on other threads: with
+// photos, the process reached 1.5 times MemoryBudget and kept growing over epochs.
+//
+// So glibc keeps at most cHeaps heaps (cmem.LimitArenas), where freed decoder memory is
+// reused whichever thread decodes next, and the workers look, at most every checkEvery,
+// at the resident anonymous memory (/proc/self/statm). From limit-margin on (a fifth of
+// MemoryBudget below the limit), at most every minGap, one goroutine collects garbage
+// and trims the C heaps (cmem.Trim), and when that is not enough returns the Go heap's
+// free pages (debug.FreeOSMemory). The first time even that leaves the process within
+// the margin, glibc is told to map large blocks by themselves, unmapped when freed
+// (cmem.MapLarge: its heaps keep freed decoder memory in pieces among blocks in use,
+// which Trim cannot return; mapping costs page faults, so only a tight budget pays
+// it). A return that ends past the limit means the rest is not the loader's (the
+// program's own memory grew, or garbage outpaces the returns): the next waits, twice
+// as long after each such return, up to maxBackoff. Memory given back costs page
+// faults when it is used again, so it is given back only under pressure: with small
+// images the process stays far below the limit and this never runs. Where statm cannot
+// be read (not Linux) it never runs either.
+type returner struct {
+	limit   int64 // 0: not measured
+	margin  int64
+	running atomic.Bool
+	runs    atomic.Int64
+	wg      sync.WaitGroup
+
+	mu      sync.Mutex // one check at a time
+	checked time.Time  // the last check
+
+	// The returning goroutine's, read by check once it has finished (running false).
+	mapped  bool          // glibc maps large blocks by themselves
+	backoff time.Duration // wait before the next return; 0 after one that ended under the limit
+	until   time.Time     // no return before
+	now     func() time.Time
+}
+
+// returnShare sets the margin, a returnShare-th of MemoryBudget; checkEvery is how
+// often the workers look; minGap the least time from one return to the next; returns
+// that end past the limit back off from minBackoff to maxBackoff.
+const (
+	returnShare = 5
+	checkEvery  = 5 * time.Millisecond
+	minGap      = 25 * time.Millisecond
+	minBackoff  = 50 * time.Millisecond
+	maxBackoff  = 5 * time.Second
+)
+
+// cHeaps is how many heaps glibc may keep for the native decoders' memory (see
+// cmem.LimitArenas), set by the first New.
+const cHeaps = 2
+
+var limitHeaps sync.Once
+
+// mapLarge is the size from which glibc maps C blocks by themselves, once a return that
+// gave back all it could left the process within a margin of its limit.
+const mapLarge = 1 << 20
+
+// newReturner makes the loader's returner: the limit is the anonymous memory now plus
+// budget.
+func newReturner(budget int64) *returner {
+	limitHeaps.Do(func() { cmem.LimitArenas(cHeaps) })
+	r := &returner{margin: budget / returnShare, now: time.Now}
+	if anon, ok := anonResident(); ok {
+		r.limit = anon + budget
+	}
+	return r
+}
+
+// check looks, at most every checkEvery, at the process's anonymous memory, and starts a
+// return when it has reached limit-margin and there is garbage to collect.
+func (r *returner) check(now time.Time) {
+	if r.limit == 0 || r.running.Load() || !r.mu.TryLock() {
+		return
+	}
+	defer r.mu.Unlock()
+	if now.Sub(r.checked) < checkEvery || now.Before(r.until) {
+		return
+	}
+	r.checked = now
+	anon, ok := anonResident()
+	if !ok || anon < r.limit-r.margin || !r.running.CompareAndSwap(false, true) {
+		return
+	}
+	r.until = now.Add(minGap)
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		defer r.running.Store(false)
+		r.giveBack()
+		r.runs.Add(1)
+	}()
+}
+
+// giveBack returns memory: see returner. It runs in one goroutine at a time.
+func (r *returner) giveBack() {
+	// A collection first: the pages it frees stay resident and are reused without
+	// faults. Only when that is not enough do the heap's free pages go back.
+	runtime.GC()
+	cmem.Trim()
+	if anon, ok := anonResident(); !ok || anon < r.limit-r.margin {
+		r.backoff = 0
+		return
+	}
+	debug.FreeOSMemory()
+	anon, ok := anonResident()
+	if ok && anon >= r.limit-r.margin && !r.mapped {
+		r.mapped = cmem.MapLarge(mapLarge)
+	}
+	if !ok || anon <= r.limit {
+		r.backoff = 0
+		return
+	}
+	r.backoff = min(max(2*r.backoff, minBackoff), maxBackoff)
+	r.mu.Lock()
+	r.until = r.now().Add(r.backoff)
+	r.mu.Unlock()
+}
+
+// wait waits for a return in progress.
+func (r *returner) wait() { r.wg.Wait() }
+
+// anonResident is the process's resident anonymous memory in bytes: /proc/self/statm's
+// resident pages less its shared (file-backed and shared-memory) ones.
+func anonResident() (int64, bool) {
+	f, err := os.Open("/proc/self/statm")
+	if err != nil {
+		return 0, false
+	}
+	defer f.Close()
+	var buf [128]byte
+	n, _ := f.Read(buf[:])
+	fields := bytes.Fields(buf[:n])
+	if len(fields) < 3 {
+		return 0, false
+	}
+	resident, err1 := strconv.ParseInt(string(fields[1]), 10, 64)
+	shared, err2 := strconv.ParseInt(string(fields[2]), 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, false
+	}
+	return (resident - shared) * int64(os.Getpagesize()), true
 }

@@ -51,6 +51,10 @@ type Stats struct {
 	Budget, PeakHeld, ReadBudget, PeakRead, DecodeBudget, PeakDecode int64
 	Pinned                                                           pinned.Stats
 	Outstanding                                                      int64 // batches held by the caller
+	// MemoryReturns counts the times the loader gave freed memory back to the system
+	// (see Config.MemoryBudget): a garbage collection, with the Go heap's free pages and
+	// the C allocator's returned.
+	MemoryReturns int64
 
 	// Device is where batches go ("cpu", "cuda:0 (NVIDIA ...)"); DeviceBytes the device
 	// memory the loader holds, fixed from New to Close: its ring of buffers, each sized
@@ -133,8 +137,9 @@ func (l *Loader) Stats() Stats {
 		Budget:     l.cfg.MemoryBudget,
 		ReadBudget: l.read.size, PeakRead: l.read.peak.Load(),
 		DecodeBudget: l.dec.size, PeakDecode: l.dec.peak.Load(),
-		Pinned:      l.pool.Stats(),
-		Outstanding: l.outstanding.Load(),
+		Pinned:        l.pool.Stats(),
+		Outstanding:   l.outstanding.Load(),
+		MemoryReturns: l.returns.runs.Load(),
 	}
 	s.PeakHeld = s.Pinned.BytesMapped + l.held.peak.Load()
 	rs := l.ring.Stats()

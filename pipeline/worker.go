@@ -278,5 +278,6 @@ func (w *worker) sample(r *run, it readItem) error {
 	}
 	t3 := l.stats.pack.add(t2, int64(l.sampleBytes))
 	l.fill.Worked(t3.Sub(t0))
+	l.returns.check(t3)
 	return nil
 }

@@ -156,6 +156,7 @@ flags:
 	deviceConvert := fs.Bool("device-convert", false, "copy uint8 pixels and convert to --dtype/--layout/--normalize on the device")
 	fullDecode := fs.Bool("full-decode", false, "decode whole images even where the recipe's random crop allows decoding only the crop")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof FILE)")
+	memProfile := fs.String("memprofile", "", "write a heap profile (allocations and what is live at the end) to this file (go tool pprof -sample_index=alloc_space FILE)")
 	onError := fs.String("on-error", pipeline.Skip.String(), "bad files (unreadable, undecodable): skip (log, count and replace them) or fail (end the run at the first)")
 	allowIncomplete := fs.Bool("allow-incomplete", false, "train on a converted DIR that is not known to be complete (its conversion stopped or is still running, it lost samples, or it has no manifest) instead of refusing it")
 	mixUp := fs.Float64("mixup", 0, "mix every batch with MixUp, λ ~ Beta(A, A), as timm's Mixup (0: off); soft targets")
@@ -264,6 +265,19 @@ flags:
 		}
 		defer func() {
 			pprof.StopCPUProfile()
+			f.Close()
+		}()
+	}
+
+	if *memProfile != "" {
+		f, err := os.Create(*memProfile)
+		if err != nil {
+			return fmt.Errorf("--memprofile: %w", err)
+		}
+		defer func() {
+			if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+				fmt.Fprintf(stderr, "conveyor: --memprofile: %v\n", err)
+			}
 			f.Close()
 		}()
 	}

@@ -105,6 +105,20 @@ func TestBenchReport(t *testing.T) {
 	if m.PeakRSS <= 0 || m.Budget <= 0 || m.PeakHeld <= 0 || m.PeakHeld > m.Budget || m.Pinned <= 0 || m.Device != "cpu (host memory)" || m.DeviceBytes != 0 {
 		t.Errorf("memory: %+v", m)
 	}
+	if m.PeakHeap <= 0 || m.PeakGo < m.PeakHeap {
+		t.Errorf("Go memory: heap %d, runtime %d", m.PeakHeap, m.PeakGo)
+	}
+	if _, _, _, ok := residentSplit(); ok {
+		// The pinned buffers are anonymous memory, locked or at least written.
+		if m.PeakAnon < m.Pinned || m.PeakAnon > m.PeakRSS || m.PeakFile <= 0 || m.AnonOverBudget != float64(m.PeakAnon)/float64(m.Budget) {
+			t.Errorf("resident split: %+v", m)
+		}
+		for _, e := range r.Epochs {
+			if e.PeakAnon <= 0 || e.PeakAnon > m.PeakAnon {
+				t.Errorf("epoch %d: peak anonymous %d, the run's %d", e.Epoch, e.PeakAnon, m.PeakAnon)
+			}
+		}
+	}
 	share := 0.0
 	for _, s := range r.StageBusy {
 		share += s.Share

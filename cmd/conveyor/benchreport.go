@@ -39,6 +39,21 @@ func printReport(w io.Writer, res *benchResult) {
 		locked = "not locked"
 	}
 	row("memory", "peak RSS %s (%s); loader budget %s, peak held %s", mb(m.PeakRSS), m.PeakRSSScope, mb(m.Budget), mb(m.PeakHeld))
+	if m.PeakAnon > 0 {
+		row("resident", "peaks sampled: anonymous %s (%.0f%% of the budget), file-backed %s, shared %s; Go heap %s, Go runtime %s; memory returned %d times",
+			mb(m.PeakAnon), 100*m.AnonOverBudget, mb(m.PeakFile), mb(m.PeakShmem), mb(m.PeakHeap), mb(m.PeakGo), m.Returns)
+	}
+	if len(r.Epochs) > 1 && r.Epochs[0].PeakAnon > 0 {
+		var b strings.Builder
+		for i, e := range r.Epochs {
+			if i > 0 {
+				b.WriteByte(' ')
+			}
+			fmt.Fprintf(&b, "%.0f", float64(e.PeakAnon)/1e6)
+		}
+		first, last := r.Epochs[0].PeakAnon, r.Epochs[len(r.Epochs)-1].PeakAnon
+		row("by epoch", "anonymous peak MB: %s (last over first %+.1f%%)", b.String(), 100*(float64(last)/float64(first)-1))
+	}
 	what := "batch"
 	if s := r.Settings; s.MicroBatches > 1 {
 		what = fmt.Sprintf("micro-batch (%d samples)", s.Batch/s.MicroBatches)

@@ -76,10 +76,24 @@ type cpuReport struct {
 type memoryReport struct {
 	PeakRSS      int64  `json:"peak_rss_bytes"`
 	PeakRSSScope string `json:"peak_rss_scope"` // "run", or "process" where it could not be reset
-	Budget       int64  `json:"budget_bytes"`
-	PeakHeld     int64  `json:"peak_held_bytes"`
-	Pinned       int64  `json:"pinned_bytes"`
-	PinnedLocked bool   `json:"pinned_locked"`
+	// The resident memory's peaks by kind, sampled every memEvery and at each epoch's
+	// end (so lower bounds; 0 where the system does not report them): anonymous
+	// (the Go heap, the pinned buffers, C libraries' allocations), file-backed (mapped
+	// shards and the program's own pages), shared. PeakHeap is the Go heap's spans in
+	// use, PeakGo all the Go runtime holds (heap, stacks, its own structures).
+	// AnonOverBudget is PeakAnon over Budget.
+	PeakAnon       int64   `json:"peak_anon_bytes"`
+	PeakFile       int64   `json:"peak_file_bytes"`
+	PeakShmem      int64   `json:"peak_shmem_bytes"`
+	PeakHeap       int64   `json:"peak_heap_bytes"`
+	PeakGo         int64   `json:"peak_go_bytes"`
+	AnonOverBudget float64 `json:"anon_over_budget"`
+	// Returns counts the loader's returns of freed memory (pipeline.Stats.MemoryReturns).
+	Returns      int64 `json:"memory_returns"`
+	Budget       int64 `json:"budget_bytes"`
+	PeakHeld     int64 `json:"peak_held_bytes"`
+	Pinned       int64 `json:"pinned_bytes"`
+	PinnedLocked bool  `json:"pinned_locked"`
 	// PinnedBuffers buffers of PinnedBufferBytes each hold one delivered batch (one
 	// micro-batch with --micro-batches); likewise DeviceBuffers of DeviceBufferBytes,
 	// which with the conversion's staging buffer make up DeviceBytes (all 0 when batches
@@ -139,6 +153,8 @@ type epochResult struct {
 	ImagesPerS  float64 `json:"images_per_s"`
 	CacheHits   int64   `json:"cache_hits"`
 	CacheStored int64   `json:"cache_stored"`
+	// PeakAnon is the most anonymous resident memory sampled during the epoch.
+	PeakAnon int64 `json:"peak_anon_bytes"`
 }
 
 // runOptions say how to drive one measured run.
@@ -151,8 +167,12 @@ type runOptions struct {
 	epochLine func(epochResult)
 }
 
-// sampleEvery is how often a run samples its queues and redraws its progress bar.
-const sampleEvery = 10 * time.Millisecond
+// sampleEvery is how often a run samples its queues and redraws its progress bar;
+// memEvery how often it samples the process's memory.
+const (
+	sampleEvery = 10 * time.Millisecond
+	memEvery    = 5 * sampleEvery
+)
 
 // measure builds a loader over src with cfg, runs opts.epochs epochs through a consumer
 // that holds each batch for opts.step, and reports what it saw.
@@ -161,6 +181,7 @@ func measure(ctx context.Context, src pipeline.Source, cfg *pipeline.Config, opt
 	runtime.GC() // the previous run's garbage is not this one's
 	u0, s0 := cpuTime()
 	start := time.Now()
+	mem := newMemSampler()
 	ld, err := pipeline.New(src, cfg)
 	if err != nil {
 		return nil, err
@@ -182,7 +203,7 @@ func measure(ctx context.Context, src pipeline.Source, cfg *pipeline.Config, opt
 		defer sampling.Done()
 		tick := time.NewTicker(sampleEvery)
 		defer tick.Stop()
-		var lastDraw time.Time
+		var lastDraw, lastMem time.Time
 		for {
 			select {
 			case <-stopSampling:
@@ -190,6 +211,10 @@ func measure(ctx context.Context, src pipeline.Source, cfg *pipeline.Config, opt
 			case now := <-tick.C:
 				st := ld.Stats()
 				q.add(&st)
+				if now.Sub(lastMem) >= memEvery {
+					lastMem = now
+					mem.sample()
+				}
 				if opts.pr != nil && now.Sub(lastDraw) >= 200*time.Millisecond {
 					lastDraw = now
 					n := done.Load()
@@ -241,7 +266,8 @@ func measure(ctx context.Context, src pipeline.Source, cfg *pipeline.Config, opt
 		loop += dt
 		after := ld.Stats()
 		er := epochResult{Epoch: e, Images: n, Seconds: dt.Seconds(), ImagesPerS: perSecond64(n, dt.Seconds()),
-			CacheHits: after.CacheHits - before.CacheHits, CacheStored: after.CacheStored - before.CacheStored}
+			CacheHits: after.CacheHits - before.CacheHits, CacheStored: after.CacheStored - before.CacheStored,
+			PeakAnon: mem.endEpoch()}
 		rep.Epochs = append(rep.Epochs, er)
 		rep.Images += n
 		if opts.epochLine != nil {
@@ -273,6 +299,15 @@ func measure(ctx context.Context, src pipeline.Source, cfg *pipeline.Config, opt
 	}
 	if !scoped {
 		rep.Memory.PeakRSSScope = "process"
+	}
+	peak, split, _ := mem.peaks()
+	m := &rep.Memory
+	m.PeakHeap, m.PeakGo, m.Returns = peak.Heap, peak.Go, st.MemoryReturns
+	if split {
+		m.PeakAnon, m.PeakFile, m.PeakShmem = peak.Anon, peak.File, peak.Shmem
+		if m.Budget > 0 {
+			m.AnonOverBudget = float64(peak.Anon) / float64(m.Budget)
+		}
 	}
 	rep.StageBusy = stageBusyOf(&st, wall, eff.Workers, eff.IOWorkers)
 	rep.Queues = q.report()

@@ -11,3 +11,6 @@ func resetPeakRSS() bool { return false }
 
 // peakRSS is not measured on this system.
 func peakRSS() int64 { return 0 }
+
+// residentSplit is not measured on this system.
+func residentSplit() (anon, file, shmem int64, ok bool) { return 0, 0, 0, false }

@@ -1,0 +1,6 @@
+//go:build race
+
+package pipeline
+
+// raceEnabled: the race detector is on (its shadow memory is resident anonymous memory).
+const raceEnabled = true
