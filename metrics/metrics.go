@@ -118,6 +118,9 @@ type Memory struct {
 	PeakRead     int64 `json:"peak_read"`
 	DecodeBudget int64 `json:"decode_budget"`
 	PeakDecode   int64 `json:"peak_decode"`
+	// Returns counts the loader's returns of freed memory to the system (see
+	// pipeline.Stats.MemoryReturns).
+	Returns int64 `json:"returns"`
 }
 
 // Pinned is the batch buffer pool's snapshot (see pinned.Stats).
@@ -153,6 +156,7 @@ func Snap(st pipeline.Stats) Snapshot {
 			Budget: st.Budget, PeakHeld: st.PeakHeld,
 			ReadBudget: st.ReadBudget, PeakRead: st.PeakRead,
 			DecodeBudget: st.DecodeBudget, PeakDecode: st.PeakDecode,
+			Returns: st.MemoryReturns,
 		},
 		Pinned: Pinned{
 			BufferSize: p.BufferSize, Buffers: p.Buffers, InUse: p.InUse, PeakInUse: p.PeakInUse,

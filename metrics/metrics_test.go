@@ -53,7 +53,7 @@ func fakeStats() pipeline.Stats {
 		},
 
 		Budget: 1 << 30, PeakHeld: 300 << 20, ReadBudget: 64 << 20, PeakRead: 10 << 20,
-		DecodeBudget: 128 << 20, PeakDecode: 20 << 20,
+		DecodeBudget: 128 << 20, PeakDecode: 20 << 20, MemoryReturns: 3,
 		Pinned: pinned.Stats{
 			BufferSize: 1 << 20, Buffers: 6, InUse: 2, PeakInUse: 5, BytesMapped: 6 << 20,
 			BytesInUse: 2 << 20, PeakBytesInUse: 5 << 20, Budget: 8 << 20, Locked: false,
@@ -99,7 +99,7 @@ const fakeJSON = `{
 	},
 	"memory": {
 		"budget": 1073741824, "peak_held": 314572800, "read_budget": 67108864, "peak_read": 10485760,
-		"decode_budget": 134217728, "peak_decode": 20971520
+		"decode_budget": 134217728, "peak_decode": 20971520, "returns": 3
 	},
 	"pinned": {
 		"buffer_size": 1048576, "buffers": 6, "in_use": 2, "peak_in_use": 5, "bytes_mapped": 6291456,

@@ -246,7 +246,8 @@ func newReturner(budget int64) *returner {
 }
 
 // check looks, at most every checkEvery, at the process's anonymous memory, and starts a
-// return when it has reached limit-margin and there is garbage to collect.
+// return when it has reached limit-margin (unless one ran within minGap, or returns are
+// backing off).
 func (r *returner) check(now time.Time) {
 	if r.limit == 0 || r.running.Load() || !r.mu.TryLock() {
 		return

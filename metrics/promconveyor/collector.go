@@ -50,7 +50,7 @@ type Collector struct {
 	queueLen, queueCap                     *prometheus.Desc
 	badSamples                             *prometheus.Desc
 	cacheHits, cacheStored, cacheDeferred  *prometheus.Desc
-	memBudget, memPeakHeld                 *prometheus.Desc
+	memBudget, memPeakHeld, memReturns     *prometheus.Desc
 	workBudget, workPeak                   *prometheus.Desc
 	pinBuffers, pinInUse, pinBufferSize    *prometheus.Desc
 	pinMapped, pinInUseBytes, pinPeakBytes *prometheus.Desc
@@ -95,6 +95,7 @@ func NewCollector(s metrics.Source, o *Options) (*Collector, error) {
 	desc(&c.cacheDeferred, l, "cache_deferred_total", "Samples not stored into the cache because filling it had used its share of the workers' time.")
 	desc(&c.memBudget, l, "memory_budget_bytes", "Memory the loader may hold: pinned buffers plus read and decode working memory.")
 	desc(&c.memPeakHeld, l, "memory_peak_held_bytes", "Most memory the loader has held at once; never above the budget.")
+	desc(&c.memReturns, l, "memory_returns_total", "Times the loader gave freed memory back to the system as the process neared its budget.")
 	desc(&c.workBudget, l, "working_memory_budget_bytes", "Working memory budget, by kind.", "kind")
 	desc(&c.workPeak, l, "working_memory_peak_bytes", "Most working memory held at once, by kind.", "kind")
 	desc(&c.pinBuffers, l, "pinned_buffers", "Pinned batch buffers in the pool.")
@@ -183,6 +184,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 
 	gauge(c.memBudget, float64(st.Budget))
 	gauge(c.memPeakHeld, float64(st.PeakHeld))
+	counter(c.memReturns, float64(st.MemoryReturns))
 	gauge(c.workBudget, float64(st.ReadBudget), "read")
 	gauge(c.workBudget, float64(st.DecodeBudget), "decode")
 	gauge(c.workPeak, float64(st.PeakRead), "read")

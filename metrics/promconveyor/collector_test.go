@@ -55,7 +55,7 @@ func fakeStats() pipeline.Stats {
 		},
 
 		Budget: 1000000000, PeakHeld: 300000000, ReadBudget: 64000000, PeakRead: 10000000,
-		DecodeBudget: 128000000, PeakDecode: 20000000,
+		DecodeBudget: 128000000, PeakDecode: 20000000, MemoryReturns: 3,
 		Pinned: pinned.Stats{
 			BufferSize: 1048576, Buffers: 6, InUse: 2, PeakInUse: 5, BytesMapped: 6291456,
 			BytesInUse: 2097152, PeakBytesInUse: 5242880, Budget: 8388608, Locked: false,
@@ -127,6 +127,9 @@ conveyor_loader_memory_budget_bytes{loader="train"} 1e+09
 # HELP conveyor_loader_memory_peak_held_bytes Most memory the loader has held at once; never above the budget.
 # TYPE conveyor_loader_memory_peak_held_bytes gauge
 conveyor_loader_memory_peak_held_bytes{loader="train"} 3e+08
+# HELP conveyor_loader_memory_returns_total Times the loader gave freed memory back to the system as the process neared its budget.
+# TYPE conveyor_loader_memory_returns_total counter
+conveyor_loader_memory_returns_total{loader="train"} 3
 # HELP conveyor_loader_working_memory_budget_bytes Working memory budget, by kind.
 # TYPE conveyor_loader_working_memory_budget_bytes gauge
 conveyor_loader_working_memory_budget_bytes{kind="read",loader="train"} 6.4e+07
@@ -205,8 +208,8 @@ conveyor_cache_full{loader="train"} 1
 conveyor_cache_disabled{loader="train"} 1
 `
 
-// Metric counts: 29 loader families, 43 series; 10 cache families, 11 series.
-const loaderSeries, cacheSeries = 43, 11
+// Metric counts: 30 loader families, 44 series; 10 cache families, 11 series.
+const loaderSeries, cacheSeries = 44, 11
 
 func newCollector(t *testing.T, src *fake) *promconveyor.Collector {
 	t.Helper()
