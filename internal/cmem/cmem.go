@@ -5,7 +5,9 @@
 // megabytes for a large photo. glibc keeps what they free in its heaps for later
 // allocations, one heap per thread that allocated, so after large images on several
 // threads the process stays that much larger, and grows as images land on other
-// threads. Trim asks glibc to give free pages back (malloc_trim(0)).
+// threads. Trim asks glibc to give free pages back (malloc_trim(0)); LimitArenas and
+// MapLarge change where it keeps large blocks (mallopt). Where the C library is not
+// glibc, or libraries cannot be loaded at run time, they do nothing and report false.
 package cmem
 
 import (
@@ -52,8 +54,20 @@ func Trim() bool {
 	return int32(dl.Call(fn, 0)) != 0
 }
 
-// arenaMax is glibc's M_ARENA_MAX parameter of mallopt.
-const arenaMax = -8
+// glibc's mallopt parameters.
+const (
+	arenaMax      = -8 // M_ARENA_MAX
+	mmapThreshold = -3 // M_MMAP_THRESHOLD
+)
+
+// setOption calls glibc's mallopt(param, value) and reports whether it was accepted.
+func setOption(param int32, value int) bool {
+	fn := mallopt()
+	if fn == 0 {
+		return false
+	}
+	return int32(dl.Call(fn, uintptr(uint32(param)), uintptr(value))) == 1
+}
 
 // LimitArenas has the C allocator keep at most n heaps (arenas) and reports whether it
 // could (glibc's mallopt(M_ARENA_MAX, n)). glibc makes a heap per thread that allocates
@@ -62,16 +76,7 @@ const arenaMax = -8
 // that decoded it, and as large images land on other threads the process grows by a
 // large image's memory per heap. With few heaps that memory is reused across threads.
 // Heaps made before the call stay. It applies to the whole process's C allocations.
-func LimitArenas(n int) bool {
-	fn := mallopt()
-	if fn == 0 {
-		return false
-	}
-	return int32(dl.Call(fn, uintptr(arenaMax&0xffffffff), uintptr(n))) == 1
-}
-
-// mmapThreshold is glibc's M_MMAP_THRESHOLD parameter of mallopt.
-const mmapThreshold = -3
+func LimitArenas(n int) bool { return setOption(arenaMax, n) }
 
 // MapLarge has the C allocator serve every allocation of at least n bytes with a memory
 // mapping of its own, unmapped when it is freed, and reports whether it could (glibc's
@@ -80,10 +85,4 @@ const mmapThreshold = -3
 // large image soon comes from its heaps, which keep it after it is freed, in pieces
 // among blocks still in use that Trim cannot return. A mapping costs page faults each
 // time a block is used. It applies to the whole process's C allocations.
-func MapLarge(n int) bool {
-	fn := mallopt()
-	if fn == 0 {
-		return false
-	}
-	return int32(dl.Call(fn, uintptr(mmapThreshold&0xffffffff), uintptr(n))) == 1
-}
+func MapLarge(n int) bool { return setOption(mmapThreshold, n) }
