@@ -300,7 +300,7 @@ func measure(ctx context.Context, src pipeline.Source, cfg *pipeline.Config, opt
 	if !scoped {
 		rep.Memory.PeakRSSScope = "process"
 	}
-	peak, split, _ := mem.peaks()
+	peak, split := mem.peaks()
 	m := &rep.Memory
 	m.PeakHeap, m.PeakGo, m.Returns = peak.Heap, peak.Go, st.MemoryReturns
 	if split {

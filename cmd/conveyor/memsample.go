@@ -28,12 +28,11 @@ var goMetrics = []string{
 // reports are lower bounds; the resident high-water mark (VmHWM) is exact. Safe for
 // concurrent use.
 type memSampler struct {
-	mu     sync.Mutex
-	ms     []metrics.Sample
-	ok     bool // the system reports its resident memory split
-	peak   memSample
-	epoch  int64 // peak anonymous bytes in the epoch in progress
-	epochs []int64
+	mu    sync.Mutex
+	ms    []metrics.Sample
+	ok    bool // the system reports its resident memory split
+	peak  memSample
+	epoch int64 // peak anonymous bytes in the epoch in progress
 }
 
 func newMemSampler() *memSampler {
@@ -72,15 +71,13 @@ func (s *memSampler) endEpoch() int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p := s.epoch
-	s.epochs = append(s.epochs, p)
 	s.epoch = 0
 	return p
 }
 
-// peaks returns the run's peaks, whether the resident split was measured, and each
-// epoch's peak anonymous bytes.
-func (s *memSampler) peaks() (memSample, bool, []int64) {
+// peaks returns the run's peaks and whether the resident split was measured.
+func (s *memSampler) peaks() (memSample, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.peak, s.ok, append([]int64(nil), s.epochs...)
+	return s.peak, s.ok
 }
