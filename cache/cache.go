@@ -133,6 +133,7 @@ type Ref struct {
 	id  ID
 	sh  *shard
 	off int64
+	i   int32 // its place in sh.recs
 }
 
 // ID is the record's key digest.
@@ -174,6 +175,9 @@ type shard struct {
 	remote *remoteShard
 	// faulted is set once a read of the mapping faulted: the file shrank under it.
 	faulted atomic.Bool
+	// checked has a bit per record (by its place in recs) whose payload checksum a read
+	// of the mapping found right: see Read. Replaced, larger, when the mapping grows.
+	checked atomic.Pointer[[]atomic.Uint64]
 }
 
 type loc struct {
@@ -387,6 +391,7 @@ func (c *Cache) catchUp(sh *shard) error {
 				sh.oldMaps = append(sh.oldMaps, sh.m)
 			}
 			sh.m = m
+			growChecked(sh, len(sh.recs))
 			c.mu.Unlock()
 		}
 	}
@@ -422,6 +427,7 @@ func (c *Cache) add(sh *shard, off int64, h *header) {
 		id: h.id, sh: sh, off: off,
 	}
 	c.mu.Lock()
+	r.i = int32(len(sh.recs))
 	sh.recs = append(sh.recs, r)
 	c.index[h.id] = loc{sh, int32(len(sh.recs) - 1)}
 	c.mu.Unlock()
@@ -450,8 +456,15 @@ func (c *Cache) Lookup(k Key) (Ref, bool) {
 // forgets the record, so the caller can decode the source again and Put a good copy.
 //
 // A ReadOnly cache maps its shards, and then the payload is read-only memory of the
-// mapping rather than buf: it must not be written to.
-func (c *Cache) Read(r Ref, buf []byte) (_ []byte, err error) {
+// mapping rather than buf: it must not be written to. A mapped record's payload is
+// summed by the first Read of it only (once per Open): shards are append-only and the
+// mapping read-only, so later reads see the bytes checked; the header is checked
+// against the index every time. VerifyDataset always sums.
+func (c *Cache) Read(r Ref, buf []byte) ([]byte, error) { return c.read(r, buf, false) }
+
+// read is Read; always sums the payload even when a read of this Cache found its
+// checksum right before (VerifyDataset).
+func (c *Cache) read(r Ref, buf []byte, always bool) (_ []byte, err error) {
 	if r.sh.broken != nil {
 		return nil, c.damaged(r, fmt.Errorf("%w: %v", ErrCorrupt, r.sh.broken))
 	}
@@ -463,7 +476,7 @@ func (c *Cache) Read(r Ref, buf []byte) (_ []byte, err error) {
 		if err := c.readRemote(r, buf); err != nil {
 			return nil, err
 		}
-		return c.checkRecord(r, buf)
+		return c.checkRecord(r, buf, true)
 	}
 	mapped := false
 	switch m, end := c.mapping(r.sh), r.off+int64(r.Bytes); {
@@ -478,17 +491,32 @@ func (c *Cache) Read(r Ref, buf []byte) (_ []byte, err error) {
 		// Nothing to read: the page cache is the buffer. A shard cut short under the
 		// mapping faults instead of reading: that becomes an error (fault.go).
 		defer c.guardFault(r, &err, debug.SetPanicOnFault(true))
+		// A record in the mapping whose checksum a read of this Cache found right is
+		// not summed again: shards only grow, a record's bytes never change once
+		// written, and the mapping is read-only, so they are the bytes checked (a
+		// disk that changes them under the page cache is for conveyor verify, which
+		// always sums). The header is still checked against the index.
+		bits := r.sh.checked.Load()
+		if !always && bits != nil && int(r.i/64) < len(*bits) && (*bits)[r.i/64].Load()&(1<<(r.i%64)) != 0 {
+			return c.checkRecord(r, buf, false)
+		}
+		payload, err := c.checkRecord(r, buf, true)
+		if err == nil && bits != nil && int(r.i/64) < len(*bits) {
+			(*bits)[r.i/64].Or(1 << (r.i % 64))
+		}
+		return payload, err
 	} else if _, err := r.sh.f.ReadAt(buf, r.off); err != nil {
 		if err == io.EOF {
 			return nil, c.damaged(r, fmt.Errorf("%w: record cut short: the shard ends before it", ErrCorrupt))
 		}
 		return nil, fmt.Errorf("cache: %s: %w", r.Shard(), err)
 	}
-	return c.checkRecord(r, buf)
+	return c.checkRecord(r, buf, true)
 }
 
-// checkRecord checks the record r read into buf and returns its payload.
-func (c *Cache) checkRecord(r Ref, buf []byte) ([]byte, error) {
+// checkRecord checks the record r read into buf against the index, and its payload
+// against its checksum when sum is set, and returns its payload.
+func (c *Cache) checkRecord(r Ref, buf []byte, sum bool) ([]byte, error) {
 	h, hs, need, err := parseHeaderNoPath(buf)
 	switch {
 	case err != nil:
@@ -497,10 +525,27 @@ func (c *Cache) checkRecord(r Ref, buf []byte) ([]byte, error) {
 		return nil, c.damaged(r, fmt.Errorf("%w: header does not match the index", ErrCorrupt))
 	}
 	payload := buf[hs:]
-	if checksum(payload) != h.payloadCRC {
+	if sum && checksum(payload) != h.payloadCRC {
 		return nil, c.damaged(r, fmt.Errorf("%w: payload checksum mismatch", ErrCorrupt))
 	}
 	return payload, nil
+}
+
+// growChecked makes sh's checked bitmap hold n records, keeping the bits set. Under
+// c.mu; a bit set in the old bitmap meanwhile may be lost, and is set again by the next
+// read that sums the record.
+func growChecked(sh *shard, n int) {
+	old := sh.checked.Load()
+	if old != nil && len(*old)*64 >= n {
+		return
+	}
+	bits := make([]atomic.Uint64, (n+63)/64)
+	if old != nil {
+		for i := range *old {
+			bits[i].Store((*old)[i].Load())
+		}
+	}
+	sh.checked.Store(&bits)
 }
 
 // mapping returns sh's current mapping, which Refresh may replace; nil once a read of
@@ -536,7 +581,7 @@ func (d *Coder) Load(dst *decode.Image, r Ref) (*decode.Image, error) {
 	if cap(d.rd) < r.Bytes && d.c.Copies(r) {
 		d.rd = make([]byte, r.Bytes)
 	}
-	payload, err := d.c.Read(r, d.rd) // never keep payload: it may be a read-only mapping
+	payload, err := d.c.read(r, d.rd, d.sum) // never keep payload: it may be a read-only mapping
 	if err != nil {
 		return nil, err
 	}

@@ -70,6 +70,7 @@ type Coder struct {
 	rgba *image.RGBA
 	jbuf bytes.Buffer
 	jin  []byte // a JPEG payload, copied out of the mapping for the decoder
+	sum  bool   // Load sums every payload, even one a read of the Cache found right
 }
 
 // NewCoder returns a Coder for c.

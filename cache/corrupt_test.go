@@ -236,3 +236,47 @@ func truncate(t *testing.T, file string, size int64) {
 		t.Fatal(err)
 	}
 }
+
+// A mapped record's payload is summed by the first read of a ReadOnly cache only: a byte
+// changed under the mapping afterwards goes unseen by that cache's reads, but not by
+// VerifyDataset, nor by the next Open.
+func TestReadSumsOncePerOpen(t *testing.T) {
+	dir := t.TempDir()
+	c := open(t, dir, Options{Codec: Raw})
+	d := newCoder(t, c)
+	put(t, d, testKey(1), 0, testImage(1, 64, 48, true))
+	put(t, d, testKey(2), 0, testImage(2, 64, 48, true))
+	c.Close()
+
+	ro := open(t, dir, Options{ReadOnly: true})
+	r, ok := ro.Lookup(testKey(1))
+	if !ok || ro.Copies(r) {
+		t.Fatalf("record 1: found %v, copied %v: want it found in the mapping", ok, ro.Copies(r))
+	}
+	if _, err := ro.Read(r, nil); err != nil {
+		t.Fatal(err)
+	}
+	r2, _ := ro.Lookup(testKey(2))
+	flipByte(t, filepath.Join(dir, r.Shard()), r.Offset()+int64(r.Bytes)-1)    // record 1's last payload byte
+	flipByte(t, filepath.Join(dir, r2.Shard()), r2.Offset()+int64(r2.Bytes)-1) // record 2, never read
+	if _, err := ro.Read(r, nil); err != nil {
+		t.Errorf("record 1 again: %v; want no second sum in the same Open", err)
+	}
+	if _, err := ro.Read(r2, nil); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("record 2, read first after the change: %v, want ErrCorrupt", err)
+	}
+	var damaged []string
+	if _, err := ro.VerifyDataset(nil, func(p Problem) { damaged = append(damaged, p.Path) }); err != nil {
+		t.Fatal(err)
+	}
+	if len(damaged) != 2 {
+		t.Errorf("VerifyDataset found %v damaged; want both records", damaged)
+	}
+	ro.Close()
+	again := open(t, dir, Options{ReadOnly: true})
+	if r, ok := again.Lookup(testKey(1)); !ok {
+		t.Fatal("record 1 gone")
+	} else if _, err := again.Read(r, nil); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("record 1 in a new Open: %v, want ErrCorrupt", err)
+	}
+}

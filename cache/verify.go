@@ -156,6 +156,7 @@ func (c *Cache) verifyRecords(rep *VerifyReport, pastEnd bool, used map[string]r
 	}
 	d := c.NewCoder()
 	defer d.Close()
+	d.sum = true // every record, whatever this Cache's reads found before
 	var img decode.Image
 	for _, sh := range shards {
 		rep.Shards++
