@@ -158,7 +158,7 @@ func (s *Converted) plan(shards *objstore.Cache, ahead int, logf func(string, ..
 		of[i] = k
 	}
 	s.planner = newScatteredPlanner(shards, names, of, ahead)
-	s.planner.sizes, s.planner.limit, s.planner.logf, s.planner.desc = sizes, shards.Options().MaxBytes, logf, s.cache.Dir()
+	s.planner.bound(shards, sizes, logf, s.cache.Dir())
 }
 
 // PlanEpoch implements EpochPlanner: for a dataset in object storage (OpenDataset), the

@@ -151,6 +151,9 @@ func OpenDataset(ctx context.Context, url string, opts *DatasetOptions) (*Datase
 		return nil, fmt.Errorf("pipeline: %s: %w", url, err)
 	}
 	src.desc = fmt.Sprintf("webdataset:%s (%d shards)", url, len(shards))
+	if src.planner != nil {
+		src.planner.desc = "webdataset:" + url // names it in the window's notices
+	}
 	return &Dataset{Source: src, Store: store, closer: store.Close}, nil
 }
 

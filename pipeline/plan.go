@@ -6,6 +6,8 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+
+	"github.com/conveyor-ml/conveyor/objstore"
 )
 
 // shardPrefetcher is the capability of a file system that fetches shards ahead of need
@@ -62,6 +64,16 @@ type shardPlan struct {
 	// overflow is how far past the end of first the window has reached (the places of
 	// the next plan to ask for), so a next plan given late catches up.
 	overflow atomic.Int32
+}
+
+// bound gives p the shards' sizes (0: unknown) and, when fsys is a shard cache with a
+// byte limit (objstore.Cache), that limit, so that the window stays within the cache;
+// logf and desc name the source in the notices build logs.
+func (p *shardPlanner) bound(fsys any, sizes []int64, logf func(string, ...any), desc string) {
+	p.sizes, p.logf, p.desc = sizes, logf, desc
+	if c, ok := fsys.(interface{ Options() objstore.CacheOptions }); ok {
+		p.limit = c.Options().MaxBytes
+	}
 }
 
 // newShardPlanner returns a planner for shards of the given names and ends, or nil when

@@ -79,6 +79,12 @@ func TestOpenDatasetS3(t *testing.T) {
 		if !d.Remote() || !slices.Equal(d.Source.(*WebDatasetSource).Shards(), names) {
 			t.Fatalf("%s: %v, remote %v", name, d, d.Remote())
 		}
+		// Indexing gave the planner every shard's size and the cache's limit, which
+		// bound its window.
+		if p := d.Source.(*WebDatasetSource).planner; p == nil || p.limit != limit || len(p.sizes) != len(names) ||
+			slices.Min(p.sizes) <= 0 || slices.Max(p.sizes) != largest || !strings.Contains(p.desc, url) {
+			t.Errorf("%s: planner %+v; want the %d shards' sizes (largest %d), limit %d, named by the URL", name, p, len(names), largest, limit)
+		}
 		ld := newLoader(t, d.Source, shardConfig())
 		for e := range want {
 			got := collect(t, ld, ctx, e, 0)

@@ -318,6 +318,7 @@ func WebDatasetFiles(paths []string, opts *WebDatasetOptions) (*WebDatasetSource
 // wdsShard is one shard's samples as indexing found them, before labels are numbered.
 type wdsShard struct {
 	mod     time.Time
+	bytes   int64 // the shard file's size
 	keys    []string
 	off     []int64
 	size    []int64
@@ -413,7 +414,7 @@ func indexShard(fsys fs.FS, name string, o *WebDatasetOptions) (*wdsShard, error
 		pr, r = &sr.posReader, sr
 	}
 	tr := tar.NewReader(r)
-	sh := &wdsShard{mod: fi.ModTime(), bad: map[int]string{}, names: map[string]bool{}}
+	sh := &wdsShard{mod: fi.ModTime(), bytes: total, bad: map[int]string{}, names: map[string]bool{}}
 	seen := map[string]bool{}
 	var cur *wdsSample
 	flush := func() {
@@ -730,15 +731,20 @@ func assemble(fsys fs.FS, shards []string, parts []*wdsShard, o *WebDatasetOptio
 		s.keys = o.MetadataKeys
 	}
 	s.numberClasses()
+	sizes := make([]int64, len(parts))
 	for k, p := range parts {
 		packed, err := s.pack(k, p, len(p.keys))
 		if err != nil {
 			return nil, err
 		}
 		s.parts[k].p.Store(packed)
+		sizes[k] = p.bytes
 		parts[k] = nil // let the shard's scratch go
 	}
 	s.planner = newShardPlanner(fsys, s.shards, s.ends, s.o.PrefetchShards)
+	if s.planner != nil {
+		s.planner.bound(fsys, sizes, s.o.Logf, s.desc) // indexing read every shard's size
+	}
 	return s, nil
 }
 
