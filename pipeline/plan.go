@@ -179,7 +179,7 @@ func (p *shardPlanner) build(epoch int, order []int32) *shardPlan {
 		pl.window = max(room, 1)
 		if p.logf != nil {
 			if mostBytes > p.limit && p.warnedOver.CompareAndSwap(false, true) {
-				p.logf("pipeline: %s: epoch %d reads up to %d shards (%d bytes) at once, more than the shard cache's limit of %d bytes, so shards will be fetched more than once: read it with Config.Order ShardOrder (over Converted.ByShard) and a smaller ShuffleBlock, or raise the cache limit (DatasetOptions.Cache.MaxBytes, --shard-cache-max-bytes)",
+				p.logf("pipeline: %s: epoch %d reads up to %d shards (%d bytes) at once, more than the shard cache's limit of %d bytes, so shards will be fetched more than once: read it with Config.Order ShardOrder (a converted dataset through Converted.ByShard) and a smaller ShuffleBlock, or raise the cache limit (DatasetOptions.Cache.MaxBytes, --shard-cache-max-bytes)",
 					p.desc, epoch, most, mostBytes, p.limit)
 			} else if mostBytes <= p.limit && p.warnedWindow.CompareAndSwap(false, true) {
 				p.logf("pipeline: %s: epoch %d reads up to %d shards (%d bytes) at once, and the shard cache's limit of %d bytes leaves room for %d shards ahead of them, not the %d that would have the next ones fetched before they are read; a limit of about %d bytes would",
