@@ -154,11 +154,7 @@ func TestOpenDatasetS3FirstBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var counts []int
-	prev := 0
-	for _, e := range eager.ShardEnds() {
-		counts, prev = append(counts, e-prev), e
-	}
+	counts := eager.ShardSamples()
 	want := collect(t, newLoader(t, eager, shardConfig()), ctx, 0, 0)
 
 	p := s3test.NewProxy(t, srv.Endpoint, s3test.Faults{Latency: 60 * time.Millisecond})

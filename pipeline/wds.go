@@ -949,6 +949,17 @@ func (s *WebDatasetSource) Shards() []string { return s.shards }
 // ShardEnds says which samples each shard holds: shard k holds [ends[k-1], ends[k]).
 func (s *WebDatasetSource) ShardEnds() []int { return s.ends }
 
+// ShardSamples is each shard's sample count, as WebDatasetOptions.ShardSamples takes them
+// to index the shards lazily.
+func (s *WebDatasetSource) ShardSamples() []int {
+	counts := make([]int, len(s.ends))
+	prev := 0
+	for k, e := range s.ends {
+		counts[k], prev = e-prev, e
+	}
+	return counts
+}
+
 // Len is the number of samples.
 func (s *WebDatasetSource) Len() int { return s.ends[len(s.ends)-1] }
 

@@ -535,11 +535,7 @@ func TestWebDatasetLazy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var counts []int
-	prev := 0
-	for _, e := range eager.ShardEnds() {
-		counts, prev = append(counts, e-prev), e
-	}
+	counts := eager.ShardSamples()
 	cfs := &countFS{FS: os.DirFS(sd), opens: map[string]int{}}
 	lz, err := WebDataset(cfs, shards, &WebDatasetOptions{ShardSamples: counts, Classes: eager.Classes(), MetadataKeys: []string{"txt"}, Logf: quiet})
 	if err != nil {

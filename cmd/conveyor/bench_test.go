@@ -402,8 +402,10 @@ func TestBenchOrderAndRankFromEnv(t *testing.T) {
 	}
 }
 
-// bench reads WebDataset shards given as files or as a pattern.
-func TestBenchWebDataset(t *testing.T) {
+// wdsShards writes a synthetic tree of 2 classes × 9 images as WebDataset shards
+// DIR/train-NN.tar, shard k holding samples ranges[k], and returns DIR and their paths.
+func wdsShards(t *testing.T, ranges [][2]int) (dir string, shards []string) {
+	t.Helper()
 	tree := t.TempDir()
 	if _, err := synth.WriteTree(tree, &synth.TreeOptions{Classes: 2, PerClass: 9, Seed: 1}); err != nil {
 		t.Fatal(err)
@@ -412,9 +414,8 @@ func TestBenchWebDataset(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	var shards []string
-	for k, r := range [][2]int{{0, 10}, {10, 18}} {
+	dir = t.TempDir()
+	for k, r := range ranges {
 		var buf bytes.Buffer
 		if err := pipeline.WriteWebDataset(&buf, src, r[0], r[1]); err != nil {
 			t.Fatal(err)
@@ -425,6 +426,12 @@ func TestBenchWebDataset(t *testing.T) {
 		}
 		shards = append(shards, name)
 	}
+	return dir, shards
+}
+
+// bench reads WebDataset shards given as files or as a pattern.
+func TestBenchWebDataset(t *testing.T) {
+	dir, shards := wdsShards(t, [][2]int{{0, 10}, {10, 18}})
 	for _, args := range [][]string{shards, {filepath.Join(dir, "train-*.tar")}} {
 		var out bytes.Buffer
 		if err := bench(append(args, "--size", "32", "--batch", "4", "--workers", "2", "--json"), &out); err != nil {
@@ -450,25 +457,13 @@ func TestBenchWebDataset(t *testing.T) {
 // store's counters; a local brace list works too.
 func TestBenchS3(t *testing.T) {
 	srv := s3test.Start(t)
-	tree := t.TempDir()
-	if _, err := synth.WriteTree(tree, &synth.TreeOptions{Classes: 2, PerClass: 9, Seed: 1}); err != nil {
-		t.Fatal(err)
-	}
-	src, err := pipeline.Dir(tree)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	for k, r := range [][2]int{{0, 6}, {6, 12}, {12, 18}} {
-		var buf bytes.Buffer
-		if err := pipeline.WriteWebDataset(&buf, src, r[0], r[1]); err != nil {
+	dir, shards := wdsShards(t, [][2]int{{0, 6}, {6, 12}, {12, 18}})
+	for _, name := range shards {
+		data, err := os.ReadFile(name)
+		if err != nil {
 			t.Fatal(err)
 		}
-		name := fmt.Sprintf("train-%02d.tar", k)
-		if err := os.WriteFile(filepath.Join(dir, name), buf.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		srv.Put(t, "wds/"+name, buf.Bytes())
+		srv.Put(t, "wds/"+filepath.Base(name), data)
 	}
 	srv.Env(t, "")
 	args := []string{"--size", "32", "--batch", "4", "--workers", "2", "--order", "shards"}

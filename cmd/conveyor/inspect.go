@@ -394,11 +394,7 @@ func inspectShards(url string, jsonOut bool, stdout, stderr io.Writer) error {
 	if !ok {
 		return fmt.Errorf("%s: not WebDataset shards", url)
 	}
-	res := shardsResult{Dataset: url, Shards: len(w.Shards()), Samples: w.Len(), Classes: len(w.Classes()), Bad: w.Bad(), ClassNames: w.Classes()}
-	prev := 0
-	for _, e := range w.ShardEnds() {
-		res.ShardSamples, prev = append(res.ShardSamples, e-prev), e
-	}
+	res := shardsResult{Dataset: url, Shards: len(w.Shards()), Samples: w.Len(), Classes: len(w.Classes()), Bad: w.Bad(), ClassNames: w.Classes(), ShardSamples: w.ShardSamples()}
 	if ds.Remote() {
 		b := benchResult{store: ds}
 		b.fillStore()
