@@ -202,14 +202,11 @@ type returner struct {
 	running atomic.Bool
 	runs    atomic.Int64
 	wg      sync.WaitGroup
-
-	mu      sync.Mutex // one check at a time
-	checked time.Time  // the last check
+	next    atomic.Int64 // UnixNano before which check does not look
 
 	// The returning goroutine's, read by check once it has finished (running false).
 	mapped  bool          // glibc maps large blocks by themselves
 	backoff time.Duration // wait before the next return; 0 after one that ended under the limit
-	until   time.Time     // no return before
 	now     func() time.Time
 }
 
@@ -249,19 +246,15 @@ func newReturner(budget int64) *returner {
 // return when it has reached limit-margin (unless one ran within minGap, or returns are
 // backing off).
 func (r *returner) check(now time.Time) {
-	if r.limit == 0 || r.running.Load() || !r.mu.TryLock() {
-		return
+	t, next := now.UnixNano(), r.next.Load()
+	if r.limit == 0 || t < next || r.running.Load() || !r.next.CompareAndSwap(next, t+int64(checkEvery)) {
+		return // one worker looks; the others go on
 	}
-	defer r.mu.Unlock()
-	if now.Sub(r.checked) < checkEvery || now.Before(r.until) {
-		return
-	}
-	r.checked = now
 	anon, ok := anonResident()
 	if !ok || anon < r.limit-r.margin || !r.running.CompareAndSwap(false, true) {
 		return
 	}
-	r.until = now.Add(minGap)
+	r.next.Store(t + int64(minGap))
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
@@ -291,9 +284,7 @@ func (r *returner) giveBack() {
 		return
 	}
 	r.backoff = min(max(2*r.backoff, minBackoff), maxBackoff)
-	r.mu.Lock()
-	r.until = r.now().Add(r.backoff)
-	r.mu.Unlock()
+	r.next.Store(r.now().Add(r.backoff).UnixNano())
 }
 
 // wait waits for a return in progress.
