@@ -26,6 +26,11 @@ type Snapshot struct {
 	WaitSeconds float64 `json:"wait_seconds"` // time the consumer waited for them
 	Stages      Stages  `json:"stages"`
 	Queues      Queues  `json:"queues"` // occupancy of the running epoch; zero when idle
+	// Workers and IOWorkers in use now, as set or as the autotuner chose them, and the
+	// tuner's changes since the loader was made (pipeline.Stats).
+	Workers   int   `json:"workers"`
+	IOWorkers int   `json:"io_workers"`
+	TuneSteps int64 `json:"tune_steps"`
 
 	BadSamples int64       `json:"bad_samples"`
 	RecentBad  []BadSample `json:"recent_bad"` // at most MaxRecentBad, newest last; never null
@@ -146,6 +151,8 @@ func Snap(st pipeline.Stats) Snapshot {
 		Epochs: st.Epochs, Batches: st.Batches, WaitSeconds: st.Wait.Seconds(),
 		Stages: Stages{Read: stage(st.Read), Decode: stage(st.Decode), Augment: stage(st.Augment), Pack: stage(st.Pack), Mix: stage(st.Mix)},
 		Queues: Queues{Tasks: queue(st.Tasks), Decoded: queue(st.Decoded), Ready: queue(st.Ready)},
+
+		Workers: st.Workers, IOWorkers: st.IOWorkers, TuneSteps: st.TuneSteps,
 
 		BadSamples: st.BadSamples,
 		RecentBad:  make([]BadSample, 0, min(len(st.RecentBad), MaxRecentBad)),

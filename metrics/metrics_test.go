@@ -44,6 +44,8 @@ func fakeStats() pipeline.Stats {
 		Decoded: pipeline.QueueStats{Len: 5, Cap: 16},
 		Ready:   pipeline.QueueStats{Len: 1, Cap: 4},
 
+		Workers: 3, IOWorkers: 32, TuneSteps: 4,
+
 		BadSamples: 12,
 
 		CacheHits: 100, CacheStored: 40, CacheDeferred: 7,
@@ -81,6 +83,7 @@ const fakeJSON = `{
 		"pack":    {"items": 237, "busy_seconds": 0.25, "bytes": 5242880}
 	},
 	"queues": {"tasks": {"len": 3, "cap": 64}, "decoded": {"len": 5, "cap": 16}, "ready": {"len": 1, "cap": 4}},
+	"workers": 3, "io_workers": 32, "tune_steps": 4,
 	"bad_samples": 12,
 	"recent_bad": [
 		{"path": "class00/00004.jpg", "index": 4,  "epoch": 1, "error": "decode: truncated"},

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"math"
 	"runtime"
 	"strings"
 
@@ -61,10 +62,12 @@ type Config struct {
 	// delivered micro-batch. Default 1: whole batches.
 	MicroBatches int
 
-	// Workers is the number of CPU workers (decode, augment, pack); default GOMAXPROCS.
+	// Workers is the number of CPU workers (decode, augment, pack). Default: tuned at run
+	// time (see NoAutotune), starting at GOMAXPROCS.
 	Workers int
 	// IOWorkers is the number of concurrent file reads, separate from Workers so a slow
-	// disk does not idle the decoders; default max(4, Workers).
+	// disk does not idle the decoders. Default: tuned at run time, starting at
+	// max(4, Workers).
 	IOWorkers int
 	// Prefetch is how many batches (micro-batches with MicroBatches) may be in flight
 	// (being assembled or ready) ahead of the consumer; the pinned pool holds Prefetch+1
@@ -72,6 +75,21 @@ type Config struct {
 	// 2×Workers samples are in flight (small micro-batches would otherwise idle the
 	// workers): max(2, ⌈2·Workers/(BatchSize/MicroBatches)⌉).
 	Prefetch int
+
+	// NoAutotune keeps Workers and IOWorkers, when left zero, at their starting values.
+	// By default the loader tunes them while epochs run, from its own measurements, as
+	// tf.data's AUTOTUNE does: it doubles the reads in flight while the workers wait for
+	// reads and the readers are all busy (a slow disk or network file system), and adds
+	// a worker while the workers are busy but the process uses less than 90% of CPULimit
+	// cores, up to twice CPULimit; it adds nothing while the consumer is the slower side,
+	// and parks a worker when the process uses more than CPULimit. A field set
+	// explicitly is never changed. Stats.Workers and Stats.IOWorkers report the choice;
+	// docs/DESIGN.md, "Autotune", has the rules. Default false.
+	NoAutotune bool
+	// CPULimit is the cores the tuner lets the process use, as getrusage measures it
+	// (the consumer's own CPU included); fractional values are allowed. Default
+	// GOMAXPROCS.
+	CPULimit float64
 
 	// Seed decides the order and every random augmentation; default 0.
 	Seed uint64
@@ -224,6 +242,9 @@ func (c *Config) EnsureDefaults() {
 	if c.IOWorkers == 0 {
 		c.IOWorkers = max(4, c.Workers)
 	}
+	if c.CPULimit == 0 {
+		c.CPULimit = float64(runtime.GOMAXPROCS(0))
+	}
 	if c.Prefetch == 0 {
 		c.Prefetch = 2
 		if micro := c.BatchSize / max(c.MicroBatches, 1); c.MicroBatches > 1 && micro > 0 {
@@ -266,6 +287,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Workers < 1 || c.IOWorkers < 1 || c.Prefetch < 1 {
 		errs = append(errs, fmt.Errorf("Workers %d, IOWorkers %d and Prefetch %d must be ≥ 1", c.Workers, c.IOWorkers, c.Prefetch))
+	}
+	if c.CPULimit < 0 || math.IsNaN(c.CPULimit) || math.IsInf(c.CPULimit, 0) {
+		errs = append(errs, fmt.Errorf("CPULimit %g: want a positive number of cores", c.CPULimit))
 	}
 	if c.World < 1 || c.Rank < 0 || c.Rank >= c.World {
 		errs = append(errs, fmt.Errorf("Rank %d not in [0, World=%d)", c.Rank, c.World))
@@ -337,6 +361,11 @@ func (c *Config) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "batch=%d drop_last=%t workers=%d io_workers=%d prefetch=%d seed=%d sequential=%t",
 		c.BatchSize, c.DropLast, c.Workers, c.IOWorkers, c.Prefetch, c.Seed, c.Sequential)
+	if c.NoAutotune {
+		b.WriteString(" autotune=false")
+	} else {
+		fmt.Fprintf(&b, " cpu_limit=%g", c.CPULimit)
+	}
 	fmt.Fprintf(&b, " rank=%d/%d drop_uneven=%t on_error=%v max_bad=%g budget=%d decode={%s} augment=%v pack={%s}",
 		c.Rank, c.World, c.DropUneven, c.OnError, c.MaxBadFraction, c.MemoryBudget, c.Decode.String(), c.Augment, c.Pack.String())
 	if c.GPU != nil {

@@ -34,7 +34,9 @@ func (r *run) dispatch(cursor int) {
 				r.cancel(err)
 				return
 			}
-			l.fill.Idled(time.Since(t0) * time.Duration(l.cfg.Workers))
+			waited := time.Since(t0)
+			l.fill.Idled(waited * time.Duration(l.tune.workers.Load()))
+			l.tune.poolWait.Add(int64(waited))
 		}
 		// The whole batch this micro-batch belongs to starts at position first and holds
 		// whole samples; a short last batch is cut into fewer micro-batches, the last

@@ -30,7 +30,8 @@ type Loader struct {
 	micro       int // samples per delivered batch: BatchSize/MicroBatches
 	nbuf        int // pinned batch buffers, each holding one delivered (micro-)batch
 
-	workers []*worker // per-worker reusable state, kept across epochs
+	workers []*worker // per-worker reusable state, kept across epochs: as many as the tuner may run
+	tune    *tuner
 	stats   counters
 
 	// Dense targets (Batch.Targets): the row width, 0 without them; a row's off and on
@@ -91,6 +92,7 @@ func build(src Source, cfg *Config, conv *converting) (*Loader, error) {
 	if err := c.applyRankFromEnv(); err != nil {
 		return nil, err
 	}
+	autoWorkers, autoIO := !c.NoAutotune && c.Workers == 0, !c.NoAutotune && c.IOWorkers == 0
 	c.EnsureDefaults()
 	if err := c.Validate(); err != nil {
 		return nil, err
@@ -109,6 +111,7 @@ func build(src Source, cfg *Config, conv *converting) (*Loader, error) {
 		return nil, fmt.Errorf("pipeline: %w", err)
 	}
 	l := &Loader{cfg: c, src: src, conv: conv, packer: packer, sampleBytes: packer.SampleBytes(), micro: c.BatchSize / c.MicroBatches, nbuf: c.Prefetch + 1}
+	l.tune = newTuner(&c, autoWorkers, autoIO)
 	l.tensorOps = c.Augment.HasTensorOps()
 	l.fill = cache.NewFillPolicy(c.CacheFill)
 	if l.classes, err = denseClasses(src, &c, conv); err != nil {
@@ -177,12 +180,13 @@ func build(src Source, cfg *Config, conv *converting) (*Loader, error) {
 			l.cfg.MemoryBudget, working, l.nbuf, batchBytes, minWorkingBudget-working)
 	}
 	l.read = newBudget(working/5, &l.held)
-	l.dec = newDecodeMemory(working-working/5, c.Workers, &l.held)
+	// Decode memory is shared out among the most workers the tuner may run.
+	l.dec = newDecodeMemory(working-working/5, l.tune.maxWorkers, &l.held)
 	l.returns = newReturner(l.cfg.MemoryBudget)
 	if err := l.openDevice(devConv, batchBytes, pinnedBytes); err != nil {
 		return nil, err
 	}
-	l.workers = make([]*worker, c.Workers)
+	l.workers = make([]*worker, l.tune.maxWorkers)
 	for i := range l.workers {
 		l.workers[i] = &worker{}
 		l.workers[i].reset(l)

@@ -72,15 +72,27 @@ type readItem struct {
 }
 
 // reader loads encoded bytes for the workers, replacements first.
-func (r *run) reader() {
+func (r *run) reader(i int) {
 	defer r.wg.Done()
+	tune := r.l.tune
 	tasks := r.tasks
 	for {
+		if wake := tune.parked(i, &tune.io); wake != nil {
+			select {
+			case <-wake:
+				continue
+			case <-r.quit:
+				return
+			case <-r.ctx.Done():
+				return
+			}
+		}
 		var t task
 		var ok bool
 		select {
 		case t = <-r.retry:
 		default:
+			t0 := time.Now()
 			select {
 			case t = <-r.retry:
 			case t, ok = <-tasks:
@@ -93,6 +105,7 @@ func (r *run) reader() {
 			case <-r.ctx.Done():
 				return
 			}
+			tune.readIdle.Add(int64(time.Since(t0)))
 		}
 		it, ok := r.fetch(t)
 		if !ok {

@@ -98,14 +98,18 @@ func (l *Loader) start(ctx context.Context, e, cursor int) (*run, error) {
 	r.ctx, r.cancel = context.WithCancelCause(ctx)
 	l.run = r
 	l.stats.epochs.Add(1)
-	r.wg.Add(2 + l.cfg.IOWorkers + l.cfg.Workers)
+	r.wg.Add(2 + l.tune.maxIO + len(l.workers))
 	go r.dispatch(cursor)
 	go r.transfer()
-	for range l.cfg.IOWorkers {
-		go r.reader()
+	for i := range l.tune.maxIO {
+		go r.reader(i)
 	}
-	for _, w := range l.workers {
-		go r.work(w)
+	for i, w := range l.workers {
+		go r.work(w, i)
+	}
+	if l.tune.on() {
+		r.wg.Add(1)
+		go r.control()
 	}
 	return r, nil
 }

@@ -28,6 +28,12 @@ type Stats struct {
 	// and the time it took.
 	Mix StageStats
 
+	// Workers and IOWorkers are the CPU workers and concurrent reads in use now: the
+	// Config's, or what the tuner chose (Config.NoAutotune); TuneSteps counts the tuner's
+	// changes since New.
+	Workers, IOWorkers int
+	TuneSteps          int64
+
 	// Queue occupancy of the running epoch at the time of the snapshot (zero when idle).
 	Tasks, Decoded, Ready QueueStats
 
@@ -140,6 +146,7 @@ func (l *Loader) Stats() Stats {
 		Pinned:        l.pool.Stats(),
 		Outstanding:   l.outstanding.Load(),
 		MemoryReturns: l.returns.runs.Load(),
+		Workers:       int(l.tune.workers.Load()), IOWorkers: int(l.tune.io.Load()), TuneSteps: l.tune.steps.Load(),
 	}
 	s.PeakHeld = s.Pinned.BytesMapped + l.held.peak.Load()
 	rs := l.ring.Stats()

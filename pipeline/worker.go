@@ -14,10 +14,23 @@ import (
 )
 
 // work decodes, augments and packs samples into their slots.
-func (r *run) work(w *worker) {
+func (r *run) work(w *worker, i int) {
 	defer r.wg.Done()
 	l := r.l
+	t := l.tune
 	for {
+		if wake := t.parked(i, &t.workers); wake != nil {
+			// Beyond the tuner's count: hold no decode memory while parked.
+			w.unreserve(l)
+			select {
+			case <-wake:
+				continue
+			case <-r.quit:
+				return
+			case <-r.ctx.Done():
+				return
+			}
+		}
 		// A sample too large to decode beside every worker's scratch is waiting for the
 		// whole decode memory: give this worker's back first, busy or idle.
 		var drain <-chan struct{}
@@ -32,6 +45,14 @@ func (r *run) work(w *worker) {
 		}
 		select {
 		case it := <-r.decodeQ:
+			r.process(w, it)
+			continue
+		default:
+		}
+		t0 := time.Now()
+		select {
+		case it := <-r.decodeQ:
+			t.starved.Add(int64(time.Since(t0)))
 			r.process(w, it)
 		case <-drain:
 			w.unreserve(l)

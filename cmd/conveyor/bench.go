@@ -6,10 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/signal"
 	"path/filepath"
-	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strings"
@@ -127,12 +127,15 @@ flags:
 	recipe := fs.String("recipe", "train", "preprocessing: train (RandomResizedCrop, flip), eval (resize, centre crop) or randaugment (train, RandAugment(2, 9), RandomErasing(0.25))")
 	size := fs.Int("size", 224, "output image side")
 	batch := intList{64}
-	workers := intList{runtime.GOMAXPROCS(0)}
+	workers := intList{0} // 0: the loader tunes them
 	prefetch := intList{2}
 	fs.Var(&batch, "batch", "batch size; a list such as 32,64,128 sweeps it")
-	fs.Var(&workers, "workers", "CPU workers (decode, augment, pack); a list such as 1,2,4 sweeps it")
+	fs.Var(&workers, "workers", "CPU workers (decode, augment, pack); a list such as 1,2,4 sweeps it (default: tuned at run time, starting at GOMAXPROCS)")
 	fs.Var(&prefetch, "prefetch", "batches in flight ahead of the consumer; a list sweeps it")
-	ioWorkers := fs.Int("io-workers", 0, "concurrent reads (default max(4, workers))")
+	ioWorkers := fs.Int("io-workers", 0, "concurrent reads (default: tuned at run time, starting at max(4, workers))")
+	noAutotune := fs.Bool("no-autotune", false, "keep --workers and --io-workers, when not given, at their starting values instead of tuning them at run time")
+	cpuLimit := fs.Float64("cpu-limit", 0, "cores the autotuner lets the process use (0: GOMAXPROCS)")
+	readLatency := fs.Duration("read-latency", 0, "with an image folder, wait this long before opening each file: a slow disk or network file system, for measuring how the loader hides latency")
 	micro := fs.Int("micro-batches", 1, "deliver each batch as this many micro-batches (it must divide --batch): pinned and device buffers hold one micro-batch, --step and --prefetch count micro-batches")
 	epochs := fs.Int("epochs", 1, "epochs to run")
 	dtype := fs.String("dtype", "float32", "output dtype: uint8, float32, float16, bfloat16")
@@ -215,6 +218,10 @@ flags:
 		return usagef("--micro-batches %d < 1", *micro)
 	case *ioWorkers < 0:
 		return usagef("--io-workers %d < 0", *ioWorkers)
+	case *cpuLimit < 0:
+		return usagef("--cpu-limit %g < 0", *cpuLimit)
+	case *readLatency < 0:
+		return usagef("--read-latency %v < 0", *readLatency)
 	case *shardPrefetch < 0:
 		return usagef("--shard-prefetch %d < 0", *shardPrefetch)
 	case *shardFetches < 0:
@@ -361,13 +368,20 @@ flags:
 		return usagef("--allow-incomplete applies to a converted dataset (a DIR holding %s)", cache.InfoName)
 	} else if src, err = openImageFolder(dir); err != nil {
 		return err
+	} else if *readLatency > 0 {
+		src = slowFiles{src.(pipeline.FileSource), *readLatency}
+	}
+	if *readLatency > 0 {
+		if _, ok := src.(slowFiles); !ok {
+			return usagef("--read-latency applies to an image folder")
+		}
 	}
 	res.OpenS = time.Since(t0).Seconds()
 	res.Samples = src.Len()
 	res.Classes = len(src.Classes())
 
 	base := pipeline.Config{
-		IOWorkers: *ioWorkers, MicroBatches: *micro, Seed: *seed, MemoryBudget: int64(budget),
+		IOWorkers: *ioWorkers, NoAutotune: *noAutotune, CPULimit: *cpuLimit, MicroBatches: *micro, Seed: *seed, MemoryBudget: int64(budget),
 		Order: ord, Partitions: *partitions, ShuffleBlock: *shuffleBlock, RankFromEnv: *rankFromEnv,
 		Pack:      pack.Options{Width: *size, Height: *size, DType: dt, Layout: lay, Normalize: *normalize && dt != pack.Uint8},
 		CacheFill: *cacheFill, FullDecode: *fullDecode, Device: *device, DeviceConvert: *deviceConvert,
@@ -559,4 +573,20 @@ func readShardIndex(path string) ([]int, []string, error) {
 		return nil, nil, fmt.Errorf("--shard-index %s: no shard_samples or class_names (write it with conveyor inspect SHARDS --json)", path)
 	}
 	return idx.ShardSamples, idx.ClassNames, nil
+}
+
+// slowFiles is a folder whose files each take latency to open: a slow disk or a network
+// file system, for --read-latency.
+type slowFiles struct {
+	pipeline.FileSource
+	latency time.Duration
+}
+
+func (s slowFiles) Open(i int) (fs.File, error) {
+	time.Sleep(s.latency)
+	return s.FileSource.Open(i)
+}
+
+func (s slowFiles) String() string {
+	return fmt.Sprintf("%v with %v per open", s.FileSource, s.latency)
 }

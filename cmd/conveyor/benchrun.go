@@ -61,6 +61,18 @@ type settings struct {
 	// MicroBatches is how many micro-batches each batch is delivered as; 1: whole batches.
 	MicroBatches int    `json:"micro_batches"`
 	StopAfter    string `json:"stop_after"`
+	// Tuned is what the loader's autotuner chose, nil when it tuned nothing (--no-autotune,
+	// or --workers and --io-workers both given). Workers and IOWorkers above are the
+	// starting values.
+	Tuned *tuned `json:"tuned,omitempty"`
+}
+
+// tuned is the autotuner's choice at the end of a run.
+type tuned struct {
+	Workers   int     `json:"workers"`
+	IOWorkers int     `json:"io_workers"`
+	Steps     int64   `json:"steps"`
+	CPULimit  float64 `json:"cpu_limit"`
 }
 
 type cpuReport struct {
@@ -309,7 +321,10 @@ func measure(ctx context.Context, src pipeline.Source, cfg *pipeline.Config, opt
 			m.AnonOverBudget = float64(peak.Anon) / float64(m.Budget)
 		}
 	}
-	rep.StageBusy = stageBusyOf(&st, wall, eff.Workers, eff.IOWorkers)
+	if !eff.NoAutotune && (cfg.Workers == 0 || cfg.IOWorkers == 0) {
+		rep.Settings.Tuned = &tuned{Workers: st.Workers, IOWorkers: st.IOWorkers, Steps: st.TuneSteps, CPULimit: eff.CPULimit}
+	}
+	rep.StageBusy = stageBusyOf(&st, wall, st.Workers, st.IOWorkers)
 	rep.Queues = q.report()
 	if opts.step > 0 {
 		w := (st.Wait - wait0).Seconds()

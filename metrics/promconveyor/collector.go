@@ -51,6 +51,7 @@ type Collector struct {
 	badSamples                             *prometheus.Desc
 	cacheHits, cacheStored, cacheDeferred  *prometheus.Desc
 	memBudget, memPeakHeld, memReturns     *prometheus.Desc
+	workers, tuneSteps                     *prometheus.Desc
 	workBudget, workPeak                   *prometheus.Desc
 	pinBuffers, pinInUse, pinBufferSize    *prometheus.Desc
 	pinMapped, pinInUseBytes, pinPeakBytes *prometheus.Desc
@@ -96,6 +97,8 @@ func NewCollector(s metrics.Source, o *Options) (*Collector, error) {
 	desc(&c.memBudget, l, "memory_budget_bytes", "Memory the loader may hold: pinned buffers plus read and decode working memory.")
 	desc(&c.memPeakHeld, l, "memory_peak_held_bytes", "Most memory the loader has held at once; never above the budget.")
 	desc(&c.memReturns, l, "memory_returns_total", "Times the loader gave freed memory back to the system as the process neared its budget.")
+	desc(&c.workers, l, "workers", "Goroutines in use, by kind: cpu (decode, augment, pack) and io (concurrent reads); as set, or as the autotuner chose.", "kind")
+	desc(&c.tuneSteps, l, "autotune_steps_total", "Changes the autotuner made to the worker counts.")
 	desc(&c.workBudget, l, "working_memory_budget_bytes", "Working memory budget, by kind.", "kind")
 	desc(&c.workPeak, l, "working_memory_peak_bytes", "Most working memory held at once, by kind.", "kind")
 	desc(&c.pinBuffers, l, "pinned_buffers", "Pinned batch buffers in the pool.")
@@ -185,6 +188,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.memBudget, float64(st.Budget))
 	gauge(c.memPeakHeld, float64(st.PeakHeld))
 	counter(c.memReturns, float64(st.MemoryReturns))
+	gauge(c.workers, float64(st.Workers), "cpu")
+	gauge(c.workers, float64(st.IOWorkers), "io")
+	counter(c.tuneSteps, float64(st.TuneSteps))
 	gauge(c.workBudget, float64(st.ReadBudget), "read")
 	gauge(c.workBudget, float64(st.DecodeBudget), "decode")
 	gauge(c.workPeak, float64(st.PeakRead), "read")

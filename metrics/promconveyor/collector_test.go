@@ -44,6 +44,7 @@ func fakeStats() pipeline.Stats {
 		Tasks:   pipeline.QueueStats{Len: 3, Cap: 64},
 		Decoded: pipeline.QueueStats{Len: 5, Cap: 16},
 		Ready:   pipeline.QueueStats{Len: 1, Cap: 4},
+		Workers: 3, IOWorkers: 32, TuneSteps: 4,
 
 		BadSamples: 12,
 		RecentBad:  []pipeline.SampleError{{Path: "a.jpg", Err: errors.New("decode: truncated")}},
@@ -130,6 +131,13 @@ conveyor_loader_memory_peak_held_bytes{loader="train"} 3e+08
 # HELP conveyor_loader_memory_returns_total Times the loader gave freed memory back to the system as the process neared its budget.
 # TYPE conveyor_loader_memory_returns_total counter
 conveyor_loader_memory_returns_total{loader="train"} 3
+# HELP conveyor_loader_workers Goroutines in use, by kind: cpu (decode, augment, pack) and io (concurrent reads); as set, or as the autotuner chose.
+# TYPE conveyor_loader_workers gauge
+conveyor_loader_workers{kind="cpu",loader="train"} 3
+conveyor_loader_workers{kind="io",loader="train"} 32
+# HELP conveyor_loader_autotune_steps_total Changes the autotuner made to the worker counts.
+# TYPE conveyor_loader_autotune_steps_total counter
+conveyor_loader_autotune_steps_total{loader="train"} 4
 # HELP conveyor_loader_working_memory_budget_bytes Working memory budget, by kind.
 # TYPE conveyor_loader_working_memory_budget_bytes gauge
 conveyor_loader_working_memory_budget_bytes{kind="read",loader="train"} 6.4e+07
@@ -208,8 +216,8 @@ conveyor_cache_full{loader="train"} 1
 conveyor_cache_disabled{loader="train"} 1
 `
 
-// Metric counts: 30 loader families, 44 series; 10 cache families, 11 series.
-const loaderSeries, cacheSeries = 44, 11
+// Metric counts: 32 loader families, 47 series; 10 cache families, 11 series.
+const loaderSeries, cacheSeries = 47, 11
 
 func newCollector(t *testing.T, src *fake) *promconveyor.Collector {
 	t.Helper()
