@@ -36,7 +36,7 @@ func unmapSlab(b []byte) error {
 
 // lockSlabs mlocks every slab or, if the kernel refuses any of them, none: a half-locked
 // pool would make Stats.Locked a lie. It returns why locking was refused.
-func lockSlabs(slabs []slab) error {
+func lockSlabs(slabs []*slab) error {
 	for i := range slabs {
 		if err := lockFunc(slabs[i].mem); err != nil {
 			for j := range slabs[:i] {

@@ -23,4 +23,4 @@ func unmapSlab([]byte) error { return nil }
 
 var errNoLock = errors.New("pinned: page locking is not implemented on this OS; using unlocked memory")
 
-func lockSlabs([]slab) error { return errNoLock }
+func lockSlabs([]*slab) error { return errNoLock }

@@ -28,6 +28,10 @@ type Options struct {
 	// error if that is fewer than one. Default: 4 buffers' worth.
 	Budget int64
 
+	// Initial is how many buffers New maps; Grow maps the rest of Budget's when wanted.
+	// Default 0: every buffer Budget holds.
+	Initial int
+
 	// Lock asks for the slabs to be page-locked with mlock, so that a DMA engine can read
 	// them without the kernel paging them out. When the kernel refuses (RLIMIT_MEMLOCK,
 	// EPERM, ENOMEM) or the OS has no mlock, the pool uses unlocked memory and says so in
@@ -79,6 +83,9 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("pinned: Options.Budget %d is less than one buffer (%d bytes: BufferSize %d rounded up to the %d-byte page)",
 			o.Budget, stride, o.BufferSize, pageSize)
 	}
+	if o.Initial < 0 {
+		return fmt.Errorf("pinned: Options.Initial %d is negative", o.Initial)
+	}
 	if n := o.Budget / stride; n > math.MaxInt32 {
 		return fmt.Errorf("pinned: Options.Budget %d holds %d buffers; at most %d are allowed", o.Budget, n, math.MaxInt32)
 	}
@@ -101,6 +108,9 @@ func (o *Options) String() string {
 			fmtBytes(int64(c.BufferSize)), stride, c.Budget, fmtBytes(c.Budget), c.Budget/int64(stride))
 	} else {
 		fmt.Fprintf(&sb, ", Budget: %d", c.Budget)
+	}
+	if c.Initial > 0 {
+		fmt.Fprintf(&sb, ", Initial: %d", c.Initial)
 	}
 	fmt.Fprintf(&sb, ", Lock: %t, Register: %s, Unregister: %s}", *c.Lock, setOrNil(c.Register != nil), setOrNil(c.Unregister != nil))
 	return sb.String()

@@ -19,21 +19,24 @@ var slabBytes = 64 << 20
 const poisonByte = 0xDE
 
 // Pool hands out fixed-size, page-aligned buffers carved from slabs that New maps (and
-// locks) up front, so the whole budget is committed before the first batch. The buffered
-// channel of free buffers is both the free-list and the limit: Get blocks while every
-// buffer is out.
+// locks) up front, so the budget is committed before the first batch; with
+// Options.Initial, New maps only that many and Grow maps more, up to the budget, when
+// they are wanted. The buffered channel of free buffers is both the free-list and the
+// limit: Get blocks while every buffer is out.
 //
 // A Pool is safe for concurrent use. Its Register and Unregister hooks run with the
 // pool's lock held.
 type Pool struct {
-	opts   Options // effective
-	stride int     // BufferSize rounded up to the page size
-	free   chan *Buffer
-	done   chan struct{} // closed by Close; wakes blocked Gets
-	bufs   []Buffer
-	slabs  []slab
+	opts    Options // effective
+	stride  int     // BufferSize rounded up to the page size
+	perSlab int     // buffers per full slab
+	max     int     // buffers the budget holds
+	free    chan *Buffer
+	done    chan struct{} // closed by Close; wakes blocked Gets
 
 	mu     sync.Mutex
+	bufs   []*Buffer
+	slabs  []*slab
 	closed bool
 	st     Stats // counters; the byte fields are derived in Stats
 }
@@ -58,7 +61,8 @@ type Buffer struct {
 // Stats is a snapshot of a Pool's state and counters.
 type Stats struct {
 	BufferSize     int    // bytes per buffer, as configured
-	Buffers        int    // buffers the pool holds
+	Buffers        int    // buffers the pool holds (mapped so far)
+	MaxBuffers     int    // buffers the budget holds: what Grow may map up to
 	InUse          int    // buffers currently out
 	PeakInUse      int    // most buffers out at once
 	BytesMapped    int64  // bytes of slabs still mapped; 0 after Close once all are back
@@ -71,10 +75,11 @@ type Stats struct {
 	Waits          int64  // of those Gets, the ones that had to block for a Release
 }
 
-// New maps and, unless o.Lock is false, locks all of the pool's buffers, and runs
-// o.Register on each slab. A nil o means defaults. Mapping commits the whole budget: with
-// MAP_POPULATE the kernel zeroes every page up front, about 0.4 ms per MiB (0.6 ms with
-// mlock) on a 2-core EPYC VM, so a 4 GiB pool takes a couple of seconds to start.
+// New maps and, unless o.Lock is false, locks the pool's buffers (all the budget holds,
+// or o.Initial), and runs o.Register on each slab. A nil o means defaults. Mapping
+// commits the memory: with MAP_POPULATE the kernel zeroes every page up front, about
+// 0.4 ms per MiB (0.6 ms with mlock) on a 2-core EPYC VM, so a 4 GiB pool takes a
+// couple of seconds to start.
 func New(o *Options) (*Pool, error) {
 	var opts Options
 	if o != nil {
@@ -91,63 +96,100 @@ func New(o *Options) (*Pool, error) {
 
 	stride := roundToPage(opts.BufferSize)
 	n := int(opts.Budget / int64(stride))
-	perSlab := max(1, slabBytes/stride)
 	p := &Pool{
-		opts:   opts,
-		stride: stride,
-		free:   make(chan *Buffer, n),
-		done:   make(chan struct{}),
-		bufs:   make([]Buffer, n),
-		slabs:  make([]slab, (n+perSlab-1)/perSlab),
-		st: Stats{
-			BufferSize: opts.BufferSize,
-			Buffers:    n,
-			Budget:     opts.Budget,
-		},
+		opts:    opts,
+		stride:  stride,
+		perSlab: max(1, slabBytes/stride),
+		max:     n,
+		free:    make(chan *Buffer, n),
+		done:    make(chan struct{}),
+		st:      Stats{BufferSize: opts.BufferSize, MaxBuffers: n, Budget: opts.Budget},
 	}
-	for i := range p.slabs {
-		mem, err := mapSlab(min(perSlab, n-i*perSlab) * stride)
-		if err != nil {
-			p.unmapAll(i, 0)
-			return nil, err
-		}
-		p.slabs[i].mem = mem
-		p.st.BytesMapped += int64(len(mem))
+	first := n
+	if opts.Initial > 0 {
+		first = min(n, opts.Initial)
 	}
-	if *opts.Lock {
-		if err := lockSlabs(p.slabs); err != nil {
-			p.st.LockError = err.Error()
-		} else {
-			p.st.Locked = true
-		}
-	}
-	if opts.Register != nil {
-		for i := range p.slabs {
-			if err := opts.Register(p.slabs[i].mem); err != nil {
-				p.unmapAll(len(p.slabs), i)
-				return nil, fmt.Errorf("pinned: Register slab %d of %d: %w", i+1, len(p.slabs), err)
-			}
-		}
-	}
-	for i := range p.bufs {
-		s := &p.slabs[i/perSlab]
-		off := i % perSlab * stride
-		p.bufs[i] = Buffer{b: s.mem[off : off+opts.BufferSize : off+opts.BufferSize], pool: p, slab: s}
-		p.free <- &p.bufs[i]
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.grow(first, true); err != nil {
+		return nil, err
 	}
 	return p, nil
 }
 
-// unmapAll undoes a failed New: it unregisters the first registered slabs and unmaps
-// the first mapped ones.
-func (p *Pool) unmapAll(mapped, registered int) {
-	for i := range p.slabs[:mapped] {
-		if i < registered && p.opts.Unregister != nil {
-			_ = p.opts.Unregister(p.slabs[i].mem)
-		}
-		_ = unmapSlab(p.slabs[i].mem)
-		p.slabs[i].mem = nil
+// Grow maps up to n more buffers, as the budget allows, and returns how many it added.
+// Their slabs are locked when the pool's are, and registered; when the kernel refuses
+// to lock them, or Register fails, nothing is added and the error says why. It
+// returns ErrClosed after Close.
+func (p *Pool) Grow(n int) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return 0, ErrClosed
 	}
+	n = min(n, p.max-len(p.bufs))
+	if n <= 0 {
+		return 0, nil
+	}
+	if err := p.grow(n, false); err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// grow maps n buffers in slabs of at most perSlab, locks (at New: tries to lock) and
+// registers them, and frees them into the pool; on an error it undoes its own slabs.
+// p.mu must be held.
+func (p *Pool) grow(n int, first bool) error {
+	var slabs []*slab
+	undo := func(registered int) {
+		for i, s := range slabs {
+			if i < registered && p.opts.Unregister != nil {
+				_ = p.opts.Unregister(s.mem)
+			}
+			_ = unmapSlab(s.mem)
+		}
+	}
+	for left := n; left > 0; left -= p.perSlab {
+		mem, err := mapSlab(min(p.perSlab, left) * p.stride)
+		if err != nil {
+			undo(0)
+			return err
+		}
+		slabs = append(slabs, &slab{mem: mem})
+	}
+	switch {
+	case first && *p.opts.Lock:
+		if err := lockSlabs(slabs); err != nil {
+			p.st.LockError = err.Error()
+		} else {
+			p.st.Locked = true
+		}
+	case p.st.Locked:
+		if err := lockSlabs(slabs); err != nil {
+			undo(0)
+			return err
+		}
+	}
+	if p.opts.Register != nil {
+		for i, s := range slabs {
+			if err := p.opts.Register(s.mem); err != nil {
+				undo(i)
+				return fmt.Errorf("pinned: Register slab %d of %d: %w", len(p.slabs)+i+1, len(p.slabs)+len(slabs), err)
+			}
+		}
+	}
+	for _, s := range slabs {
+		p.slabs = append(p.slabs, s)
+		p.st.BytesMapped += int64(len(s.mem))
+		for off := 0; off < len(s.mem); off += p.stride {
+			b := &Buffer{b: s.mem[off : off+p.opts.BufferSize : off+p.opts.BufferSize], pool: p, slab: s}
+			p.bufs = append(p.bufs, b)
+			p.free <- b // never blocks: the channel holds every buffer the budget does
+		}
+	}
+	p.st.Buffers = len(p.bufs)
+	return nil
 }
 
 // Get returns a free buffer, blocking while all are out. It returns ctx.Err() if ctx is
@@ -286,8 +328,7 @@ func (p *Pool) Close() error {
 	}
 	var errs []error
 	leaked := 0
-	for i := range p.slabs {
-		s := &p.slabs[i]
+	for _, s := range p.slabs {
 		if s.out > 0 {
 			leaked += s.out
 			continue

@@ -640,3 +640,79 @@ func benchGetRelease(b *testing.B, size int, parallel bool) {
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "buffers/s")
 }
+
+func TestGrow(t *testing.T) {
+	defer func(old int) { slabBytes = old }(slabBytes)
+	slabBytes = 2 * pageSize
+	pg := int64(pageSize)
+	var mu sync.Mutex
+	registered, unregistered := 0, 0
+	p := newPool(t, &Options{BufferSize: pageSize, Budget: 7 * pg, Initial: 2, Lock: no,
+		Register:   func([]byte) error { mu.Lock(); registered++; mu.Unlock(); return nil },
+		Unregister: func([]byte) error { mu.Lock(); unregistered++; mu.Unlock(); return nil }})
+	if st := p.Stats(); st.Buffers != 2 || st.MaxBuffers != 7 || st.BytesMapped != 2*pg {
+		t.Fatalf("after New: %d buffers of %d, %d bytes mapped; want 2 of 7, %d", st.Buffers, st.MaxBuffers, st.BytesMapped, 2*pg)
+	}
+	// Two out: a third Get would block until Grow adds one.
+	a, _ := p.TryGet()
+	b, _ := p.TryGet()
+	if _, ok := p.TryGet(); ok {
+		t.Fatal("TryGet found a third buffer in a pool of 2")
+	}
+	got := make(chan *Buffer)
+	go func() {
+		c, err := p.Get(context.Background())
+		if err != nil {
+			t.Error(err)
+		}
+		got <- c
+	}()
+	if n, err := p.Grow(3); n != 3 || err != nil {
+		t.Fatalf("Grow(3) = %d, %v", n, err)
+	}
+	c := <-got
+	seen := map[*byte]bool{&a.Bytes()[0]: true, &b.Bytes()[0]: true}
+	if seen[&c.Bytes()[0]] || len(c.Bytes()) != pageSize {
+		t.Fatal("Grow's buffer overlaps one already out")
+	}
+	if n, err := p.Grow(10); n != 2 || err != nil {
+		t.Fatalf("Grow(10) with 2 left in the budget = %d, %v; want 2", n, err)
+	}
+	if n, err := p.Grow(1); n != 0 || err != nil {
+		t.Fatalf("Grow past the budget = %d, %v; want 0", n, err)
+	}
+	st := p.Stats()
+	if st.Buffers != 7 || st.BytesMapped != 7*pg || st.InUse != 3 {
+		t.Fatalf("after growing: %d buffers, %d bytes mapped, %d in use; want 7, %d, 3", st.Buffers, st.BytesMapped, st.InUse, 7*pg)
+	}
+	// Every buffer is distinct and usable.
+	var held []*Buffer
+	for {
+		d, ok := p.TryGet()
+		if !ok {
+			break
+		}
+		if seen[&d.Bytes()[0]] {
+			t.Fatal("a buffer handed out twice")
+		}
+		seen[&d.Bytes()[0]] = true
+		d.Bytes()[pageSize-1] = 1
+		held = append(held, d)
+	}
+	if len(held) != 4 {
+		t.Fatalf("%d buffers free after growing, want 4", len(held))
+	}
+	for _, d := range append(held, a, b, c) {
+		d.Release()
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Grow(1); !errors.Is(err, ErrClosed) {
+		t.Errorf("Grow after Close = %v, want ErrClosed", err)
+	}
+	// 2 buffers per slab: 1 slab at New, then 2 (3 buffers), then 1 (2 buffers).
+	if registered != 4 || unregistered != 4 {
+		t.Errorf("registered %d slabs, unregistered %d; want 4 and 4", registered, unregistered)
+	}
+}

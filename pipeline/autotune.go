@@ -7,23 +7,27 @@ import (
 	"time"
 )
 
-// tuner chooses, while epochs run, how many CPU workers decode and how many reads are in
-// flight, from the loader's own measurements, as tf.data's AUTOTUNE does for its
-// parallel stages. A knob set in the Config stays as set; without Config.NoAutotune the
+// tuner chooses, while epochs run, how many CPU workers decode, how many reads are in
+// flight and how many batches, from the loader's own measurements, as tf.data's AUTOTUNE
+// does for its parallel stages and prefetch buffers. A knob set in the Config stays as set; without Config.NoAutotune the
 // others start at the static defaults and move only when a window of measurements says
 // the loader is the bottleneck and which side of it is short:
 //
 //   - every tuneEvery the controller takes the window's wall time, the process's CPU
 //     time, the time active workers waited for a read to finish (starved), the time
-//     active readers waited for a sample to read (readIdle) and the time the dispatcher
-//     waited for a free batch buffer (ahead: the consumer, not the loader, is the slower
-//     side);
-//   - when the dispatcher waited for more than a tenth of the window, nothing is added:
-//     more parallelism would only wait for the consumer too;
+//     active readers waited for a sample to read (readIdle), the time the dispatcher
+//     waited for a free batch buffer (poolWait) and the time the consumer waited for a
+//     batch;
+//   - when the dispatcher waited for more than a tenth of the window and the consumer
+//     did not, the buffers were the consumer's: nothing is added, since more
+//     parallelism would only wait for the consumer too;
 //   - when the workers starved for more than a tenth of their time while the readers
 //     were nearly always busy, reads are short: the reads in flight double (a slow disk
 //     or a network file system needs as many in flight as its latency times the
 //     throughput, so additive steps would take minutes);
+//   - when the workers starved while the dispatcher and the consumer both waited, every
+//     batch buffer held a batch still being read: the batches in flight double (more
+//     pinned buffers are mapped), so more samples can be read at once;
 //   - when the workers were busy and the process used less than 90% of CPULimit cores,
 //     a worker is added: the workers block on something (page faults on mapped shards,
 //     a decoder's system calls) and one more keeps the cores busy;
@@ -33,17 +37,28 @@ import (
 // Nothing is taken away otherwise: an idle reader or worker costs a parked goroutine,
 // and memory stays bounded by MemoryBudget whatever the counts (the read budget bounds
 // bytes in flight; decode memory is shared out among the most workers the tuner may
-// run). The counts persist across epochs. Workers and readers beyond the active count
-// park between samples, giving back their retained decode memory.
+// run; the budget counts the most batch buffers the tuner may map). The counts persist
+// across epochs. Workers and readers beyond the active count park between samples,
+// giving back their retained decode memory.
 type tuner struct {
-	autoWorkers, autoIO bool
-	maxWorkers, maxIO   int
-	cpuLimit            float64 // cores the process may use, as the tuner measures it
+	autoWorkers, autoIO, autoPrefetch bool
+	maxWorkers, maxIO, maxPrefetch    int
+	cpuLimit                          float64 // cores the process may use, as the tuner measures it
 
 	workers, io atomic.Int32 // active counts
+	prefetch    atomic.Int32 // batch buffers mapped, less one
+	// grow maps n more batch buffers (pinned.Pool.Grow); nil until the pool exists.
+	grow func(n int) (int, error)
+	logf func(string, ...any)
+	// consumerWait is the loader's count of the consumer's waits (counters.wait).
+	consumerWait *atomic.Int64
 
 	mu   sync.Mutex
 	wake chan struct{} // closed when an active count rises
+
+	// pending is the window being measured, carried from one epoch to the next; only
+	// the running epoch's control goroutine touches it.
+	pending window
 
 	// Waits measured by the goroutines, in nanoseconds, summed.
 	starved, readIdle, poolWait atomic.Int64
@@ -53,8 +68,10 @@ type tuner struct {
 // tuneEvery is the controller's window.
 const tuneEvery = 250 * time.Millisecond
 
-func newTuner(c *Config, autoWorkers, autoIO bool) *tuner {
-	t := &tuner{autoWorkers: autoWorkers, autoIO: autoIO, maxWorkers: c.Workers, maxIO: c.IOWorkers, cpuLimit: c.CPULimit, wake: make(chan struct{})}
+func newTuner(c *Config, autoWorkers, autoIO bool, maxPrefetch int) *tuner {
+	t := &tuner{autoWorkers: autoWorkers, autoIO: autoIO, autoPrefetch: maxPrefetch > c.Prefetch,
+		maxWorkers: c.Workers, maxIO: c.IOWorkers, maxPrefetch: maxPrefetch, cpuLimit: c.CPULimit, logf: c.Logf, wake: make(chan struct{})}
+	t.prefetch.Store(int32(c.Prefetch))
 	if autoWorkers {
 		t.maxWorkers = max(c.Workers, 2*int(math.Ceil(c.CPULimit)))
 	}
@@ -71,7 +88,28 @@ func newTuner(c *Config, autoWorkers, autoIO bool) *tuner {
 const maxAutoIO = 256
 
 // on reports whether the tuner adjusts anything.
-func (t *tuner) on() bool { return t.autoWorkers || t.autoIO }
+func (t *tuner) on() bool { return t.autoWorkers || t.autoIO || t.autoPrefetch }
+
+// autoInFlight is how many samples the tuner's largest prefetch depth holds in batch
+// buffers: enough to hide 20 ms of latency at over 10,000 samples a second.
+const autoInFlight = 256
+
+// autoPrefetchBound is the most batches the tuner may keep in flight when Prefetch is
+// left to it: enough for autoInFlight samples, at most 16, never below start. With an
+// explicit budget the buffers beyond the start's take at most a quarter of the working
+// memory the start's leave, and leave at least minWorkingBudget.
+func autoPrefetchBound(start, micro int, bufBytes, budget int64) int {
+	p := max(start, min(16, (autoInFlight+micro-1)/micro))
+	fits := func(p int) bool {
+		working := budget - int64(start+1)*bufBytes
+		extra := int64(p-start) * bufBytes
+		return extra <= working/4 && working-extra >= minWorkingBudget
+	}
+	for budget > 0 && p > start && !fits(p) {
+		p--
+	}
+	return p
+}
 
 // parked returns, when goroutine i of an active count n must wait, the channel that is
 // closed when counts rise; nil when it may run.
@@ -87,15 +125,26 @@ func (t *tuner) parked(i int, n *atomic.Int32) <-chan struct{} {
 	return t.wake
 }
 
-// set changes the active counts and wakes parked goroutines.
-func (t *tuner) set(workers, io int) {
+// set changes the active counts and wakes parked goroutines, and maps batch buffers
+// for a deeper prefetch. A pool that cannot grow (the kernel refuses to lock more
+// memory) keeps the depth it has, and the tuner stops trying.
+func (t *tuner) set(workers, io, prefetch int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if workers == int(t.workers.Load()) && io == int(t.io.Load()) {
+	if p := int(t.prefetch.Load()); prefetch > p && t.grow != nil {
+		n, err := t.grow(prefetch - p)
+		if err != nil {
+			t.logf("pipeline: autotune: keeping %d batches in flight: %v", p, err)
+			t.maxPrefetch = p
+		}
+		prefetch = p + n
+	}
+	if workers == int(t.workers.Load()) && io == int(t.io.Load()) && prefetch == int(t.prefetch.Load()) {
 		return
 	}
 	t.workers.Store(int32(workers))
 	t.io.Store(int32(io))
+	t.prefetch.Store(int32(prefetch))
 	t.steps.Add(1)
 	close(t.wake)
 	t.wake = make(chan struct{})
@@ -105,22 +154,24 @@ func (t *tuner) set(workers, io int) {
 type window struct {
 	wall, cpu                   time.Duration // cpu: 0 when the process's CPU time is not known
 	starved, readIdle, poolWait time.Duration
-	workers, io                 int
+	consumerWait                time.Duration // the consumer waiting for a batch
+	workers, io, prefetch       int
 }
 
-// decide returns the active counts for the next window.
-func (t *tuner) decide(w window) (workers, io int) {
-	workers, io = w.workers, w.io
+// decide returns the counts for the next window.
+func (t *tuner) decide(w window) (workers, io, prefetch int) {
+	workers, io, prefetch = w.workers, w.io, w.prefetch
 	if w.wall <= 0 {
 		return
 	}
 	wall := float64(w.wall)
 	cores := float64(w.cpu) / wall
 	if t.autoWorkers && w.cpu > 0 && cores > 1.1*t.cpuLimit && workers > 1 {
-		return workers - 1, io
+		return workers - 1, io, prefetch
 	}
-	if float64(w.poolWait) > 0.1*wall {
-		return // the consumer is the slower side
+	full := float64(w.poolWait) > 0.1*wall // every batch buffer was taken
+	if full && float64(w.consumerWait) < 0.1*wall {
+		return // the buffers were the consumer's: it is the slower side
 	}
 	starved := float64(w.starved) / (wall * float64(w.workers))
 	readIdle := float64(w.readIdle) / (wall * float64(w.io))
@@ -129,51 +180,80 @@ func (t *tuner) decide(w window) (workers, io int) {
 		if t.autoIO && io < t.maxIO {
 			io = min(t.maxIO, 2*io)
 		}
+	case starved > 0.1 && full:
+		// The consumer and the workers both waited while every buffer held a batch
+		// still being read: the batches in flight hold too few samples to cover the
+		// reads' latency.
+		if t.autoPrefetch && prefetch < t.maxPrefetch {
+			prefetch = min(t.maxPrefetch, 2*prefetch)
+		}
 	case starved <= 0.1 && t.autoWorkers && workers < t.maxWorkers && w.cpu > 0 && cores < 0.9*t.cpuLimit:
 		workers++
 	}
 	return
 }
 
-// control runs r's tuning until the epoch ends.
+// control runs r's tuning until the epoch ends. It adds up the measurements every
+// tuneEvery/5 and decides once they span tuneEvery of epoch time: a window may span
+// several short epochs, and the time between epochs (the consumer evaluating, say) is
+// not in it.
 func (r *run) control() {
 	defer r.wg.Done()
 	t := r.l.tune
-	tick := time.NewTicker(tuneEvery)
+	tick := time.NewTicker(tuneEvery / 5)
 	defer tick.Stop()
 	prev := t.sample()
 	for {
+		stop := false
 		select {
 		case <-tick.C:
 		case <-r.quit:
-			return
+			stop = true
 		case <-r.ctx.Done():
-			return
+			stop = true
 		}
 		cur := t.sample()
-		w := cur.since(prev)
+		t.pending.add(cur.since(prev))
 		prev = cur
-		t.set(t.decide(w))
+		if stop {
+			return
+		}
+		if t.pending.wall >= tuneEvery {
+			t.set(t.decide(t.pending))
+			t.pending = window{}
+		}
 	}
+}
+
+// add adds v's measurements to w and takes its counts.
+func (w *window) add(v window) {
+	w.wall += v.wall
+	w.cpu += v.cpu
+	w.starved += v.starved
+	w.readIdle += v.readIdle
+	w.poolWait += v.poolWait
+	w.consumerWait += v.consumerWait
+	w.workers, w.io, w.prefetch = v.workers, v.io, v.prefetch
 }
 
 // tunerSample is the counters at one moment.
 type tunerSample struct {
-	at                          time.Time
-	cpu                         time.Duration
-	starved, readIdle, poolWait int64
-	workers, io                 int
+	at                                        time.Time
+	cpu                                       time.Duration
+	starved, readIdle, poolWait, consumerWait int64
+	workers, io, prefetch                     int
 }
 
 func (t *tuner) sample() tunerSample {
 	cpu, _ := processCPU()
 	return tunerSample{at: time.Now(), cpu: cpu, starved: t.starved.Load(), readIdle: t.readIdle.Load(), poolWait: t.poolWait.Load(),
-		workers: int(t.workers.Load()), io: int(t.io.Load())}
+		consumerWait: t.consumerWait.Load(), workers: int(t.workers.Load()), io: int(t.io.Load()), prefetch: int(t.prefetch.Load())}
 }
 
 func (s tunerSample) since(p tunerSample) window {
 	w := window{wall: s.at.Sub(p.at), starved: time.Duration(s.starved - p.starved), readIdle: time.Duration(s.readIdle - p.readIdle),
-		poolWait: time.Duration(s.poolWait - p.poolWait), workers: s.workers, io: s.io}
+		poolWait: time.Duration(s.poolWait - p.poolWait), consumerWait: time.Duration(s.consumerWait - p.consumerWait),
+		workers: s.workers, io: s.io, prefetch: s.prefetch}
 	if s.cpu > 0 && p.cpu > 0 {
 		w.cpu = s.cpu - p.cpu
 	}

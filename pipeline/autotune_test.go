@@ -13,46 +13,96 @@ func TestTunerDecide(t *testing.T) {
 	const wall = 250 * time.Millisecond
 	// frac is a share of the window summed over n goroutines.
 	frac := func(f float64, n int) time.Duration { return time.Duration(f * float64(wall) * float64(n)) }
-	auto := &tuner{autoWorkers: true, autoIO: true, maxWorkers: 4, maxIO: 64, cpuLimit: 2}
+	auto := &tuner{autoWorkers: true, autoIO: true, autoPrefetch: true, maxWorkers: 4, maxIO: 64, maxPrefetch: 8, cpuLimit: 2}
+	// win is a window of 2 workers, 4 readers and 2 batches in flight, as edit makes it.
+	win := func(edit func(w *window)) window {
+		w := window{wall: wall, workers: 2, io: 4, prefetch: 2}
+		edit(&w)
+		return w
+	}
 	tests := []struct {
-		name        string
-		tu          *tuner
-		w           window
-		workers, io int
+		name                  string
+		tu                    *tuner
+		w                     window
+		workers, io, prefetch int
 	}{
 		{"reads short: double them", auto,
-			window{wall: wall, cpu: frac(0.6, 1), starved: frac(0.5, 2), readIdle: 0, workers: 2, io: 4}, 2, 8},
+			win(func(w *window) { w.cpu, w.starved, w.consumerWait = frac(0.6, 1), frac(0.5, 2), frac(0.5, 1) }), 2, 8, 2},
 		{"reads short, at the bound", auto,
-			window{wall: wall, cpu: frac(0.6, 1), starved: frac(0.5, 2), workers: 2, io: 48}, 2, 64},
-		{"reads short but the readers idle: not the reads", auto,
-			window{wall: wall, cpu: frac(0.6, 1), starved: frac(0.5, 2), readIdle: frac(0.5, 4), workers: 2, io: 4}, 2, 4},
+			win(func(w *window) { w.cpu, w.starved, w.io = frac(0.6, 1), frac(0.5, 2), 48 }), 2, 64, 2},
+		{"workers starve, readers idle, buffers free: nothing to add", auto,
+			win(func(w *window) { w.cpu, w.starved, w.readIdle = frac(0.6, 1), frac(0.5, 2), frac(0.5, 4) }), 2, 4, 2},
+		{"every buffer holds a batch being read: deeper prefetch", auto,
+			win(func(w *window) {
+				w.cpu, w.starved, w.readIdle, w.poolWait, w.consumerWait = frac(0.6, 1), frac(0.5, 2), frac(0.5, 4), frac(0.5, 1), frac(0.5, 1)
+			}), 2, 4, 4},
+		{"deeper prefetch, at the bound", auto,
+			win(func(w *window) {
+				w.starved, w.readIdle, w.poolWait, w.consumerWait, w.prefetch = frac(0.5, 2), frac(0.5, 4), frac(0.5, 1), frac(0.5, 1), 6
+			}), 2, 4, 8},
+		{"the consumer holds the buffers: keep", auto,
+			win(func(w *window) {
+				w.cpu, w.starved, w.readIdle, w.poolWait = frac(0.5, 1), frac(0.5, 2), frac(0.5, 4), frac(0.3, 1)
+			}), 2, 4, 2},
 		{"workers busy, cores idle: add a worker", auto,
-			window{wall: wall, cpu: frac(1.5, 1), starved: frac(0.02, 2), readIdle: frac(0.5, 4), workers: 2, io: 4}, 3, 4},
+			win(func(w *window) { w.cpu, w.starved, w.readIdle = frac(1.5, 1), frac(0.02, 2), frac(0.5, 4) }), 3, 4, 2},
 		{"workers busy, cores busy: keep", auto,
-			window{wall: wall, cpu: frac(1.95, 1), starved: frac(0.02, 2), workers: 2, io: 4}, 2, 4},
+			win(func(w *window) { w.cpu, w.starved = frac(1.95, 1), frac(0.02, 2) }), 2, 4, 2},
 		{"workers at their bound", auto,
-			window{wall: wall, cpu: frac(1.2, 1), workers: 4, io: 4}, 4, 4},
-		{"the consumer is slower: keep", auto,
-			window{wall: wall, cpu: frac(0.5, 1), starved: frac(0.5, 2), poolWait: frac(0.3, 1), workers: 2, io: 4}, 2, 4},
-		{"over the CPU limit: park a worker", &tuner{autoWorkers: true, autoIO: true, maxWorkers: 4, maxIO: 64, cpuLimit: 1},
-			window{wall: wall, cpu: frac(1.9, 1), workers: 2, io: 4}, 1, 4},
-		{"CPU time unknown: no worker added", auto,
-			window{wall: wall, starved: 0, workers: 2, io: 4}, 2, 4},
+			win(func(w *window) { w.cpu, w.workers = frac(1.2, 1), 4 }), 4, 4, 2},
+		{"over the CPU limit: park a worker",
+			&tuner{autoWorkers: true, autoIO: true, maxWorkers: 4, maxIO: 64, cpuLimit: 1},
+			win(func(w *window) { w.cpu = frac(1.9, 1) }), 1, 4, 2},
+		{"CPU time unknown: no worker added", auto, win(func(*window) {}), 2, 4, 2},
 		{"workers set: only reads move", &tuner{autoIO: true, maxWorkers: 2, maxIO: 64, cpuLimit: 2},
-			window{wall: wall, cpu: frac(0.3, 1), starved: frac(0.5, 2), workers: 2, io: 4}, 2, 8},
+			win(func(w *window) { w.cpu, w.starved = frac(0.3, 1), frac(0.5, 2) }), 2, 8, 2},
 		{"workers set: never added", &tuner{autoIO: true, maxWorkers: 2, maxIO: 64, cpuLimit: 2},
-			window{wall: wall, cpu: frac(1.0, 1), workers: 2, io: 4}, 2, 4},
+			win(func(w *window) { w.cpu = frac(1.0, 1) }), 2, 4, 2},
 		{"reads set: never doubled", &tuner{autoWorkers: true, maxWorkers: 4, maxIO: 4, cpuLimit: 2},
-			window{wall: wall, cpu: frac(0.3, 1), starved: frac(0.5, 2), workers: 2, io: 4}, 2, 4},
-		{"empty window", auto, window{workers: 2, io: 4}, 2, 4},
+			win(func(w *window) { w.cpu, w.starved = frac(0.3, 1), frac(0.5, 2) }), 2, 4, 2},
+		{"prefetch set: never deepened", &tuner{autoWorkers: true, autoIO: true, maxWorkers: 4, maxIO: 64, maxPrefetch: 2, cpuLimit: 2},
+			win(func(w *window) {
+				w.starved, w.readIdle, w.poolWait, w.consumerWait = frac(0.5, 2), frac(0.5, 4), frac(0.5, 1), frac(0.5, 1)
+			}), 2, 4, 2},
+		{"empty window", auto, window{workers: 2, io: 4, prefetch: 2}, 2, 4, 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			w, io := tt.tu.decide(tt.w)
-			if w != tt.workers || io != tt.io {
-				t.Errorf("decide = %d workers, %d reads; want %d, %d", w, io, tt.workers, tt.io)
+			w, io, p := tt.tu.decide(tt.w)
+			if w != tt.workers || io != tt.io || p != tt.prefetch {
+				t.Errorf("decide = %d workers, %d reads, %d batches; want %d, %d, %d", w, io, p, tt.workers, tt.io, tt.prefetch)
 			}
 		})
+	}
+}
+
+func TestAutoPrefetchBound(t *testing.T) {
+	const buf = 10 << 20
+	for _, tt := range []struct {
+		start, micro int
+		budget       int64
+		want         int
+	}{
+		{2, 64, 0, 4},                // 256 samples
+		{2, 16, 0, 16},               // 256 samples
+		{2, 8, 0, 16},                // at most 16 batches
+		{2, 256, 0, 2},               // never below the start
+		{5, 64, 0, 5},                // a micro-batch start above the bound
+		{2, 16, 200 << 20, 6},        // 4 more buffers of 10 MiB in a quarter of the 170 MiB left
+		{2, 16, 40 << 20, 2},         // none beyond the start: 10 MiB left
+		{2, 64, int64(20) * buf, 4},  // 2 more in a quarter of 17
+		{2, 64, int64(7) * buf, 3},   // 1 more in a quarter of 4
+		{3, 64, int64(4) * buf, 3},   // the start whatever the budget
+		{2, 16, 3*buf + 17<<20, 2},   // a quarter of the 17 MiB left holds no buffer
+		{2, 16, int64(1) << 40, 16},  // a huge budget changes nothing
+		{2, 1, int64(1) << 40, 16},   // nor a tiny batch
+		{2, 300, int64(1) << 40, 2},  // nor a huge one
+		{4, 16, int64(1) << 40, 16},  // start 4 grows to 16
+		{16, 16, int64(1) << 40, 16}, // start at the bound
+	} {
+		if got := autoPrefetchBound(tt.start, tt.micro, buf, tt.budget); got != tt.want {
+			t.Errorf("autoPrefetchBound(%d, %d, 10 MiB, %d) = %d, want %d", tt.start, tt.micro, tt.budget, got, tt.want)
+		}
 	}
 }
 
@@ -101,6 +151,7 @@ func TestAutotuneSlowReads(t *testing.T) {
 	}
 	// 60 files at 20 ms each take 300 ms with 4 reads in flight (an epoch on 2 cores),
 	// so windows see the workers starve while every reader waits on a file.
+	t.Logf("tuned: %d workers, %d reads, %d batches in flight after %d steps", st.Workers, st.IOWorkers, st.Prefetch, st.TuneSteps)
 	if st.IOWorkers <= eff.IOWorkers || st.TuneSteps == 0 {
 		t.Errorf("autotune with slow reads: %d reads in flight after %d steps, want more than %d", st.IOWorkers, st.TuneSteps, eff.IOWorkers)
 	}
@@ -135,11 +186,11 @@ func TestTunerParksAndWakes(t *testing.T) {
 		}
 		switch n++; n {
 		case 1:
-			ld.tune.set(1, 1)
+			ld.tune.set(1, 1, 2)
 		case 3:
-			ld.tune.set(3, 2)
+			ld.tune.set(3, 2, 2)
 		case 5:
-			ld.tune.set(2, 3)
+			ld.tune.set(2, 3, 2)
 		}
 		d.data = append(d.data, b.Data...)
 		d.indices = append(d.indices, b.Indices...)
@@ -150,5 +201,34 @@ func TestTunerParksAndWakes(t *testing.T) {
 	}
 	if st := ld.Stats(); st.Workers != 2 || st.IOWorkers != 3 || st.TuneSteps != 3 {
 		t.Errorf("Stats: %d workers, %d reads, %d steps; want 2, 3, 3", st.Workers, st.IOWorkers, st.TuneSteps)
+	}
+}
+
+// TestAutotuneDeepensPrefetch: with small batches and slow reads, the batches in flight
+// hold too few samples to cover the latency however many reads are allowed; the tuner
+// maps more batch buffers.
+func TestAutotuneDeepensPrefetch(t *testing.T) {
+	dir, err := Dir(sharedTree(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(2)
+	cfg.BatchSize = 4 // 12 samples in 3 buffers
+	ld := newLoader(t, slowFiles{dir, 20 * time.Millisecond}, cfg)
+	start := ld.Config().Prefetch
+	deadline := time.Now().Add(20 * time.Second)
+	var st Stats
+	for e := 0; time.Now().Before(deadline); e++ {
+		collect(t, ld, context.Background(), e, 0)
+		if st = ld.Stats(); st.Prefetch > start {
+			break
+		}
+	}
+	t.Logf("tuned: %d workers, %d reads, %d batches in flight after %d steps", st.Workers, st.IOWorkers, st.Prefetch, st.TuneSteps)
+	if st.Prefetch <= start {
+		t.Fatalf("batches in flight stayed at %d with 12 samples in flight and 20 ms reads", st.Prefetch)
+	}
+	if st.Pinned.Buffers != st.Prefetch+1 || st.Pinned.MaxBuffers != ld.nbuf {
+		t.Errorf("pinned pool: %d buffers of %d, want Prefetch+1 = %d of %d", st.Pinned.Buffers, st.Pinned.MaxBuffers, st.Prefetch+1, ld.nbuf)
 	}
 }

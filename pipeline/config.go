@@ -71,20 +71,25 @@ type Config struct {
 	IOWorkers int
 	// Prefetch is how many batches (micro-batches with MicroBatches) may be in flight
 	// (being assembled or ready) ahead of the consumer; the pinned pool holds Prefetch+1
-	// batch buffers. Default 2, or with MicroBatches enough micro-batches that at least
-	// 2×Workers samples are in flight (small micro-batches would otherwise idle the
-	// workers): max(2, ⌈2·Workers/(BatchSize/MicroBatches)⌉).
+	// batch buffers. Default: tuned at run time, starting at 2, or with MicroBatches at
+	// enough micro-batches that at least 2×Workers samples are in flight (small
+	// micro-batches would otherwise idle the workers): max(2, ⌈2·Workers/(BatchSize/MicroBatches)⌉).
+	// The tuner deepens it, mapping more pinned buffers, up to enough for 256 samples (at
+	// most 16 batches; with an explicit MemoryBudget, while the buffers take at most a
+	// quarter of it); MemoryBudget's default counts those buffers.
 	Prefetch int
 
-	// NoAutotune keeps Workers and IOWorkers, when left zero, at their starting values.
-	// By default the loader tunes them while epochs run, from its own measurements, as
-	// tf.data's AUTOTUNE does: it doubles the reads in flight while the workers wait for
-	// reads and the readers are all busy (a slow disk or network file system), and adds
-	// a worker while the workers are busy but the process uses less than 90% of CPULimit
-	// cores, up to twice CPULimit; it adds nothing while the consumer is the slower side,
-	// and parks a worker when the process uses more than CPULimit. A field set
-	// explicitly is never changed. Stats.Workers and Stats.IOWorkers report the choice;
-	// docs/DESIGN.md, "Autotune", has the rules. Default false.
+	// NoAutotune keeps Workers, IOWorkers and Prefetch, when left zero, at their
+	// starting values. By default the loader tunes them while epochs run, from its own
+	// measurements, as tf.data's AUTOTUNE does: it doubles the reads in flight while the
+	// workers wait for reads and the readers are all busy (a slow disk or network file
+	// system), doubles the batches in flight while the workers and the consumer both
+	// wait with every batch buffer holding a batch still being read, and adds a worker
+	// while the workers are busy but the process uses less than 90% of CPULimit cores,
+	// up to twice CPULimit; it adds nothing while the consumer is the slower side, and
+	// parks a worker when the process uses more than CPULimit. A field set explicitly is
+	// never changed. Stats.Workers, Stats.IOWorkers and Stats.Prefetch report the
+	// choice; docs/DESIGN.md, "Autotune", has the rules. Default false.
 	NoAutotune bool
 	// CPULimit is the cores the tuner lets the process use, as getrusage measures it
 	// (the consumer's own CPU included); fractional values are allowed. Default

@@ -89,7 +89,7 @@ func (r *run) deliver() (*Batch, error) {
 		if r.ctx.Err() != nil {
 			return nil, r.stopped()
 		}
-		if r.l.outstanding.Load() >= int64(min(r.l.nbuf, r.l.slots)) {
+		if r.l.outstanding.Load() >= int64(min(int(r.l.tune.prefetch.Load())+1, r.l.slots)) {
 			return nil, ErrHeld
 		}
 		select {

@@ -24,7 +24,8 @@ func (l *Loader) openDevice(conv *gpu.Converter, batchBytes, pinnedBytes int64) 
 			l.closeDevice()
 		}
 	}()
-	o := &pinned.Options{BufferSize: int(batchBytes), Budget: pinnedBytes}
+	// The tuner maps buffers beyond the starting Prefetch+1 when it raises the depth.
+	o := &pinned.Options{BufferSize: int(batchBytes), Budget: pinnedBytes, Initial: c.Prefetch + 1}
 	onGPU := l.dev.Kind() != gpu.Host
 	if onGPU {
 		// The driver page-locks the slabs when it registers them.
@@ -34,8 +35,8 @@ func (l *Loader) openDevice(conv *gpu.Converter, batchBytes, pinnedBytes int64) 
 	if l.pool, err = pinned.New(o); err != nil {
 		return fmt.Errorf("pipeline: %w", err)
 	}
-	if n := l.pool.Stats().Buffers; n != l.nbuf {
-		return fmt.Errorf("pipeline: pinned pool holds %d batch buffers, want %d", n, l.nbuf)
+	if st := l.pool.Stats(); st.MaxBuffers != l.nbuf || st.Buffers != c.Prefetch+1 {
+		return fmt.Errorf("pipeline: pinned pool holds %d batch buffers of %d, want %d of %d", st.Buffers, st.MaxBuffers, c.Prefetch+1, l.nbuf)
 	}
 	if st := l.pool.Stats(); !onGPU && !st.Locked {
 		c.Logf("pipeline: batch buffers are not page-locked (%s); host-to-device copies may be slower", st.LockError)

@@ -92,7 +92,7 @@ func build(src Source, cfg *Config, conv *converting) (*Loader, error) {
 	if err := c.applyRankFromEnv(); err != nil {
 		return nil, err
 	}
-	autoWorkers, autoIO := !c.NoAutotune && c.Workers == 0, !c.NoAutotune && c.IOWorkers == 0
+	autoWorkers, autoIO, autoPrefetch := !c.NoAutotune && c.Workers == 0, !c.NoAutotune && c.IOWorkers == 0, !c.NoAutotune && c.Prefetch == 0
 	c.EnsureDefaults()
 	if err := c.Validate(); err != nil {
 		return nil, err
@@ -110,8 +110,16 @@ func build(src Source, cfg *Config, conv *converting) (*Loader, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: %w", err)
 	}
-	l := &Loader{cfg: c, src: src, conv: conv, packer: packer, sampleBytes: packer.SampleBytes(), micro: c.BatchSize / c.MicroBatches, nbuf: c.Prefetch + 1}
-	l.tune = newTuner(&c, autoWorkers, autoIO)
+	l := &Loader{cfg: c, src: src, conv: conv, packer: packer, sampleBytes: packer.SampleBytes(), micro: c.BatchSize / c.MicroBatches}
+	// A buffer, host or device, holds what is delivered at once: one micro-batch.
+	batchBytes := int64(l.micro) * int64(l.sampleBytes)
+	maxPrefetch := c.Prefetch
+	if autoPrefetch {
+		maxPrefetch = autoPrefetchBound(c.Prefetch, l.micro, pageRound(batchBytes), c.MemoryBudget)
+	}
+	l.tune = newTuner(&c, autoWorkers, autoIO, maxPrefetch)
+	// Everything sized by the batch buffers is sized for the most the tuner may map.
+	l.nbuf = maxPrefetch + 1
 	l.tensorOps = c.Augment.HasTensorOps()
 	l.fill = cache.NewFillPolicy(c.CacheFill)
 	if l.classes, err = denseClasses(src, &c, conv); err != nil {
@@ -168,8 +176,6 @@ func build(src Source, cfg *Config, conv *converting) (*Loader, error) {
 	if c.DropLast && l.sampler.shardLen() < c.BatchSize {
 		return nil, fmt.Errorf("pipeline: DropLast with %d samples per epoch and BatchSize %d leaves no batch", l.sampler.shardLen(), c.BatchSize)
 	}
-	// A buffer, host or device, holds what is delivered at once: one micro-batch.
-	batchBytes := int64(l.micro) * int64(l.sampleBytes)
 	pinnedBytes := int64(l.nbuf) * pageRound(batchBytes)
 	if c.MemoryBudget == 0 {
 		l.cfg.MemoryBudget = pinnedBytes + max(640*mib, 64*mib+int64(c.Workers)*64*mib)
@@ -186,6 +192,7 @@ func build(src Source, cfg *Config, conv *converting) (*Loader, error) {
 	if err := l.openDevice(devConv, batchBytes, pinnedBytes); err != nil {
 		return nil, err
 	}
+	l.tune.grow, l.tune.consumerWait = l.pool.Grow, &l.stats.wait
 	l.workers = make([]*worker, l.tune.maxWorkers)
 	for i := range l.workers {
 		l.workers[i] = &worker{}

@@ -132,7 +132,7 @@ func TestMicroBatchesEqualWholeBatches(t *testing.T) {
 			if ms.Pinned.BufferSize*c.micro != ws.Pinned.BufferSize || ms.Pinned.BufferSize != 16/c.micro*ld.sampleBytes {
 				t.Errorf("pinned buffers of %d bytes, whole batches' %d: want 1/%d", ms.Pinned.BufferSize, ws.Pinned.BufferSize, c.micro)
 			}
-			if want := int64(ld.nbuf) * pageRound(int64(ms.Pinned.BufferSize)); ms.Pinned.BytesMapped != want {
+			if want := int64(ld.Config().Prefetch+1) * pageRound(int64(ms.Pinned.BufferSize)); ms.Pinned.BytesMapped != want {
 				t.Errorf("%d pinned bytes mapped, want %d", ms.Pinned.BytesMapped, want)
 			}
 			if c.device != "" || c.convert {

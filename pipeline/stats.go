@@ -28,11 +28,11 @@ type Stats struct {
 	// and the time it took.
 	Mix StageStats
 
-	// Workers and IOWorkers are the CPU workers and concurrent reads in use now: the
-	// Config's, or what the tuner chose (Config.NoAutotune); TuneSteps counts the tuner's
-	// changes since New.
-	Workers, IOWorkers int
-	TuneSteps          int64
+	// Workers, IOWorkers and Prefetch are the CPU workers, concurrent reads and batches
+	// in flight in use now: the Config's, or what the tuner chose (Config.NoAutotune);
+	// TuneSteps counts the tuner's changes since New.
+	Workers, IOWorkers, Prefetch int
+	TuneSteps                    int64
 
 	// Queue occupancy of the running epoch at the time of the snapshot (zero when idle).
 	Tasks, Decoded, Ready QueueStats
@@ -146,7 +146,8 @@ func (l *Loader) Stats() Stats {
 		Pinned:        l.pool.Stats(),
 		Outstanding:   l.outstanding.Load(),
 		MemoryReturns: l.returns.runs.Load(),
-		Workers:       int(l.tune.workers.Load()), IOWorkers: int(l.tune.io.Load()), TuneSteps: l.tune.steps.Load(),
+		Workers:       int(l.tune.workers.Load()), IOWorkers: int(l.tune.io.Load()), Prefetch: int(l.tune.prefetch.Load()),
+		TuneSteps: l.tune.steps.Load(),
 	}
 	s.PeakHeld = s.Pinned.BytesMapped + l.held.peak.Load()
 	rs := l.ring.Stats()

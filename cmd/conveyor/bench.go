@@ -127,13 +127,13 @@ flags:
 	recipe := fs.String("recipe", "train", "preprocessing: train (RandomResizedCrop, flip), eval (resize, centre crop) or randaugment (train, RandAugment(2, 9), RandomErasing(0.25))")
 	size := fs.Int("size", 224, "output image side")
 	batch := intList{64}
-	workers := intList{0} // 0: the loader tunes them
-	prefetch := intList{2}
+	workers := intList{0}  // 0: the loader tunes them
+	prefetch := intList{0} // 0: the loader tunes it
 	fs.Var(&batch, "batch", "batch size; a list such as 32,64,128 sweeps it")
 	fs.Var(&workers, "workers", "CPU workers (decode, augment, pack); a list such as 1,2,4 sweeps it (default: tuned at run time, starting at GOMAXPROCS)")
-	fs.Var(&prefetch, "prefetch", "batches in flight ahead of the consumer; a list sweeps it")
+	fs.Var(&prefetch, "prefetch", "batches in flight ahead of the consumer; a list sweeps it (default: tuned at run time, starting at 2)")
 	ioWorkers := fs.Int("io-workers", 0, "concurrent reads (default: tuned at run time, starting at max(4, workers))")
-	noAutotune := fs.Bool("no-autotune", false, "keep --workers and --io-workers, when not given, at their starting values instead of tuning them at run time")
+	noAutotune := fs.Bool("no-autotune", false, "keep --workers, --io-workers and --prefetch, when not given, at their starting values instead of tuning them at run time")
 	cpuLimit := fs.Float64("cpu-limit", 0, "cores the autotuner lets the process use (0: GOMAXPROCS)")
 	readLatency := fs.Duration("read-latency", 0, "with an image folder, wait this long before opening each file: a slow disk or network file system, for measuring how the loader hides latency")
 	micro := fs.Int("micro-batches", 1, "deliver each batch as this many micro-batches (it must divide --batch): pinned and device buffers hold one micro-batch, --step and --prefetch count micro-batches")

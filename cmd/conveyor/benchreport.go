@@ -32,8 +32,8 @@ func printReport(w io.Writer, res *benchResult) {
 	}
 	row("throughput", "%.1f images/s (last epoch %.1f), %.1f MB/s read; %d images in %.2f s", r.ImagesPerS, r.SteadyImagesPerS, r.MBPerS, r.Images, r.Seconds)
 	if t := r.Settings.Tuned; t != nil {
-		row("autotune", "workers %d → %d, reads in flight %d → %d, %d changes (CPU limit %g cores)",
-			r.Settings.Workers, t.Workers, r.Settings.IOWorkers, t.IOWorkers, t.Steps, t.CPULimit)
+		row("autotune", "workers %d → %d, reads in flight %d → %d, batches in flight %d → %d; %d changes (CPU limit %g cores)",
+			r.Settings.Workers, t.Workers, r.Settings.IOWorkers, t.IOWorkers, r.Settings.Prefetch, t.Prefetch, t.Steps, t.CPULimit)
 	}
 	row("first batch", "%.3f s after creating the loader", r.FirstBatchS)
 	row("cpu", "%.0f%% of one core (%.0f%% of %d): user %.2f s, sys %.2f s", r.CPU.Percent, 100*r.CPU.Utilisation, r.CPU.Cores, r.CPU.UserS, r.CPU.SysS)

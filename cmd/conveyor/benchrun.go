@@ -62,8 +62,8 @@ type settings struct {
 	MicroBatches int    `json:"micro_batches"`
 	StopAfter    string `json:"stop_after"`
 	// Tuned is what the loader's autotuner chose, nil when it tuned nothing (--no-autotune,
-	// or --workers and --io-workers both given). Workers and IOWorkers above are the
-	// starting values.
+	// or --workers, --io-workers and --prefetch all given). Workers, IOWorkers and
+	// Prefetch above are the starting values.
 	Tuned *tuned `json:"tuned,omitempty"`
 }
 
@@ -71,6 +71,7 @@ type settings struct {
 type tuned struct {
 	Workers   int     `json:"workers"`
 	IOWorkers int     `json:"io_workers"`
+	Prefetch  int     `json:"prefetch"`
 	Steps     int64   `json:"steps"`
 	CPULimit  float64 `json:"cpu_limit"`
 }
@@ -321,8 +322,8 @@ func measure(ctx context.Context, src pipeline.Source, cfg *pipeline.Config, opt
 			m.AnonOverBudget = float64(peak.Anon) / float64(m.Budget)
 		}
 	}
-	if !eff.NoAutotune && (cfg.Workers == 0 || cfg.IOWorkers == 0) {
-		rep.Settings.Tuned = &tuned{Workers: st.Workers, IOWorkers: st.IOWorkers, Steps: st.TuneSteps, CPULimit: eff.CPULimit}
+	if !eff.NoAutotune && (cfg.Workers == 0 || cfg.IOWorkers == 0 || cfg.Prefetch == 0) {
+		rep.Settings.Tuned = &tuned{Workers: st.Workers, IOWorkers: st.IOWorkers, Prefetch: st.Prefetch, Steps: st.TuneSteps, CPULimit: eff.CPULimit}
 	}
 	rep.StageBusy = stageBusyOf(&st, wall, st.Workers, st.IOWorkers)
 	rep.Queues = q.report()
