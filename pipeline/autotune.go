@@ -28,7 +28,7 @@ import (
 //   - when the workers starved while the dispatcher and the consumer both waited, every
 //     batch buffer held a batch still being read: the batches in flight double (more
 //     pinned buffers are mapped), so more samples can be read at once;
-//   - when the workers were busy and the process used less than 90% of CPULimit cores,
+//   - when the workers were busy and the process used less than 95% of CPULimit cores,
 //     a worker is added: the workers block on something (page faults on mapped shards,
 //     a decoder's system calls) and one more keeps the cores busy;
 //   - when the process used more than CPULimit cores (a limit below the machine's), a
@@ -50,8 +50,9 @@ type tuner struct {
 	// grow maps n more batch buffers (pinned.Pool.Grow); nil until the pool exists.
 	grow func(n int) (int, error)
 	logf func(string, ...any)
-	// consumerWait is the loader's count of the consumer's waits (counters.wait).
-	consumerWait *atomic.Int64
+	// stats is the loader's counters: the consumer's waits, the stages' times.
+	stats *counters
+	micro int // samples per batch buffer
 
 	mu   sync.Mutex
 	wake chan struct{} // closed when an active count rises
@@ -155,7 +156,23 @@ type window struct {
 	wall, cpu                   time.Duration // cpu: 0 when the process's CPU time is not known
 	starved, readIdle, poolWait time.Duration
 	consumerWait                time.Duration // the consumer waiting for a batch
-	workers, io, prefetch       int
+	// The stages' work: reads (items and time, summed over readers) and the workers'
+	// decode, augment and pack (samples packed, time summed over workers).
+	readItems, workItems  int64
+	readBusy, workBusy    time.Duration
+	workers, io, prefetch int
+}
+
+// readsNeeded is how many reads in flight would keep w's workers busy by Little's law
+// (the workers' rate times a read's time, with a quarter to spare), or 0 when the
+// window has no reads or no finished samples to tell.
+func (w window) readsNeeded() int {
+	if w.readItems == 0 || w.workItems == 0 || w.workBusy <= 0 {
+		return 0
+	}
+	perRead := float64(w.readBusy) / float64(w.readItems)
+	perSample := float64(w.workBusy) / float64(w.workItems)
+	return int(math.Ceil(1.25 * float64(w.workers) * perRead / perSample))
 }
 
 // decide returns the counts for the next window.
@@ -176,18 +193,19 @@ func (t *tuner) decide(w window) (workers, io, prefetch int) {
 	starved := float64(w.starved) / (wall * float64(w.workers))
 	readIdle := float64(w.readIdle) / (wall * float64(w.io))
 	switch {
-	case starved > 0.1 && readIdle < 0.1:
-		if t.autoIO && io < t.maxIO {
-			io = min(t.maxIO, 2*io)
-		}
-	case starved > 0.1 && full:
+	case starved > 0.1 && readIdle < 0.1 && t.autoIO && io < t.maxIO:
+		// Double, or jump to what the reads' latency needs when that is more.
+		io = min(t.maxIO, max(2*io, w.readsNeeded()))
+	case starved > 0.1 && full && t.autoPrefetch && prefetch < t.maxPrefetch:
 		// The consumer and the workers both waited while every buffer held a batch
 		// still being read: the batches in flight hold too few samples to cover the
-		// reads' latency.
-		if t.autoPrefetch && prefetch < t.maxPrefetch {
-			prefetch = min(t.maxPrefetch, 2*prefetch)
+		// reads' latency. Double, or jump to enough for the reads needed.
+		need := 0
+		if t.micro > 0 {
+			need = (max(io, w.readsNeeded()) + t.micro - 1) / t.micro
 		}
-	case starved <= 0.1 && t.autoWorkers && workers < t.maxWorkers && w.cpu > 0 && cores < 0.9*t.cpuLimit:
+		prefetch = min(t.maxPrefetch, max(2*prefetch, need))
+	case starved <= 0.1 && t.autoWorkers && workers < t.maxWorkers && w.cpu > 0 && cores < 0.95*t.cpuLimit:
 		workers++
 	}
 	return
@@ -233,6 +251,10 @@ func (w *window) add(v window) {
 	w.readIdle += v.readIdle
 	w.poolWait += v.poolWait
 	w.consumerWait += v.consumerWait
+	w.readItems += v.readItems
+	w.readBusy += v.readBusy
+	w.workItems += v.workItems
+	w.workBusy += v.workBusy
 	w.workers, w.io, w.prefetch = v.workers, v.io, v.prefetch
 }
 
@@ -241,18 +263,28 @@ type tunerSample struct {
 	at                                        time.Time
 	cpu                                       time.Duration
 	starved, readIdle, poolWait, consumerWait int64
+	readItems, readBusy, workItems, workBusy  int64
 	workers, io, prefetch                     int
 }
 
 func (t *tuner) sample() tunerSample {
 	cpu, _ := processCPU()
-	return tunerSample{at: time.Now(), cpu: cpu, starved: t.starved.Load(), readIdle: t.readIdle.Load(), poolWait: t.poolWait.Load(),
-		consumerWait: t.consumerWait.Load(), workers: int(t.workers.Load()), io: int(t.io.Load()), prefetch: int(t.prefetch.Load())}
+	s := tunerSample{at: time.Now(), cpu: cpu, starved: t.starved.Load(), readIdle: t.readIdle.Load(), poolWait: t.poolWait.Load(),
+		workers: int(t.workers.Load()), io: int(t.io.Load()), prefetch: int(t.prefetch.Load())}
+	if c := t.stats; c != nil {
+		s.consumerWait = c.wait.Load()
+		s.readItems, s.readBusy = c.read.items.Load(), c.read.busy.Load()
+		s.workItems = c.pack.items.Load()
+		s.workBusy = c.decode.busy.Load() + c.augment.busy.Load() + c.pack.busy.Load()
+	}
+	return s
 }
 
 func (s tunerSample) since(p tunerSample) window {
 	w := window{wall: s.at.Sub(p.at), starved: time.Duration(s.starved - p.starved), readIdle: time.Duration(s.readIdle - p.readIdle),
 		poolWait: time.Duration(s.poolWait - p.poolWait), consumerWait: time.Duration(s.consumerWait - p.consumerWait),
+		readItems: s.readItems - p.readItems, readBusy: time.Duration(s.readBusy - p.readBusy),
+		workItems: s.workItems - p.workItems, workBusy: time.Duration(s.workBusy - p.workBusy),
 		workers: s.workers, io: s.io, prefetch: s.prefetch}
 	if s.cpu > 0 && p.cpu > 0 {
 		w.cpu = s.cpu - p.cpu

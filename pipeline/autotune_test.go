@@ -28,6 +28,15 @@ func TestTunerDecide(t *testing.T) {
 	}{
 		{"reads short: double them", auto,
 			win(func(w *window) { w.cpu, w.starved, w.consumerWait = frac(0.6, 1), frac(0.5, 2), frac(0.5, 1) }), 2, 8, 2},
+		{"reads short: jump to what the latency needs", auto,
+			win(func(w *window) {
+				// 20 ms reads, 1 ms of work a sample: 2 workers need 1.25 × 2 × 20 = 50 reads.
+				w.cpu, w.starved, w.readItems, w.readBusy, w.workItems, w.workBusy = frac(0.6, 1), frac(0.5, 2), 100, 100*20*time.Millisecond, 100, 100*time.Millisecond
+			}), 2, 50, 2},
+		{"reads short: the jump is bounded", auto,
+			win(func(w *window) {
+				w.cpu, w.starved, w.readItems, w.readBusy, w.workItems, w.workBusy = frac(0.6, 1), frac(0.5, 2), 100, 100*time.Second, 100, 100*time.Millisecond
+			}), 2, 64, 2},
 		{"reads short, at the bound", auto,
 			win(func(w *window) { w.cpu, w.starved, w.io = frac(0.6, 1), frac(0.5, 2), 48 }), 2, 64, 2},
 		{"workers starve, readers idle, buffers free: nothing to add", auto,
@@ -36,6 +45,10 @@ func TestTunerDecide(t *testing.T) {
 			win(func(w *window) {
 				w.cpu, w.starved, w.readIdle, w.poolWait, w.consumerWait = frac(0.6, 1), frac(0.5, 2), frac(0.5, 4), frac(0.5, 1), frac(0.5, 1)
 			}), 2, 4, 4},
+		{"deeper prefetch: jump to enough batches for the reads", &tuner{autoWorkers: true, autoIO: true, autoPrefetch: true, maxWorkers: 4, maxIO: 64, maxPrefetch: 16, cpuLimit: 2, micro: 8},
+			win(func(w *window) {
+				w.starved, w.readIdle, w.poolWait, w.consumerWait, w.io = frac(0.5, 2), frac(0.5, 4), frac(0.5, 1), frac(0.5, 1), 64
+			}), 2, 64, 8},
 		{"deeper prefetch, at the bound", auto,
 			win(func(w *window) {
 				w.starved, w.readIdle, w.poolWait, w.consumerWait, w.prefetch = frac(0.5, 2), frac(0.5, 4), frac(0.5, 1), frac(0.5, 1), 6

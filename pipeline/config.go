@@ -85,7 +85,7 @@ type Config struct {
 	// workers wait for reads and the readers are all busy (a slow disk or network file
 	// system), doubles the batches in flight while the workers and the consumer both
 	// wait with every batch buffer holding a batch still being read, and adds a worker
-	// while the workers are busy but the process uses less than 90% of CPULimit cores,
+	// while the workers are busy but the process uses less than 95% of CPULimit cores,
 	// up to twice CPULimit; it adds nothing while the consumer is the slower side, and
 	// parks a worker when the process uses more than CPULimit. A field set explicitly is
 	// never changed. Stats.Workers, Stats.IOWorkers and Stats.Prefetch report the

@@ -192,7 +192,7 @@ func build(src Source, cfg *Config, conv *converting) (*Loader, error) {
 	if err := l.openDevice(devConv, batchBytes, pinnedBytes); err != nil {
 		return nil, err
 	}
-	l.tune.grow, l.tune.consumerWait = l.pool.Grow, &l.stats.wait
+	l.tune.grow, l.tune.stats, l.tune.micro = l.pool.Grow, &l.stats, l.micro
 	l.workers = make([]*worker, l.tune.maxWorkers)
 	for i := range l.workers {
 		l.workers[i] = &worker{}
