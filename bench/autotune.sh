@@ -8,7 +8,8 @@
 #   bench/autotune.sh ROUNDS 'SETTING;SETTING;...' DIR [bench flags...]
 #
 # Each SETTING is a set of bench flags, e.g. '--workers 1;--workers 2;--workers 4' or
-# '--io-workers 16 --prefetch 2;--io-workers 64 --prefetch 4'. Examples:
+# '--io-workers 16 --prefetch 2;--io-workers 64 --prefetch 4'; it runs with
+# --no-autotune, so what it leaves out keeps its static default. Examples:
 #   bench/autotune.sh 3 '--workers 1;--workers 2;--workers 3;--workers 4' /tmp/conveyor-synth-1000 --epochs 4
 #   bench/autotune.sh 3 '--io-workers 16;--io-workers 64 --prefetch 4' /tmp/conveyor-synth-1000 --read-latency 20ms --epochs 3
 set -euo pipefail
@@ -20,6 +21,7 @@ shift 3
 build_conveyor
 machine
 IFS=';' read -r -a points <<<"$sweep"
+for i in "${!points[@]}"; do points[i]="${points[i]} --no-autotune"; done
 points+=("--no-autotune" "")
 out=$tmp/rates
 : >"$out"
@@ -37,7 +39,7 @@ done
 python3 - "$out" "${points[@]}" <<'PY'
 import statistics, sys
 rows = [l.split() for l in open(sys.argv[1])]
-names = sys.argv[2:]
+names = [n.replace(" --no-autotune", "") for n in sys.argv[2:]]
 names[-1] = "autotuned"
 names[-2] = "static defaults (--no-autotune)"
 res = []

@@ -28,13 +28,19 @@ import (
 //   - when the workers starved while the dispatcher and the consumer both waited, every
 //     batch buffer held a batch still being read: the batches in flight double (more
 //     pinned buffers are mapped), so more samples can be read at once;
-//   - when the workers were busy and the process used less than 95% of CPULimit cores,
-//     a worker is added: the workers block on something (page faults on mapped shards,
-//     a decoder's system calls) and one more keeps the cores busy;
+//   - when the workers were busy (not waiting for reads or decode memory) and the
+//     process used less than 95% of CPULimit cores, a worker is added: the workers block
+//     on something (page faults on mapped shards, a decoder's system calls) and one more
+//     keeps the cores busy. The next window checks it: unless the samples a second rose
+//     by 3%, the worker is parked again and the tuner waits 2, 4, ... up to 64 windows
+//     before trying again (idle cores may be another tenant's, and a worker beyond what
+//     the cores run costs cache and memory);
 //   - when the process used more than CPULimit cores (a limit below the machine's), a
 //     worker is parked.
 //
-// Nothing is taken away otherwise: an idle reader or worker costs a parked goroutine,
+// A window is tuneEvery of epoch time holding at least minWindowSamples samples (or
+// four times tuneEvery), so a rate means something with photos too. Nothing is taken
+// away otherwise: an idle reader or worker costs a parked goroutine,
 // and memory stays bounded by MemoryBudget whatever the counts (the read budget bounds
 // bytes in flight; decode memory is shared out among the most workers the tuner may
 // run; the budget counts the most batch buffers the tuner may map). The counts persist
@@ -58,16 +64,26 @@ type tuner struct {
 	wake chan struct{} // closed when an active count rises
 
 	// pending is the window being measured, carried from one epoch to the next; only
-	// the running epoch's control goroutine touches it.
-	pending window
+	// the running epoch's control goroutine touches it, as it does the probe's state:
+	// probing after adding a worker, with probeBase the samples a second before; the
+	// windows to wait before adding another (holdoff), doubling after each worker that
+	// brought no gain (backoff).
+	pending          window
+	probing          bool
+	probeBase        float64
+	holdoff, backoff int
 
-	// Waits measured by the goroutines, in nanoseconds, summed.
-	starved, readIdle, poolWait atomic.Int64
-	steps                       atomic.Int64 // changes made
+	// Waits measured by the goroutines, in nanoseconds, summed; memWait is the
+	// workers' waits for decode memory.
+	starved, readIdle, poolWait, memWait atomic.Int64
+	steps                                atomic.Int64 // changes made
 }
 
-// tuneEvery is the controller's window.
-const tuneEvery = 250 * time.Millisecond
+// tuneEvery is the controller's window, which also holds at least minWindowSamples.
+const (
+	tuneEvery        = 250 * time.Millisecond
+	minWindowSamples = 32
+)
 
 func newTuner(c *Config, autoWorkers, autoIO bool, maxPrefetch int) *tuner {
 	t := &tuner{autoWorkers: autoWorkers, autoIO: autoIO, autoPrefetch: maxPrefetch > c.Prefetch,
@@ -155,6 +171,7 @@ func (t *tuner) set(workers, io, prefetch int) {
 type window struct {
 	wall, cpu                   time.Duration // cpu: 0 when the process's CPU time is not known
 	starved, readIdle, poolWait time.Duration
+	memWait                     time.Duration // workers waiting for decode memory
 	consumerWait                time.Duration // the consumer waiting for a batch
 	// The stages' work: reads (items and time, summed over readers) and the workers'
 	// decode, augment and pack (samples packed, time summed over workers).
@@ -184,7 +201,21 @@ func (t *tuner) decide(w window) (workers, io, prefetch int) {
 	wall := float64(w.wall)
 	cores := float64(w.cpu) / wall
 	if t.autoWorkers && w.cpu > 0 && cores > 1.1*t.cpuLimit && workers > 1 {
+		t.probing = false
 		return workers - 1, io, prefetch
+	}
+	rate := float64(w.workItems) / w.wall.Seconds() // samples a second
+	if t.probing {
+		// The window after a worker was added: keep it only for a clear gain. Idle
+		// cores may be the machine's (another tenant, a hypervisor's steal), and a
+		// worker more than the cores can run costs cache and memory.
+		t.probing = false
+		if rate < 1.03*t.probeBase {
+			t.backoff = min(2*max(t.backoff, 1), maxProbeBackoff)
+			t.holdoff = t.backoff
+			return workers - 1, io, prefetch
+		}
+		t.backoff = 0
 	}
 	full := float64(w.poolWait) > 0.1*wall // every batch buffer was taken
 	if full && float64(w.consumerWait) < 0.1*wall {
@@ -205,11 +236,21 @@ func (t *tuner) decide(w window) (workers, io, prefetch int) {
 			need = (max(io, w.readsNeeded()) + t.micro - 1) / t.micro
 		}
 		prefetch = min(t.maxPrefetch, max(2*prefetch, need))
-	case starved <= 0.1 && t.autoWorkers && workers < t.maxWorkers && w.cpu > 0 && cores < 0.95*t.cpuLimit:
+	case starved <= 0.1 && float64(w.memWait) <= 0.05*wall*float64(w.workers) && t.autoWorkers && workers < t.maxWorkers && w.cpu > 0 && cores < 0.95*t.cpuLimit:
+		// Not while workers wait for decode memory: another would wait too.
+		if t.holdoff > 0 {
+			t.holdoff--
+			break
+		}
 		workers++
+		t.probing, t.probeBase = true, rate
 	}
 	return
 }
+
+// maxProbeBackoff bounds the windows the tuner waits, after a worker it added brought no
+// gain, before it tries again.
+const maxProbeBackoff = 64
 
 // control runs r's tuning until the epoch ends. It adds up the measurements every
 // tuneEvery/5 and decides once they span tuneEvery of epoch time: a window may span
@@ -236,7 +277,9 @@ func (r *run) control() {
 		if stop {
 			return
 		}
-		if t.pending.wall >= tuneEvery {
+		// A window holds tuneEvery of epoch time and enough samples for a rate to mean
+		// something (photos decode a few dozen a second), or four times tuneEvery.
+		if w := t.pending; w.wall >= tuneEvery && w.workItems >= minWindowSamples || w.wall >= 4*tuneEvery {
 			t.set(t.decide(t.pending))
 			t.pending = window{}
 		}
@@ -251,6 +294,7 @@ func (w *window) add(v window) {
 	w.readIdle += v.readIdle
 	w.poolWait += v.poolWait
 	w.consumerWait += v.consumerWait
+	w.memWait += v.memWait
 	w.readItems += v.readItems
 	w.readBusy += v.readBusy
 	w.workItems += v.workItems
@@ -260,16 +304,16 @@ func (w *window) add(v window) {
 
 // tunerSample is the counters at one moment.
 type tunerSample struct {
-	at                                        time.Time
-	cpu                                       time.Duration
-	starved, readIdle, poolWait, consumerWait int64
-	readItems, readBusy, workItems, workBusy  int64
-	workers, io, prefetch                     int
+	at                                                 time.Time
+	cpu                                                time.Duration
+	starved, readIdle, poolWait, consumerWait, memWait int64
+	readItems, readBusy, workItems, workBusy           int64
+	workers, io, prefetch                              int
 }
 
 func (t *tuner) sample() tunerSample {
 	cpu, _ := processCPU()
-	s := tunerSample{at: time.Now(), cpu: cpu, starved: t.starved.Load(), readIdle: t.readIdle.Load(), poolWait: t.poolWait.Load(),
+	s := tunerSample{at: time.Now(), cpu: cpu, starved: t.starved.Load(), readIdle: t.readIdle.Load(), poolWait: t.poolWait.Load(), memWait: t.memWait.Load(),
 		workers: int(t.workers.Load()), io: int(t.io.Load()), prefetch: int(t.prefetch.Load())}
 	if c := t.stats; c != nil {
 		s.consumerWait = c.wait.Load()
@@ -282,7 +326,7 @@ func (t *tuner) sample() tunerSample {
 
 func (s tunerSample) since(p tunerSample) window {
 	w := window{wall: s.at.Sub(p.at), starved: time.Duration(s.starved - p.starved), readIdle: time.Duration(s.readIdle - p.readIdle),
-		poolWait: time.Duration(s.poolWait - p.poolWait), consumerWait: time.Duration(s.consumerWait - p.consumerWait),
+		poolWait: time.Duration(s.poolWait - p.poolWait), consumerWait: time.Duration(s.consumerWait - p.consumerWait), memWait: time.Duration(s.memWait - p.memWait),
 		readItems: s.readItems - p.readItems, readBusy: time.Duration(s.readBusy - p.readBusy),
 		workItems: s.workItems - p.workItems, workBusy: time.Duration(s.workBusy - p.workBusy),
 		workers: s.workers, io: s.io, prefetch: s.prefetch}

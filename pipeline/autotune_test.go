@@ -13,12 +13,27 @@ func TestTunerDecide(t *testing.T) {
 	const wall = 250 * time.Millisecond
 	// frac is a share of the window summed over n goroutines.
 	frac := func(f float64, n int) time.Duration { return time.Duration(f * float64(wall) * float64(n)) }
-	auto := &tuner{autoWorkers: true, autoIO: true, autoPrefetch: true, maxWorkers: 4, maxIO: 64, maxPrefetch: 8, cpuLimit: 2}
+	// auto is a new tuner, since the tuner keeps state from one window to the next.
+	auto := func() *tuner {
+		return &tuner{autoWorkers: true, autoIO: true, autoPrefetch: true, maxWorkers: 4, maxIO: 64, maxPrefetch: 8, cpuLimit: 2}
+	}
 	// win is a window of 2 workers, 4 readers and 2 batches in flight, as edit makes it.
 	win := func(edit func(w *window)) window {
 		w := window{wall: wall, workers: 2, io: 4, prefetch: 2}
 		edit(&w)
 		return w
+	}
+	// probing is a tuner that added a worker when the samples a second were base.
+	probing := func(base float64) *tuner {
+		t := auto()
+		t.probing, t.probeBase = true, base
+		return t
+	}
+	// waiting is a tuner that waits n windows before adding a worker.
+	waiting := func(n int) *tuner {
+		t := auto()
+		t.holdoff, t.backoff = n, n
+		return t
 	}
 	tests := []struct {
 		name                  string
@@ -26,22 +41,22 @@ func TestTunerDecide(t *testing.T) {
 		w                     window
 		workers, io, prefetch int
 	}{
-		{"reads short: double them", auto,
+		{"reads short: double them", auto(),
 			win(func(w *window) { w.cpu, w.starved, w.consumerWait = frac(0.6, 1), frac(0.5, 2), frac(0.5, 1) }), 2, 8, 2},
-		{"reads short: jump to what the latency needs", auto,
+		{"reads short: jump to what the latency needs", auto(),
 			win(func(w *window) {
 				// 20 ms reads, 1 ms of work a sample: 2 workers need 1.25 × 2 × 20 = 50 reads.
 				w.cpu, w.starved, w.readItems, w.readBusy, w.workItems, w.workBusy = frac(0.6, 1), frac(0.5, 2), 100, 100*20*time.Millisecond, 100, 100*time.Millisecond
 			}), 2, 50, 2},
-		{"reads short: the jump is bounded", auto,
+		{"reads short: the jump is bounded", auto(),
 			win(func(w *window) {
 				w.cpu, w.starved, w.readItems, w.readBusy, w.workItems, w.workBusy = frac(0.6, 1), frac(0.5, 2), 100, 100*time.Second, 100, 100*time.Millisecond
 			}), 2, 64, 2},
-		{"reads short, at the bound", auto,
+		{"reads short, at the bound", auto(),
 			win(func(w *window) { w.cpu, w.starved, w.io = frac(0.6, 1), frac(0.5, 2), 48 }), 2, 64, 2},
-		{"workers starve, readers idle, buffers free: nothing to add", auto,
+		{"workers starve, readers idle, buffers free: nothing to add", auto(),
 			win(func(w *window) { w.cpu, w.starved, w.readIdle = frac(0.6, 1), frac(0.5, 2), frac(0.5, 4) }), 2, 4, 2},
-		{"every buffer holds a batch being read: deeper prefetch", auto,
+		{"every buffer holds a batch being read: deeper prefetch", auto(),
 			win(func(w *window) {
 				w.cpu, w.starved, w.readIdle, w.poolWait, w.consumerWait = frac(0.6, 1), frac(0.5, 2), frac(0.5, 4), frac(0.5, 1), frac(0.5, 1)
 			}), 2, 4, 4},
@@ -49,24 +64,32 @@ func TestTunerDecide(t *testing.T) {
 			win(func(w *window) {
 				w.starved, w.readIdle, w.poolWait, w.consumerWait, w.io = frac(0.5, 2), frac(0.5, 4), frac(0.5, 1), frac(0.5, 1), 64
 			}), 2, 64, 8},
-		{"deeper prefetch, at the bound", auto,
+		{"deeper prefetch, at the bound", auto(),
 			win(func(w *window) {
 				w.starved, w.readIdle, w.poolWait, w.consumerWait, w.prefetch = frac(0.5, 2), frac(0.5, 4), frac(0.5, 1), frac(0.5, 1), 6
 			}), 2, 4, 8},
-		{"the consumer holds the buffers: keep", auto,
+		{"the consumer holds the buffers: keep", auto(),
 			win(func(w *window) {
 				w.cpu, w.starved, w.readIdle, w.poolWait = frac(0.5, 1), frac(0.5, 2), frac(0.5, 4), frac(0.3, 1)
 			}), 2, 4, 2},
-		{"workers busy, cores idle: add a worker", auto,
+		{"workers busy, cores idle: add a worker", auto(),
 			win(func(w *window) { w.cpu, w.starved, w.readIdle = frac(1.5, 1), frac(0.02, 2), frac(0.5, 4) }), 3, 4, 2},
-		{"workers busy, cores busy: keep", auto,
+		{"a worker added brought no gain: parked again", probing(1000),
+			win(func(w *window) { w.cpu, w.workItems = frac(1.5, 1), 255 }), 1, 4, 2},
+		{"a worker added brought a gain: kept, and another tried", probing(1000),
+			win(func(w *window) { w.cpu, w.workItems = frac(1.5, 1), 270 }), 3, 4, 2},
+		{"a worker added brought a gain, cores now busy: kept", probing(1000),
+			win(func(w *window) { w.cpu, w.workItems = frac(1.98, 1), 270 }), 2, 4, 2},
+		{"waiting before trying another worker", waiting(2),
+			win(func(w *window) { w.cpu, w.readIdle = frac(1.5, 1), frac(0.5, 4) }), 2, 4, 2},
+		{"workers busy, cores busy: keep", auto(),
 			win(func(w *window) { w.cpu, w.starved = frac(1.95, 1), frac(0.02, 2) }), 2, 4, 2},
-		{"workers at their bound", auto,
+		{"workers at their bound", auto(),
 			win(func(w *window) { w.cpu, w.workers = frac(1.2, 1), 4 }), 4, 4, 2},
 		{"over the CPU limit: park a worker",
 			&tuner{autoWorkers: true, autoIO: true, maxWorkers: 4, maxIO: 64, cpuLimit: 1},
 			win(func(w *window) { w.cpu = frac(1.9, 1) }), 1, 4, 2},
-		{"CPU time unknown: no worker added", auto, win(func(*window) {}), 2, 4, 2},
+		{"CPU time unknown: no worker added", auto(), win(func(*window) {}), 2, 4, 2},
 		{"workers set: only reads move", &tuner{autoIO: true, maxWorkers: 2, maxIO: 64, cpuLimit: 2},
 			win(func(w *window) { w.cpu, w.starved = frac(0.3, 1), frac(0.5, 2) }), 2, 8, 2},
 		{"workers set: never added", &tuner{autoIO: true, maxWorkers: 2, maxIO: 64, cpuLimit: 2},
@@ -77,7 +100,7 @@ func TestTunerDecide(t *testing.T) {
 			win(func(w *window) {
 				w.starved, w.readIdle, w.poolWait, w.consumerWait = frac(0.5, 2), frac(0.5, 4), frac(0.5, 1), frac(0.5, 1)
 			}), 2, 4, 2},
-		{"empty window", auto, window{workers: 2, io: 4, prefetch: 2}, 2, 4, 2},
+		{"empty window", auto(), window{workers: 2, io: 4, prefetch: 2}, 2, 4, 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -86,6 +109,33 @@ func TestTunerDecide(t *testing.T) {
 				t.Errorf("decide = %d workers, %d reads, %d batches; want %d, %d, %d", w, io, p, tt.workers, tt.io, tt.prefetch)
 			}
 		})
+	}
+
+	// A probe that failed twice waits 2, then 4 windows; one that succeeds resets it.
+	tu := auto()
+	busy := win(func(w *window) { w.cpu, w.workItems = frac(1.5, 1), 250 })
+	for round, wait := range []int{2, 4} {
+		if w, _, _ := tu.decide(busy); w != 3 {
+			t.Fatalf("round %d: %d workers, want one added", round, w)
+		}
+		flat := busy
+		flat.workers = 3
+		if w, _, _ := tu.decide(flat); w != 2 {
+			t.Fatalf("round %d: no gain kept %d workers", round, w)
+		}
+		for i := range wait {
+			if w, _, _ := tu.decide(busy); w != 2 {
+				t.Fatalf("round %d: window %d of %d to wait added a worker", round, i+1, wait)
+			}
+		}
+	}
+	if w, _, _ := tu.decide(busy); w != 3 {
+		t.Fatal("no worker tried after the wait")
+	}
+	gain := busy
+	gain.workers, gain.workItems = 3, 300
+	if w, _, _ := tu.decide(gain); w != 4 || tu.backoff != 0 || !tu.probing {
+		t.Fatalf("a gain: %d workers, backoff %d; want 3 kept, the backoff reset and a fourth tried", w, tu.backoff)
 	}
 }
 

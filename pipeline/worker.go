@@ -227,7 +227,10 @@ func (w *worker) sample(r *run, it readItem) error {
 	need += opsBytes
 	if need <= l.dec.retain {
 		if w.held == 0 {
-			if err := l.dec.acquire(r.ctx, l.dec.retain); err != nil {
+			t0 := time.Now()
+			err := l.dec.acquire(r.ctx, l.dec.retain)
+			l.tune.memWait.Add(int64(time.Since(t0)))
+			if err != nil {
 				return err
 			}
 			w.held = l.dec.retain
@@ -242,7 +245,9 @@ func (w *worker) sample(r *run, it readItem) error {
 			return fmt.Errorf("%w: %dx%d needs about %d bytes of decode memory, more than the %d bytes Config.MemoryBudget leaves for decoding; raise it", decode.ErrTooLarge, cfg.Width, cfg.Height, need, l.dec.size)
 		}
 		w.unreserve(l)
+		t0 := time.Now()
 		release, err := l.dec.acquireLarge(r.ctx, need)
+		l.tune.memWait.Add(int64(time.Since(t0)))
 		if err != nil {
 			return err
 		}
