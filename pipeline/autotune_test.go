@@ -279,6 +279,7 @@ func TestAutotuneDeepensPrefetch(t *testing.T) {
 	cfg.BatchSize = 4 // 12 samples in 3 buffers
 	ld := newLoader(t, slowFiles{dir, 20 * time.Millisecond}, cfg)
 	start := ld.Config().Prefetch
+	limit := ld.returns.limit.Load()
 	deadline := time.Now().Add(20 * time.Second)
 	var st Stats
 	for e := 0; time.Now().Before(deadline); e++ {
@@ -293,5 +294,9 @@ func TestAutotuneDeepensPrefetch(t *testing.T) {
 	}
 	if st.Pinned.Buffers != st.Prefetch+1 || st.Pinned.MaxBuffers != ld.nbuf {
 		t.Errorf("pinned pool: %d buffers of %d, want Prefetch+1 = %d of %d", st.Pinned.Buffers, st.Pinned.MaxBuffers, st.Prefetch+1, ld.nbuf)
+	}
+	// The memory returner's limit rose by the buffers mapped: the budget held them back.
+	if grown := int64(st.Prefetch-start) * pageRound(int64(st.Pinned.BufferSize)); limit != 0 && ld.returns.limit.Load()-limit != grown {
+		t.Errorf("returner's limit rose by %d, want the %d bytes of buffers mapped", ld.returns.limit.Load()-limit, grown)
 	}
 }

@@ -213,7 +213,8 @@ type Config struct {
 	// megapixels with 2 workers (the loader reserves 10 bytes per source pixel for
 	// decoding); larger ones are bad samples (decode.ErrTooLarge) unless it is raised.
 	// What the loader lets go of is given back to the system when the process's
-	// anonymous memory nears what it was at New plus MemoryBudget (Stats.MemoryReturns).
+	// anonymous memory nears what it was at New plus MemoryBudget, less the batch
+	// buffers the tuner may map but has not (Stats.MemoryReturns).
 	MemoryBudget int64
 
 	// StopAfter is for measuring stage ceilings (conveyor bench --stages): samples go

@@ -188,11 +188,18 @@ func build(src Source, cfg *Config, conv *converting) (*Loader, error) {
 	l.read = newBudget(working/5, &l.held)
 	// Decode memory is shared out among the most workers the tuner may run.
 	l.dec = newDecodeMemory(working-working/5, l.tune.maxWorkers, &l.held)
-	l.returns = newReturner(l.cfg.MemoryBudget)
+	// Buffers the tuner has not mapped are not the process's yet: the returner's limit
+	// rises as they are (tuner.set).
+	l.returns = newReturner(l.cfg.MemoryBudget - int64(l.nbuf-c.Prefetch-1)*pageRound(batchBytes))
 	if err := l.openDevice(devConv, batchBytes, pinnedBytes); err != nil {
 		return nil, err
 	}
-	l.tune.grow, l.tune.stats, l.tune.micro = l.pool.Grow, &l.stats, l.micro
+	l.tune.grow = func(n int) (int, error) {
+		n, err := l.pool.Grow(n)
+		l.returns.raise(int64(n) * pageRound(batchBytes))
+		return n, err
+	}
+	l.tune.stats, l.tune.micro = &l.stats, l.micro
 	l.workers = make([]*worker, l.tune.maxWorkers)
 	for i := range l.workers {
 		l.workers[i] = &worker{}

@@ -197,7 +197,7 @@ func (m *decodeMemory) acquireLarge(ctx context.Context, n int64) (release func(
 // images the process stays far below the limit and this never runs. Where statm cannot
 // be read (not Linux) it never runs either.
 type returner struct {
-	limit   int64 // 0: not measured
+	limit   atomic.Int64 // 0: not measured; raised as the pinned pool grows
 	margin  int64
 	running atomic.Bool
 	runs    atomic.Int64
@@ -237,9 +237,17 @@ func newReturner(budget int64) *returner {
 	limitHeaps.Do(func() { cmem.LimitArenas(cHeaps) })
 	r := &returner{margin: budget / returnShare, now: time.Now}
 	if anon, ok := anonResident(); ok {
-		r.limit = anon + budget
+		r.limit.Store(anon + budget)
 	}
 	return r
+}
+
+// raise raises the limit by n bytes: batch buffers the tuner mapped, which the budget
+// held back from the limit until then.
+func (r *returner) raise(n int64) {
+	if r.limit.Load() != 0 {
+		r.limit.Add(n)
+	}
 }
 
 // check looks, at most every checkEvery, at the process's anonymous memory, and starts a
@@ -247,11 +255,12 @@ func newReturner(budget int64) *returner {
 // backing off).
 func (r *returner) check(now time.Time) {
 	t, next := now.UnixNano(), r.next.Load()
-	if r.limit == 0 || t < next || r.running.Load() || !r.next.CompareAndSwap(next, t+int64(checkEvery)) {
+	limit := r.limit.Load()
+	if limit == 0 || t < next || r.running.Load() || !r.next.CompareAndSwap(next, t+int64(checkEvery)) {
 		return // one worker looks; the others go on
 	}
 	anon, ok := anonResident()
-	if !ok || anon < r.limit-r.margin || !r.running.CompareAndSwap(false, true) {
+	if !ok || anon < limit-r.margin || !r.running.CompareAndSwap(false, true) {
 		return
 	}
 	r.next.Store(t + int64(minGap))
@@ -270,16 +279,17 @@ func (r *returner) giveBack() {
 	// faults. Only when that is not enough do the heap's free pages go back.
 	runtime.GC()
 	cmem.Trim()
-	if anon, ok := anonResident(); !ok || anon < r.limit-r.margin {
+	limit := r.limit.Load()
+	if anon, ok := anonResident(); !ok || anon < limit-r.margin {
 		r.backoff = 0
 		return
 	}
 	debug.FreeOSMemory()
 	anon, ok := anonResident()
-	if ok && anon >= r.limit-r.margin && !r.mapped {
+	if ok && anon >= limit-r.margin && !r.mapped {
 		r.mapped = cmem.MapLarge(mapLarge)
 	}
-	if !ok || anon <= r.limit {
+	if !ok || anon <= limit {
 		r.backoff = 0
 		return
 	}

@@ -28,7 +28,7 @@ func TestReturner(t *testing.T) {
 	const budget, size = 64 << 20, 192 << 20
 	debug.FreeOSMemory() // what earlier tests left is not resident
 	r := newReturner(budget)
-	start := r.limit - budget
+	start := r.limit.Load() - budget
 	var mu sync.Mutex
 	now := time.Now()
 	r.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
