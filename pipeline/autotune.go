@@ -28,13 +28,14 @@ import (
 //   - when the workers starved while the dispatcher and the consumer both waited, every
 //     batch buffer held a batch still being read: the batches in flight double (more
 //     pinned buffers are mapped), so more samples can be read at once;
-//   - when the workers were busy (not waiting for reads or decode memory) and the
-//     process used less than 95% of CPULimit cores, a worker is added: the workers block
-//     on something (page faults on mapped shards, a decoder's system calls) and one more
-//     keeps the cores busy. The next window checks it: unless the samples a second rose
-//     by 3%, the worker is parked again and the tuner waits 2, 4, ... up to 64 windows
-//     before trying again (idle cores may be another tenant's, and a worker beyond what
-//     the cores run costs cache and memory);
+//   - when the workers were busy (not waiting for reads or decode memory), the process
+//     was not near its memory limit (no memory returns: see returner) and it used less
+//     than 95% of CPULimit cores, a worker is added: the workers block on something
+//     (page faults on mapped shards, a decoder's system calls) and one more keeps the
+//     cores busy. The next window checks it: unless the samples a second rose by 3%
+//     without a memory return, the worker is parked again and the tuner waits 2, 4, ...
+//     up to 64 windows before trying again (idle cores may be another tenant's, and a
+//     worker beyond what the cores run costs cache and memory);
 //   - when the process used more than CPULimit cores (a limit below the machine's), a
 //     worker is parked.
 //
@@ -56,9 +57,11 @@ type tuner struct {
 	// grow maps n more batch buffers (pinned.Pool.Grow); nil until the pool exists.
 	grow func(n int) (int, error)
 	logf func(string, ...any)
-	// stats is the loader's counters: the consumer's waits, the stages' times.
-	stats *counters
-	micro int // samples per batch buffer
+	// stats is the loader's counters: the consumer's waits, the stages' times; returns
+	// counts the memory returner's runs.
+	stats   *counters
+	returns *atomic.Int64
+	micro   int // samples per batch buffer
 
 	mu   sync.Mutex
 	wake chan struct{} // closed when an active count rises
@@ -172,6 +175,7 @@ type window struct {
 	wall, cpu                   time.Duration // cpu: 0 when the process's CPU time is not known
 	starved, readIdle, poolWait time.Duration
 	memWait                     time.Duration // workers waiting for decode memory
+	returns                     int64         // times the loader gave memory back (returner)
 	consumerWait                time.Duration // the consumer waiting for a batch
 	// The stages' work: reads (items and time, summed over readers) and the workers'
 	// decode, augment and pack (samples packed, time summed over workers).
@@ -210,7 +214,7 @@ func (t *tuner) decide(w window) (workers, io, prefetch int) {
 		// cores may be the machine's (another tenant, a hypervisor's steal), and a
 		// worker more than the cores can run costs cache and memory.
 		t.probing = false
-		if rate < 1.03*t.probeBase {
+		if rate < 1.03*t.probeBase || w.returns > 0 {
 			t.backoff = min(2*max(t.backoff, 1), maxProbeBackoff)
 			t.holdoff = t.backoff
 			return workers - 1, io, prefetch
@@ -236,8 +240,11 @@ func (t *tuner) decide(w window) (workers, io, prefetch int) {
 			need = (max(io, w.readsNeeded()) + t.micro - 1) / t.micro
 		}
 		prefetch = min(t.maxPrefetch, max(2*prefetch, need))
-	case starved <= 0.1 && float64(w.memWait) <= 0.05*wall*float64(w.workers) && t.autoWorkers && workers < t.maxWorkers && w.cpu > 0 && cores < 0.95*t.cpuLimit:
-		// Not while workers wait for decode memory: another would wait too.
+	case starved <= 0.1 && float64(w.memWait) <= 0.05*wall*float64(w.workers) && w.returns == 0 &&
+		t.autoWorkers && workers < t.maxWorkers && w.cpu > 0 && cores < 0.95*t.cpuLimit:
+		// Not while workers wait for decode memory, nor while the process is so near its
+		// memory limit that the loader gives memory back: another worker would add to
+		// the pressure.
 		if t.holdoff > 0 {
 			t.holdoff--
 			break
@@ -295,6 +302,7 @@ func (w *window) add(v window) {
 	w.poolWait += v.poolWait
 	w.consumerWait += v.consumerWait
 	w.memWait += v.memWait
+	w.returns += v.returns
 	w.readItems += v.readItems
 	w.readBusy += v.readBusy
 	w.workItems += v.workItems
@@ -304,17 +312,20 @@ func (w *window) add(v window) {
 
 // tunerSample is the counters at one moment.
 type tunerSample struct {
-	at                                                 time.Time
-	cpu                                                time.Duration
-	starved, readIdle, poolWait, consumerWait, memWait int64
-	readItems, readBusy, workItems, workBusy           int64
-	workers, io, prefetch                              int
+	at                                                          time.Time
+	cpu                                                         time.Duration
+	starved, readIdle, poolWait, consumerWait, memWait, returns int64
+	readItems, readBusy, workItems, workBusy                    int64
+	workers, io, prefetch                                       int
 }
 
 func (t *tuner) sample() tunerSample {
 	cpu, _ := processCPU()
 	s := tunerSample{at: time.Now(), cpu: cpu, starved: t.starved.Load(), readIdle: t.readIdle.Load(), poolWait: t.poolWait.Load(), memWait: t.memWait.Load(),
 		workers: int(t.workers.Load()), io: int(t.io.Load()), prefetch: int(t.prefetch.Load())}
+	if t.returns != nil {
+		s.returns = t.returns.Load()
+	}
 	if c := t.stats; c != nil {
 		s.consumerWait = c.wait.Load()
 		s.readItems, s.readBusy = c.read.items.Load(), c.read.busy.Load()
@@ -327,6 +338,7 @@ func (t *tuner) sample() tunerSample {
 func (s tunerSample) since(p tunerSample) window {
 	w := window{wall: s.at.Sub(p.at), starved: time.Duration(s.starved - p.starved), readIdle: time.Duration(s.readIdle - p.readIdle),
 		poolWait: time.Duration(s.poolWait - p.poolWait), consumerWait: time.Duration(s.consumerWait - p.consumerWait), memWait: time.Duration(s.memWait - p.memWait),
+		returns:   s.returns - p.returns,
 		readItems: s.readItems - p.readItems, readBusy: time.Duration(s.readBusy - p.readBusy),
 		workItems: s.workItems - p.workItems, workBusy: time.Duration(s.workBusy - p.workBusy),
 		workers: s.workers, io: s.io, prefetch: s.prefetch}

@@ -199,7 +199,7 @@ func build(src Source, cfg *Config, conv *converting) (*Loader, error) {
 		l.returns.raise(int64(n) * pageRound(batchBytes))
 		return n, err
 	}
-	l.tune.stats, l.tune.micro = &l.stats, l.micro
+	l.tune.stats, l.tune.returns, l.tune.micro = &l.stats, &l.returns.runs, l.micro
 	l.workers = make([]*worker, l.tune.maxWorkers)
 	for i := range l.workers {
 		l.workers[i] = &worker{}
