@@ -43,8 +43,9 @@ import (
 // four times tuneEvery), so a rate means something with photos too. Nothing is taken
 // away otherwise: an idle reader or worker costs a parked goroutine,
 // and memory stays bounded by MemoryBudget whatever the counts (the read budget bounds
-// bytes in flight; decode memory is shared out among the most workers the tuner may
-// run; the budget counts the most batch buffers the tuner may map). The counts persist
+// bytes in flight; the half of decode memory the workers keep between samples is shared
+// out among the active ones, and a worker whose share changed gives it back before its
+// next sample; the budget counts the most batch buffers the tuner may map). The counts persist
 // across epochs. Workers and readers beyond the active count park between samples,
 // giving back their retained decode memory.
 type tuner struct {
@@ -56,7 +57,9 @@ type tuner struct {
 	prefetch    atomic.Int32 // batch buffers mapped, less one
 	// grow maps n more batch buffers (pinned.Pool.Grow); nil until the pool exists.
 	grow func(n int) (int, error)
-	logf func(string, ...any)
+	// share shares decode memory out among n active workers (decodeMemory.setWorkers).
+	share func(n int)
+	logf  func(string, ...any)
 	// stats is the loader's counters: the consumer's waits, the stages' times; returns
 	// counts the memory returner's runs.
 	stats   *counters
@@ -161,6 +164,9 @@ func (t *tuner) set(workers, io, prefetch int) {
 	}
 	if workers == int(t.workers.Load()) && io == int(t.io.Load()) && prefetch == int(t.prefetch.Load()) {
 		return
+	}
+	if workers != int(t.workers.Load()) && t.share != nil {
+		t.share(workers)
 	}
 	t.workers.Store(int32(workers))
 	t.io.Store(int32(io))

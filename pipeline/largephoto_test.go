@@ -165,7 +165,7 @@ func TestLargeImageDrainsWorkers(t *testing.T) {
 	cfg.MemoryBudget = probe.Stats().Pinned.BytesMapped + (need*3/2)*5/4 + 8
 	ld := newLoader(t, src, cfg)
 	st := ld.Stats()
-	if free := st.DecodeBudget - 2*ld.dec.retain; need <= free || need > st.DecodeBudget {
+	if free := st.DecodeBudget - 2*ld.dec.retain.Load(); need <= free || need > st.DecodeBudget {
 		t.Fatalf("need %d, decode memory %d, %d beside the workers' shares: the test does not make the image wait", need, st.DecodeBudget, free)
 	}
 	d := collect(t, ld, context.Background(), 0, 0)

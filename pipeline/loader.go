@@ -186,8 +186,8 @@ func build(src Source, cfg *Config, conv *converting) (*Loader, error) {
 			l.cfg.MemoryBudget, working, l.nbuf, batchBytes, minWorkingBudget-working)
 	}
 	l.read = newBudget(working/5, &l.held)
-	// Decode memory is shared out among the most workers the tuner may run.
-	l.dec = newDecodeMemory(working-working/5, l.tune.maxWorkers, &l.held)
+	// Decode memory is shared out among the active workers (tuner.set changes it).
+	l.dec = newDecodeMemory(working-working/5, c.Workers, &l.held)
 	// Buffers the tuner has not mapped are not the process's yet: the returner's limit
 	// rises as they are (tuner.set).
 	l.returns = newReturner(l.cfg.MemoryBudget - int64(l.nbuf-c.Prefetch-1)*pageRound(batchBytes))
@@ -199,7 +199,7 @@ func build(src Source, cfg *Config, conv *converting) (*Loader, error) {
 		l.returns.raise(int64(n) * pageRound(batchBytes))
 		return n, err
 	}
-	l.tune.stats, l.tune.returns, l.tune.micro = &l.stats, &l.returns.runs, l.micro
+	l.tune.stats, l.tune.returns, l.tune.micro, l.tune.share = &l.stats, &l.returns.runs, l.micro, l.dec.setWorkers
 	l.workers = make([]*worker, l.tune.maxWorkers)
 	for i := range l.workers {
 		l.workers[i] = &worker{}

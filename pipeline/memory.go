@@ -120,7 +120,10 @@ func (l *Loader) opsNeed(chain augment.Pipeline, width, height int) (need int64,
 // sample is not overtaken by workers reserving their shares again.
 type decodeMemory struct {
 	*budget
-	retain, workers int64
+	// retain is a worker's share, half the total over the active workers; workers is
+	// that count. Both change when the tuner changes the count (setWorkers); a worker
+	// holding a share of another size gives it back between samples.
+	retain, workers atomic.Int64
 
 	mu    sync.Mutex
 	large int           // samples waiting for more than the retained shares leave
@@ -128,7 +131,15 @@ type decodeMemory struct {
 }
 
 func newDecodeMemory(size int64, workers int, total *heldTotal) *decodeMemory {
-	return &decodeMemory{budget: newBudget(size, total), retain: size / int64(2*workers), workers: int64(workers), drain: make(chan struct{})}
+	m := &decodeMemory{budget: newBudget(size, total), drain: make(chan struct{})}
+	m.setWorkers(workers)
+	return m
+}
+
+// setWorkers shares the retained half out among n active workers.
+func (m *decodeMemory) setWorkers(n int) {
+	m.retain.Store(m.size / int64(2*n))
+	m.workers.Store(int64(n))
 }
 
 // draining returns a channel that is closed while a large sample waits for the workers'
@@ -142,7 +153,9 @@ func (m *decodeMemory) draining() <-chan struct{} {
 // acquireLarge reserves n bytes for one sample and returns the function that gives them
 // back.
 func (m *decodeMemory) acquireLarge(ctx context.Context, n int64) (release func(), err error) {
-	if n <= m.size-m.workers*m.retain {
+	// Workers that kept a larger share from before a change give it back at their
+	// next sample; until then this may wait for them.
+	if n <= m.size-m.workers.Load()*m.retain.Load() {
 		if err := m.acquire(ctx, n); err != nil {
 			return nil, err
 		}

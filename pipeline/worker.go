@@ -34,6 +34,9 @@ func (r *run) work(w *worker, i int) {
 		// A sample too large to decode beside every worker's scratch is waiting for the
 		// whole decode memory: give this worker's back first, busy or idle.
 		var drain <-chan struct{}
+		if w.held > 0 && w.held != l.dec.retain.Load() {
+			w.unreserve(l) // the share changed with the worker count
+		}
 		if w.held > 0 {
 			drain = l.dec.draining()
 			select {
@@ -225,15 +228,15 @@ func (w *worker) sample(r *run, it readItem) error {
 	opsBytes, ow, oh := l.opsNeed(chain, iw, ih)
 	w.inOps = false
 	need += opsBytes
-	if need <= l.dec.retain {
+	if retain := l.dec.retain.Load(); need <= retain {
 		if w.held == 0 {
 			t0 := time.Now()
-			err := l.dec.acquire(r.ctx, l.dec.retain)
+			err := l.dec.acquire(r.ctx, retain)
 			l.tune.memWait.Add(int64(time.Since(t0)))
 			if err != nil {
 				return err
 			}
-			w.held = l.dec.retain
+			w.held = retain
 		}
 	} else {
 		// Larger than what a worker keeps: reserve it on its own, holding nothing else
