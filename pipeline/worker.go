@@ -229,7 +229,8 @@ func (w *worker) sample(r *run, it readItem) error {
 	w.inOps = false
 	need += opsBytes
 	if retain := l.dec.retain.Load(); need <= retain {
-		if w.held == 0 {
+		if w.held != retain {
+			w.unreserve(l) // none, or a share from before the worker count changed
 			t0 := time.Now()
 			err := l.dec.acquire(r.ctx, retain)
 			l.tune.memWait.Add(int64(time.Since(t0)))
