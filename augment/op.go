@@ -64,6 +64,13 @@ func NewContext() *Context {
 	return &Context{Rand: rand.New(p), pcg: p}
 }
 
+// Fresh returns a new Context that continues c's random stream, without c's buffers and
+// resampler state: for dropping a worker's scratch memory in the middle of a sample
+// without changing what the sample draws. c must not be used afterwards.
+func (c *Context) Fresh() *Context {
+	return &Context{Rand: c.Rand, pcg: c.pcg}
+}
+
 // Seed resets the random stream to a function of (seed, epoch, index) alone.
 func (c *Context) Seed(s, epoch uint64, index int64) {
 	c.pcg.Seed(seed.Mix(s, epoch), seed.Mix(uint64(index), s^0x9e3779b97f4a7c15))

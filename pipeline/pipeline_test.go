@@ -154,6 +154,37 @@ func TestSameBatchesForAnyWorkerCount(t *testing.T) {
 	}
 }
 
+// TestLargeSamplesSameForAnyWorkerCount: samples too large for a worker's retained share
+// make it give the share back after the crop is drawn; what the sample draws afterwards
+// (flips, colour jitter) must not depend on whether it held one, so batches are the same
+// for any worker count.
+func TestLargeSamplesSameForAnyWorkerCount(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := synth.WriteTree(dir, &synth.TreeOptions{Classes: 2, PerClass: 8, Seed: 5, MinSide: 200, MaxSide: 900}); err != nil {
+		t.Fatal(err)
+	}
+	src, err := Dir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ref epochData
+	for i, w := range []int{1, 4, 2} {
+		cfg := testConfig(w)
+		cfg.NoAutotune = true
+		cfg.FullDecode = true // whole images: the larger ones need more than a share
+		sample := 3 * 24 * 24 * 4
+		cfg.MemoryBudget = int64(3*pageRound(int64(8*sample))) + minWorkingBudget
+		got := collect(t, newLoader(t, src, cfg), context.Background(), 1, 0)
+		if i == 0 {
+			ref = got
+			continue
+		}
+		if !bytes.Equal(got.data, ref.data) || !slices.Equal(got.indices, ref.indices) {
+			t.Fatalf("workers=%d: batches differ from workers=1", w)
+		}
+	}
+}
+
 func TestEpochsReshuffle(t *testing.T) {
 	src, err := Dir(sharedTree(t))
 	if err != nil {

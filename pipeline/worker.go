@@ -187,7 +187,13 @@ func (w *worker) reset(l *Loader) {
 	w.close()
 	// Options were validated in New, so NewDecoder cannot fail here.
 	w.dec, _ = decode.NewDecoder(&l.cfg.Decode)
-	w.actx = augment.NewContext()
+	// A reset may come between drawing a sample's crop and its other draws (when it
+	// gives back a retained share): the random stream goes on where it was.
+	if w.actx != nil {
+		w.actx = w.actx.Fresh()
+	} else {
+		w.actx = augment.NewContext()
+	}
 	w.img = decode.Image{}
 }
 
