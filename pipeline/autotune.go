@@ -148,6 +148,18 @@ func (t *tuner) parked(i int, n *atomic.Int32) <-chan struct{} {
 	return t.wake
 }
 
+// waitWake waits, for a parked goroutine of r, until wake is closed (true) or the run
+// ends (false).
+func (r *run) waitWake(wake <-chan struct{}) bool {
+	select {
+	case <-wake:
+		return true
+	case <-r.quit:
+	case <-r.ctx.Done():
+	}
+	return false
+}
+
 // set changes the active counts and wakes parked goroutines, and maps batch buffers
 // for a deeper prefetch. A pool that cannot grow (the kernel refuses to lock more
 // memory) keeps the depth it has, and the tuner stops trying.

@@ -159,21 +159,12 @@ func TestSameBatchesForAnyWorkerCount(t *testing.T) {
 // (flips, colour jitter) must not depend on whether it held one, so batches are the same
 // for any worker count.
 func TestLargeSamplesSameForAnyWorkerCount(t *testing.T) {
-	dir := t.TempDir()
-	if _, err := synth.WriteTree(dir, &synth.TreeOptions{Classes: 2, PerClass: 8, Seed: 5, MinSide: 200, MaxSide: 900}); err != nil {
-		t.Fatal(err)
-	}
-	src, err := Dir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	src := largeTree(t)
 	var ref epochData
 	for i, w := range []int{1, 4, 2} {
-		cfg := testConfig(w)
+		cfg := tightConfig(w)
 		cfg.NoAutotune = true
 		cfg.FullDecode = true // whole images: the larger ones need more than a share
-		sample := 3 * 24 * 24 * 4
-		cfg.MemoryBudget = int64(3*pageRound(int64(8*sample))) + minWorkingBudget
 		got := collect(t, newLoader(t, src, cfg), context.Background(), 1, 0)
 		if i == 0 {
 			ref = got
@@ -509,9 +500,10 @@ func TestBadInputFailPolicyAndThreshold(t *testing.T) {
 	}
 }
 
-func TestMemoryBudgetHolds(t *testing.T) {
-	// Images up to 900 pixels a side: with the tightest budget New accepts, the larger
-	// ones need more decode memory than a worker keeps and must borrow from the shared pool.
+// largeTree is a tree of images up to 900 pixels a side: under tightConfig's budget the
+// larger ones need more decode memory than a worker keeps and borrow from the shared pool.
+func largeTree(t *testing.T) Source {
+	t.Helper()
 	dir := t.TempDir()
 	if _, err := synth.WriteTree(dir, &synth.TreeOptions{Classes: 2, PerClass: 8, Seed: 5, MinSide: 200, MaxSide: 900}); err != nil {
 		t.Fatal(err)
@@ -520,10 +512,21 @@ func TestMemoryBudgetHolds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := testConfig(4)
+	return src
+}
+
+// tightConfig is testConfig(workers) with the tightest budget New accepts for its
+// 3 batch buffers.
+func tightConfig(workers int) *Config {
+	cfg := testConfig(workers)
 	sample := 3 * 24 * 24 * 4
-	pinnedBytes := int64(3 * pageRound(int64(8*sample)))
-	cfg.MemoryBudget = pinnedBytes + minWorkingBudget
+	cfg.MemoryBudget = int64(3*pageRound(int64(8*sample))) + minWorkingBudget
+	return cfg
+}
+
+func TestMemoryBudgetHolds(t *testing.T) {
+	src := largeTree(t)
+	cfg := tightConfig(4)
 	ld := newLoader(t, src, cfg)
 	for e := range 3 {
 		collect(t, ld, context.Background(), e, 0)

@@ -78,14 +78,10 @@ func (r *run) reader(i int) {
 	tasks := r.tasks
 	for {
 		if wake := tune.parked(i, &tune.io); wake != nil {
-			select {
-			case <-wake:
-				continue
-			case <-r.quit:
-				return
-			case <-r.ctx.Done():
+			if !r.waitWake(wake) {
 				return
 			}
+			continue
 		}
 		var t task
 		var ok bool

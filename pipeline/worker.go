@@ -22,14 +22,10 @@ func (r *run) work(w *worker, i int) {
 		if wake := t.parked(i, &t.workers); wake != nil {
 			// Beyond the tuner's count: hold no decode memory while parked.
 			w.unreserve(l)
-			select {
-			case <-wake:
-				continue
-			case <-r.quit:
-				return
-			case <-r.ctx.Done():
+			if !r.waitWake(wake) {
 				return
 			}
+			continue
 		}
 		// A sample too large to decode beside every worker's scratch is waiting for the
 		// whole decode memory: give this worker's back first, busy or idle.
