@@ -133,3 +133,39 @@ func dropCapIPCLock() error {
 	}
 	return nil
 }
+
+// TestGrowLockRefused: a locked pool whose new slab the kernel refuses to lock does not
+// grow (a half-locked pool would make Stats.Locked a lie), says why, and stays usable.
+func TestGrowLockRefused(t *testing.T) {
+	defer func(old int) { slabBytes = old }(slabBytes)
+	slabBytes = pageSize
+	defer func(l, u func([]byte) error) { lockFunc, unlockFunc = l, u }(lockFunc, unlockFunc)
+	var calls int
+	lockFunc = func([]byte) error {
+		defer func() { calls++ }()
+		if calls >= 2 { // New's two slabs lock; Grow's do not
+			return syscall.ENOMEM
+		}
+		return nil
+	}
+	unlockFunc = func([]byte) error { return nil }
+	p := newPool(t, &Options{BufferSize: pageSize, Budget: 4 * int64(pageSize), Initial: 2})
+	if st := p.Stats(); !st.Locked || st.Buffers != 2 {
+		t.Fatalf("after New: locked %t, %d buffers; want locked, 2", st.Locked, st.Buffers)
+	}
+	n, err := p.Grow(2)
+	if n != 0 || err == nil || !strings.Contains(err.Error(), "RLIMIT_MEMLOCK") {
+		t.Fatalf("Grow with mlock refused = %d, %v; want 0 and the mlock error", n, err)
+	}
+	st := p.Stats()
+	if !st.Locked || st.Buffers != 2 || st.BytesMapped != 2*int64(pageSize) {
+		t.Errorf("after a refused Grow: locked %t, %d buffers, %d bytes mapped; want locked, 2, %d", st.Locked, st.Buffers, st.BytesMapped, 2*pageSize)
+	}
+	a, okA := p.TryGet()
+	b, okB := p.TryGet()
+	if !okA || !okB {
+		t.Fatal("the pool's own buffers are gone")
+	}
+	a.Release()
+	b.Release()
+}
