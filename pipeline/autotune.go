@@ -55,16 +55,11 @@ type tuner struct {
 
 	workers, io atomic.Int32 // active counts
 	prefetch    atomic.Int32 // batch buffers mapped, less one
-	// grow maps n more batch buffers (pinned.Pool.Grow); nil until the pool exists.
-	grow func(n int) (int, error)
-	// share shares decode memory out among n active workers (decodeMemory.setWorkers).
-	share func(n int)
-	logf  func(string, ...any)
-	// stats is the loader's counters: the consumer's waits, the stages' times; returns
-	// counts the memory returner's runs.
-	stats   *counters
-	returns *atomic.Int64
-	micro   int // samples per batch buffer
+	micro       int          // samples per batch buffer
+	// ld is the loader tuned: its counters are measured, its pinned pool grown and its
+	// decode memory shared out; nil in tests of decide alone.
+	ld   *Loader
+	born time.Time // what sample's wall time counts from
 
 	mu   sync.Mutex
 	wake chan struct{} // closed when an active count rises
@@ -93,7 +88,8 @@ const (
 
 func newTuner(c *Config, autoWorkers, autoIO bool, maxPrefetch int) *tuner {
 	t := &tuner{autoWorkers: autoWorkers, autoIO: autoIO, autoPrefetch: maxPrefetch > c.Prefetch,
-		maxWorkers: c.Workers, maxIO: c.IOWorkers, maxPrefetch: maxPrefetch, cpuLimit: c.CPULimit, logf: c.Logf, wake: make(chan struct{})}
+		maxWorkers: c.Workers, maxIO: c.IOWorkers, maxPrefetch: maxPrefetch, cpuLimit: c.CPULimit,
+		micro: c.BatchSize / c.MicroBatches, wake: make(chan struct{}), born: time.Now()}
 	t.prefetch.Store(int32(c.Prefetch))
 	if autoWorkers {
 		t.maxWorkers = max(c.Workers, 2*int(math.Ceil(c.CPULimit)))
@@ -166,10 +162,10 @@ func (r *run) waitWake(wake <-chan struct{}) bool {
 func (t *tuner) set(workers, io, prefetch int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if p := int(t.prefetch.Load()); prefetch > p && t.grow != nil {
-		n, err := t.grow(prefetch - p)
+	if p := int(t.prefetch.Load()); prefetch > p && t.ld != nil {
+		n, err := t.ld.growBuffers(prefetch - p)
 		if err != nil {
-			t.logf("pipeline: autotune: keeping %d batches in flight: %v", p, err)
+			t.ld.cfg.Logf("pipeline: autotune: keeping %d batches in flight: %v", p, err)
 			t.maxPrefetch = p
 		}
 		prefetch = p + n
@@ -177,8 +173,8 @@ func (t *tuner) set(workers, io, prefetch int) {
 	if workers == int(t.workers.Load()) && io == int(t.io.Load()) && prefetch == int(t.prefetch.Load()) {
 		return
 	}
-	if workers != int(t.workers.Load()) && t.share != nil {
-		t.share(workers)
+	if workers != int(t.workers.Load()) && t.ld != nil {
+		t.ld.dec.setWorkers(workers)
 	}
 	t.workers.Store(int32(workers))
 	t.io.Store(int32(io))
@@ -297,7 +293,9 @@ func (r *run) control() {
 			stop = true
 		}
 		cur := t.sample()
-		t.pending.add(cur.since(prev))
+		t.pending.add(cur, 1)
+		t.pending.add(prev, -1)
+		t.pending.workers, t.pending.io, t.pending.prefetch = cur.workers, cur.io, cur.prefetch
 		prev = cur
 		if stop {
 			return
@@ -311,57 +309,37 @@ func (r *run) control() {
 	}
 }
 
-// add adds v's measurements to w and takes its counts.
-func (w *window) add(v window) {
-	w.wall += v.wall
-	w.cpu += v.cpu
-	w.starved += v.starved
-	w.readIdle += v.readIdle
-	w.poolWait += v.poolWait
-	w.consumerWait += v.consumerWait
-	w.memWait += v.memWait
-	w.returns += v.returns
-	w.readItems += v.readItems
-	w.readBusy += v.readBusy
-	w.workItems += v.workItems
-	w.workBusy += v.workBusy
-	w.workers, w.io, w.prefetch = v.workers, v.io, v.prefetch
+// add adds sign times v's measurements to w; the counts stay w's.
+func (w *window) add(v window, sign int64) {
+	d := time.Duration(sign)
+	w.wall += d * v.wall
+	w.cpu += d * v.cpu
+	w.starved += d * v.starved
+	w.readIdle += d * v.readIdle
+	w.poolWait += d * v.poolWait
+	w.consumerWait += d * v.consumerWait
+	w.memWait += d * v.memWait
+	w.returns += sign * v.returns
+	w.readItems += sign * v.readItems
+	w.readBusy += d * v.readBusy
+	w.workItems += sign * v.workItems
+	w.workBusy += d * v.workBusy
 }
 
-// tunerSample is the counters at one moment.
-type tunerSample struct {
-	at                                                          time.Time
-	cpu                                                         time.Duration
-	starved, readIdle, poolWait, consumerWait, memWait, returns int64
-	readItems, readBusy, workItems, workBusy                    int64
-	workers, io, prefetch                                       int
-}
-
-func (t *tuner) sample() tunerSample {
-	cpu, _ := processCPU()
-	s := tunerSample{at: time.Now(), cpu: cpu, starved: t.starved.Load(), readIdle: t.readIdle.Load(), poolWait: t.poolWait.Load(), memWait: t.memWait.Load(),
+// sample returns the counters now: totals since the tuner was made, wall time included
+// (a window between two samples is the later less the earlier), and the counts in use.
+func (t *tuner) sample() window {
+	cpu, _ := processCPU() // 0 when not known: windows then have no CPU time either
+	w := window{wall: time.Since(t.born), cpu: cpu, starved: time.Duration(t.starved.Load()), readIdle: time.Duration(t.readIdle.Load()),
+		poolWait: time.Duration(t.poolWait.Load()), memWait: time.Duration(t.memWait.Load()),
 		workers: int(t.workers.Load()), io: int(t.io.Load()), prefetch: int(t.prefetch.Load())}
-	if t.returns != nil {
-		s.returns = t.returns.Load()
-	}
-	if c := t.stats; c != nil {
-		s.consumerWait = c.wait.Load()
-		s.readItems, s.readBusy = c.read.items.Load(), c.read.busy.Load()
-		s.workItems = c.pack.items.Load()
-		s.workBusy = c.decode.busy.Load() + c.augment.busy.Load() + c.pack.busy.Load()
-	}
-	return s
-}
-
-func (s tunerSample) since(p tunerSample) window {
-	w := window{wall: s.at.Sub(p.at), starved: time.Duration(s.starved - p.starved), readIdle: time.Duration(s.readIdle - p.readIdle),
-		poolWait: time.Duration(s.poolWait - p.poolWait), consumerWait: time.Duration(s.consumerWait - p.consumerWait), memWait: time.Duration(s.memWait - p.memWait),
-		returns:   s.returns - p.returns,
-		readItems: s.readItems - p.readItems, readBusy: time.Duration(s.readBusy - p.readBusy),
-		workItems: s.workItems - p.workItems, workBusy: time.Duration(s.workBusy - p.workBusy),
-		workers: s.workers, io: s.io, prefetch: s.prefetch}
-	if s.cpu > 0 && p.cpu > 0 {
-		w.cpu = s.cpu - p.cpu
+	if l := t.ld; l != nil {
+		c := &l.stats
+		w.returns = l.returns.runs.Load()
+		w.consumerWait = time.Duration(c.wait.Load())
+		w.readItems, w.readBusy = c.read.items.Load(), time.Duration(c.read.busy.Load())
+		w.workItems = c.pack.items.Load()
+		w.workBusy = time.Duration(c.decode.busy.Load() + c.augment.busy.Load() + c.pack.busy.Load())
 	}
 	return w
 }

@@ -194,12 +194,7 @@ func build(src Source, cfg *Config, conv *converting) (*Loader, error) {
 	if err := l.openDevice(devConv, batchBytes, pinnedBytes); err != nil {
 		return nil, err
 	}
-	l.tune.grow = func(n int) (int, error) {
-		n, err := l.pool.Grow(n)
-		l.returns.raise(int64(n) * pageRound(batchBytes))
-		return n, err
-	}
-	l.tune.stats, l.tune.returns, l.tune.micro, l.tune.share = &l.stats, &l.returns.runs, l.micro, l.dec.setWorkers
+	l.tune.ld = l
 	l.workers = make([]*worker, l.tune.maxWorkers)
 	for i := range l.workers {
 		l.workers[i] = &worker{}
@@ -207,6 +202,14 @@ func build(src Source, cfg *Config, conv *converting) (*Loader, error) {
 	}
 	l.spec = specOf(c.Decode, l.workers[0].dec.Backend())
 	return l, nil
+}
+
+// growBuffers maps up to n more batch buffers for the tuner and raises the memory
+// returner's limit by what it mapped.
+func (l *Loader) growBuffers(n int) (int, error) {
+	n, err := l.pool.Grow(n)
+	l.returns.raise(int64(n) * pageRound(int64(l.micro)*int64(l.sampleBytes)))
+	return n, err
 }
 
 // Config returns the effective configuration.

@@ -122,7 +122,7 @@ type decodeMemory struct {
 	*budget
 	// retain is a worker's share, half the total over the active workers; workers is
 	// that count. Both change when the tuner changes the count (setWorkers); a worker
-	// holding a share of another size gives it back between samples.
+	// holding a share of another size gives it back before its next sample.
 	retain, workers atomic.Int64
 
 	mu    sync.Mutex

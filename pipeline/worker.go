@@ -30,9 +30,6 @@ func (r *run) work(w *worker, i int) {
 		// A sample too large to decode beside every worker's scratch is waiting for the
 		// whole decode memory: give this worker's back first, busy or idle.
 		var drain <-chan struct{}
-		if w.held > 0 && w.held != l.dec.retain.Load() {
-			w.unreserve(l) // the share changed with the worker count
-		}
 		if w.held > 0 {
 			drain = l.dec.draining()
 			select {
