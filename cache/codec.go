@@ -2,14 +2,12 @@ package cache
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"image"
 	"image/jpeg"
 	"runtime/debug"
 
 	"github.com/conveyor-ml/conveyor/decode"
-	"github.com/klauspost/compress/s2"
 	"github.com/klauspost/compress/zstd"
 )
 
@@ -97,13 +95,7 @@ func (d *Coder) encode(dst []byte, codec Codec, img *decode.Image) ([]byte, erro
 	case Raw:
 		return append(dst, pix...), nil
 	case S2:
-		n := s2.MaxEncodedLen(len(pix))
-		if n < 0 {
-			return nil, errors.New("cache: image too large for s2")
-		}
-		dst = grow(dst, n)
-		out := s2.Encode(dst[len(dst):len(dst)+n], pix)
-		return dst[:len(dst)+len(out)], nil
+		return encodeBands(dst, pix, img.Width, img.Height)
 	case Zstd:
 		if d.zenc == nil {
 			var err error
@@ -163,7 +155,18 @@ func (d *Coder) rgbaOf(img *decode.Image) *image.RGBA {
 //
 // The payload may be a mapping of the shard (see Read): a fault reading it, the file cut
 // short under the mapping, is returned as a damaged record rather than crashing.
-func (d *Coder) Decode(dst *decode.Image, r Ref, payload []byte) (_ *decode.Image, err error) {
+func (d *Coder) Decode(dst *decode.Image, r Ref, payload []byte) (*decode.Image, error) {
+	img, _, err := d.DecodeRows(dst, r, payload, 0, int(r.Height))
+	return img, err
+}
+
+// DecodeRows is Decode for the rows y0 to y1-1 of r (0 ≤ y0 ≤ y1 ≤ r.Height), for a
+// reader that keeps only part of the image, such as a random crop: it returns an image
+// holding at least those rows, whose row 0 is the record's row top. An s2 record
+// decompresses only the bands holding those rows and a raw one copies only them; the
+// other codecs decode the whole image (top is 0). The bands it skips are not checked: a
+// payload checksum (Read's) is what vouches for them.
+func (d *Coder) DecodeRows(dst *decode.Image, r Ref, payload []byte, y0, y1 int) (_ *decode.Image, top int, err error) {
 	defer d.c.guardFault(r, &err, debug.SetPanicOnFault(true))
 	w, h := int(r.Width), int(r.Height)
 	n := 3 * w * h
@@ -176,7 +179,10 @@ func (d *Coder) Decode(dst *decode.Image, r Ref, payload []byte) (_ *decode.Imag
 	// Bound the pixels before reserving memory for them, as the zstd decoder's limit
 	// does, and before 3*w*h can overflow: a record's header is checksummed, not trusted.
 	if uint64(r.Width)*uint64(r.Height) > decode.DefaultMaxPixels {
-		return nil, bad(fmt.Sprintf("%dx%d is over %d pixels", w, h, int64(decode.DefaultMaxPixels)), nil)
+		return nil, 0, bad(fmt.Sprintf("%dx%d is over %d pixels", w, h, int64(decode.DefaultMaxPixels)), nil)
+	}
+	if y0 < 0 || y1 > h || y0 > y1 {
+		return nil, 0, fmt.Errorf("cache: %s: rows %d to %d of a %dx%d record", r.Path, y0, y1, w, h)
 	}
 	if dst == nil {
 		dst = new(decode.Image)
@@ -184,43 +190,40 @@ func (d *Coder) Decode(dst *decode.Image, r Ref, payload []byte) (_ *decode.Imag
 	switch r.Codec {
 	case Raw:
 		if len(payload) != n {
-			return nil, bad(fmt.Sprintf("%d bytes for %dx%d", len(payload), w, h), nil)
+			return nil, 0, bad(fmt.Sprintf("%d bytes for %dx%d", len(payload), w, h), nil)
 		}
 		// Copy rather than alias: the payload may be a read-only mapping or a buffer the
 		// next read reuses, and augmentation may work in place.
-		dst.Reset(w, h)
-		copy(dst.Pix, payload)
-		return dst, nil
+		dst.Reset(w, y1-y0)
+		copy(dst.Pix, payload[3*w*y0:3*w*y1])
+		return dst, y0, nil
 	case S2:
-		if m, err := s2.DecodedLen(payload); err != nil || m != n {
-			return nil, bad(fmt.Sprintf("decoded length %d for %dx%d", m, w, h), err)
+		top, err := decodeBands(dst, payload, w, h, y0, y1)
+		if err != nil {
+			return nil, 0, bad("s2", err)
 		}
-		dst.Reset(w, h)
-		if _, err := s2.Decode(dst.Pix, payload); err != nil {
-			return nil, bad("s2", err)
-		}
-		return dst, nil
+		return dst, top, nil
 	case Zstd:
 		// The frame must declare exactly the record's size and a window no larger, so a
 		// damaged or hostile payload cannot make the decoder allocate more than that.
 		var zh zstd.Header
 		if err := zh.Decode(payload); err != nil || !zh.HasFCS || zh.FrameContentSize != uint64(n) || zh.WindowSize > uint64(max(n, 1<<10)) {
-			return nil, bad(fmt.Sprintf("frame declares %d bytes, window %d, for %dx%d", zh.FrameContentSize, zh.WindowSize, w, h), err)
+			return nil, 0, bad(fmt.Sprintf("frame declares %d bytes, window %d, for %dx%d", zh.FrameContentSize, zh.WindowSize, w, h), err)
 		}
 		if d.zdec == nil {
 			var err error
 			d.zdec, err = zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true),
 				zstd.WithDecoderMaxMemory(uint64(d.c.maxRecordBytes())), zstd.WithDecoderMaxWindow(uint64(d.c.maxRecordBytes())))
 			if err != nil {
-				return nil, fmt.Errorf("cache: zstd: %w", err)
+				return nil, 0, fmt.Errorf("cache: zstd: %w", err)
 			}
 		}
 		dst.Reset(w, h)
 		out, err := d.zdec.DecodeAll(payload, dst.Pix[:0])
 		if err != nil || len(out) != n {
-			return nil, bad(fmt.Sprintf("decoded %d bytes for %dx%d", len(out), w, h), err)
+			return nil, 0, bad(fmt.Sprintf("decoded %d bytes for %dx%d", len(out), w, h), err)
 		}
-		return dst, nil
+		return dst, 0, nil
 	case JPEG:
 		if d.jdec == nil {
 			var err error
@@ -228,7 +231,7 @@ func (d *Coder) Decode(dst *decode.Image, r Ref, payload []byte) (_ *decode.Imag
 			// size. Config below holds every payload to exactly its record's size.
 			d.jdec, err = decode.NewDecoder(&decode.Options{IgnoreOrientation: true})
 			if err != nil {
-				return nil, fmt.Errorf("cache: %w", err)
+				return nil, 0, fmt.Errorf("cache: %w", err)
 			}
 		}
 		// The JPEG decoder may be native code (libjpeg-turbo), where a fault in mapped
@@ -238,15 +241,15 @@ func (d *Coder) Decode(dst *decode.Image, r Ref, payload []byte) (_ *decode.Imag
 		payload = d.jin
 		cfg, err := d.jdec.Config(payload)
 		if err != nil || cfg.Width != w || cfg.Height != h {
-			return nil, bad(fmt.Sprintf("jpeg of %dx%d for %dx%d", cfg.Width, cfg.Height, w, h), err)
+			return nil, 0, bad(fmt.Sprintf("jpeg of %dx%d for %dx%d", cfg.Width, cfg.Height, w, h), err)
 		}
 		img, err := d.jdec.Decode(dst, payload)
 		if err != nil {
-			return nil, bad("jpeg", err)
+			return nil, 0, bad("jpeg", err)
 		}
-		return img, nil
+		return img, 0, nil
 	}
-	return nil, bad("unknown codec", nil)
+	return nil, 0, bad("unknown codec", nil)
 }
 
 func grow(b []byte, n int) []byte {

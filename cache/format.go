@@ -8,8 +8,9 @@ import (
 )
 
 // FormatVersion is part of every key: records written by another format version never
-// match.
-const FormatVersion = 1
+// match, and shards and datasets of another version are refused. Version 2 stores s2
+// payloads as bands of rows (see encodeBands); version 1 stored them whole.
+const FormatVersion = 2
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -27,6 +28,16 @@ const (
 	maxPath     = 1<<16 - 1
 	maxSpec     = 1 << 16
 )
+
+// versionError says that what (a shard, a dataset) has format version v, which this
+// conveyor does not read, and what to do about it.
+func versionError(what string, v int) error {
+	who := "an older"
+	if v > FormatVersion {
+		who = "a newer"
+	}
+	return fmt.Errorf("%s format version %d, written by %s conveyor: this one reads version %d only; convert the dataset again (or delete the cache directory) with this version", what, v, who, FormatVersion)
+}
 
 // shard header:
 //
@@ -50,7 +61,7 @@ func parseShardHeader(b []byte) (codec Codec, spec string, n, need int, err erro
 		return "", "", 0, 0, errors.New("not a cache shard")
 	}
 	if v := binary.LittleEndian.Uint32(b[16:]); v != FormatVersion {
-		return "", "", 0, 0, fmt.Errorf("shard format version %d, want %d", v, FormatVersion)
+		return "", "", 0, 0, versionError("shard", int(v))
 	}
 	specLen := int(binary.LittleEndian.Uint32(b[24:]))
 	if specLen > maxSpec {

@@ -92,21 +92,28 @@ func FuzzDecodeRecord(f *testing.F) {
 		if err != nil {
 			f.Fatal(err)
 		}
-		f.Add(uint8(i), uint8(img.Width), uint8(img.Height), p)
+		f.Add(uint8(i), uint8(img.Width), uint8(img.Height), uint8(1), uint8(3), p)
 	}
 	enc.Close()
 	d := c.NewCoder()
 	defer d.Close()
 	var dst decode.Image
 	sh := &shard{name: "fuzz"} // Decode names the shard of a record it finds damaged
-	f.Fuzz(func(t *testing.T, codec, w, h uint8, payload []byte) {
+	f.Fuzz(func(t *testing.T, codec, w, h, y0, y1 uint8, payload []byte) {
 		r := Ref{Path: "fuzz", Codec: Codecs[int(codec)%len(Codecs)], Width: uint32(w % 65), Height: uint32(h % 65), sh: sh}
 		img, err := d.Decode(&dst, r, payload)
+		if err == nil && (img.Width != int(r.Width) || img.Height != int(r.Height) || len(img.Pix) < 3*img.Width*img.Height || img.Stride < 3*img.Width) {
+			t.Fatalf("%s record of %dx%d decodes to %dx%d, stride %d, %d bytes", r.Codec, r.Width, r.Height, img.Width, img.Height, img.Stride, len(img.Pix))
+		}
+		// Some of the rows: at least those asked for, whatever the payload says.
+		lo, hi := int(y0)%(int(r.Height)+1), int(y1)%(int(r.Height)+1)
+		lo, hi = min(lo, hi), max(lo, hi)
+		img, top, err := d.DecodeRows(&dst, r, payload, lo, hi)
 		if err != nil {
 			return
 		}
-		if img.Width != int(r.Width) || img.Height != int(r.Height) || len(img.Pix) < 3*img.Width*img.Height || img.Stride < 3*img.Width {
-			t.Fatalf("%s record of %dx%d decodes to %dx%d, stride %d, %d bytes", r.Codec, r.Width, r.Height, img.Width, img.Height, img.Stride, len(img.Pix))
+		if img.Width != int(r.Width) || top > lo || top+img.Height < hi || len(img.Pix) < 3*img.Width*img.Height || img.Stride < 3*img.Width {
+			t.Fatalf("%s record of %dx%d: rows %d to %d decode to %dx%d from row %d, stride %d, %d bytes", r.Codec, r.Width, r.Height, lo, hi, img.Width, img.Height, top, img.Stride, len(img.Pix))
 		}
 	})
 }

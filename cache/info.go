@@ -154,7 +154,7 @@ func readInfoFile(dir, name string) (*Info, error) {
 		return nil, fmt.Errorf("cache: %s: version %d, written by a newer conveyor (this one reads up to %d)", path, info.Version, InfoVersion)
 	}
 	if info.FormatVersion != FormatVersion {
-		return nil, fmt.Errorf("cache: %s: format version %d, want %d", path, info.FormatVersion, FormatVersion)
+		return nil, fmt.Errorf("cache: %s: %w", path, versionError("dataset", info.FormatVersion))
 	}
 	if info.Spec == "" {
 		return nil, errors.New("cache: " + path + ": no spec")

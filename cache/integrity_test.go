@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -338,5 +339,23 @@ func TestInfoVersions(t *testing.T) {
 	}
 	if _, err := ReadInfo(dir); err == nil || !strings.Contains(err.Error(), "newer conveyor") {
 		t.Errorf("newer version: %v", err)
+	}
+}
+
+// TestOldFormatRefused: a dataset and a shard of format version 1 (s2 records whole, not
+// in bands) are refused, saying they come from an older conveyor and must be converted
+// again, not read as version 2.
+func TestOldFormatRefused(t *testing.T) {
+	dir := t.TempDir()
+	if err := WriteInfo(dir, &Info{Version: InfoVersion, FormatVersion: 1, Spec: testSpec}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadInfo(dir); err == nil || !strings.Contains(err.Error(), "format version 1, written by an older conveyor") || !strings.Contains(err.Error(), "convert the dataset again") {
+		t.Errorf("dataset of format 1: %v", err)
+	}
+	hdr := encodeShardHeader(S2, testSpec)
+	binary.LittleEndian.PutUint32(hdr[16:], 1)
+	if _, _, _, _, err := parseShardHeader(hdr); err == nil || !strings.Contains(err.Error(), "shard format version 1, written by an older conveyor") {
+		t.Errorf("shard of format 1: %v", err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/conveyor-ml/conveyor/cache"
 	"github.com/conveyor-ml/conveyor/decode"
+	"github.com/conveyor-ml/conveyor/internal/synth"
 )
 
 // convertOpts stores samples resized to shorter side 32.
@@ -369,5 +370,54 @@ func TestConvertedTruncatedMidEpoch(t *testing.T) {
 	}
 	if len(log.with("truncated or replaced while open")) == 0 {
 		t.Error("no read faulted: the shard was not read through its mapping after the cut")
+	}
+}
+
+// TestConvertedCropReadsBands trains from a converted dataset of images several bands of
+// rows tall, where each crop decompresses only its rows (the default), and with
+// FullDecode, which decodes every record whole before cropping: the batches are the same
+// to the bit, in s2 (bands compressed and stored as is) and raw.
+func TestConvertedCropReadsBands(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := synth.WriteTree(dir, &synth.TreeOptions{Classes: 2, PerClass: 8, Seed: 5, MinSide: 200, MaxSide: 420, Formats: synth.AllFormats()}); err != nil {
+		t.Fatal(err)
+	}
+	src, err := Dir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, codec := range []cache.Codec{cache.S2, cache.Raw} {
+		t.Run(string(codec), func(t *testing.T) {
+			dst := t.TempDir()
+			c, err := cache.Open(dst, &cache.Options{Codec: codec, Logf: t.Logf})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := Convert(context.Background(), src, c, &ConvertOptions{Workers: 2, Logf: t.Logf}); err != nil {
+				t.Fatal(err)
+			}
+			c.Close()
+			conv, err := OpenConverted(dst)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conv.Close()
+			cfg := func(full bool) *Config {
+				c := testConfig(2)
+				c.FullDecode = full
+				return c
+			}
+			bands := newLoader(t, conv, cfg(false))
+			if bands.region == nil {
+				t.Fatal("the train recipe does not crop before decoding")
+			}
+			ctx := context.Background()
+			for epoch := range 2 {
+				got, want := collect(t, bands, ctx, epoch, 0), collect(t, newLoader(t, conv, cfg(true)), ctx, epoch, 0)
+				if !slicesEqual(got.labels, want.labels) || !slicesEqual(got.indices, want.indices) || !slicesEqual(got.data, want.data) {
+					t.Fatalf("epoch %d: batches differ from decoding whole records", epoch)
+				}
+			}
+		})
 	}
 }

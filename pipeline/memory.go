@@ -86,7 +86,12 @@ type decodePlan struct {
 func (l *Loader) decodeNeed(dec *decode.Decoder, it readItem, cfg decode.Config, d decodePlan) (need int64, w, h int, err error) {
 	switch {
 	case it.hit:
-		return 10 * int64(cfg.Width) * int64(cfg.Height), cfg.Width, cfg.Height, nil
+		// The record's rows (all of them at most) and the resampler's intermediate.
+		need = 10 * int64(cfg.Width) * int64(cfg.Height)
+		if d.region {
+			return need, d.w, d.h, nil
+		}
+		return need, cfg.Width, cfg.Height, nil
 	case d.region:
 		need, err = dec.Footprint(it.data, d.rect, d.w, d.h)
 		return need, d.w, d.h, err

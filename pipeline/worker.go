@@ -3,6 +3,7 @@ package pipeline
 import (
 	"errors"
 	"fmt"
+	"image"
 	"math/rand/v2"
 	"runtime/debug"
 	"time"
@@ -206,8 +207,9 @@ func (w *worker) sample(r *run, it readItem) error {
 	w.actx.Seed(l.cfg.Seed, uint64(r.epoch), int64(it.idx)+int64(it.attempt)<<40)
 	var d decodePlan
 	w.inOps = true // the ops' own code: a panic in Region ends the epoch, as one in Apply
-	if l.region != nil && !it.store && !it.hit {
-		// Crop-aware decode: draw the crop from the header's size, decode only it.
+	if l.region != nil && !it.store {
+		// Crop-aware decode: draw the crop from the header's (or record's) size, decode
+		// only it.
 		var err error
 		if d.rect, d.w, d.h, err = l.region.Region(w.actx, cfg.Width, cfg.Height); err != nil {
 			return r.opFailure(it.task, err)
@@ -263,6 +265,14 @@ func (w *worker) sample(r *run, it readItem) error {
 	ops := l.cfg.Augment
 	var img *decode.Image
 	switch {
+	case it.hit && d.region:
+		// Only the bands of rows the crop keeps, then the crop's resampling, exactly as
+		// the op's Apply would do it on the whole record.
+		var top int
+		if img, top, err = w.coder(it.cache).DecodeRows(&w.img, it.ref, it.data, d.rect.Min.Y, d.rect.Max.Y); err == nil {
+			img, err = w.actx.Resizer.Resize(w.actx.Next(img), img, d.rect.Sub(image.Pt(0, top)), d.w, d.h)
+		}
+		ops = ops[1:]
 	case it.hit:
 		img, err = w.coder(it.cache).Decode(&w.img, it.ref, it.data)
 	case d.region:
