@@ -352,3 +352,67 @@ func TestParse(t *testing.T) {
 		t.Error("zero Options is not float32 NCHW")
 	}
 }
+
+// TestPackKernelsMatchTable packs with the float32 kernels and with the table, for
+// ImageNet's statistics, none, and random ones, in both layouts, on images whose runs
+// end inside a kernel group, whose rows are padded, and one of a single pixel: the bytes
+// are the same. On a CPU with the kernels, NewPacker must accept them for the common
+// statistics.
+func TestPackKernelsMatchTable(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	stats := []Options{{}, {Normalize: true}, {Normalize: true, Mean: [3]float32{0.5, 0.5, 0.5}, Std: [3]float32{0.5, 0.5, 0.5}}}
+	for range 60 {
+		var o Options
+		o.Normalize = true
+		for c := range 3 {
+			o.Mean[c] = float32(rng.Float64()*2 - 0.5)
+			o.Std[c] = float32(math.Exp(rng.Float64()*8 - 6)) // 0.0025 to 7.4
+			if rng.IntN(4) == 0 {
+				o.Std[c] = -o.Std[c]
+			}
+		}
+		stats = append(stats, o)
+	}
+	images := []*decode.Image{
+		imagetest.Noise(1, 224, 224), imagetest.Noise(2, 9, 5), imagetest.Noise(3, 1, 1),
+		imagetest.WithStride(imagetest.Noise(4, 13, 7), 5), imagetest.WithStride(imagetest.Noise(5, 16, 3), 1),
+	}
+	rejected := 0
+	for i, o := range stats {
+		for _, layout := range []Layout{NCHW, NHWC} {
+			for _, img := range images {
+				o := o
+				o.Width, o.Height, o.Layout, o.DType = img.Width, img.Height, layout, Float32
+				p, err := NewPacker(&o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if p.fma == nil {
+					if hasFMA && i < 3 {
+						t.Fatalf("%v: the kernels were refused", p)
+					}
+					if img == images[0] {
+						rejected++
+					}
+					continue
+				}
+				table := *p
+				table.fma = nil
+				got, want := alignedBytes(p.SampleBytes(), 0), alignedBytes(p.SampleBytes(), 0)
+				if err := p.Pack(got, img); err != nil {
+					t.Fatal(err)
+				}
+				if err := table.Pack(want, img); err != nil {
+					t.Fatal(err)
+				}
+				if string(got) != string(want) {
+					t.Fatalf("%v: the kernel packs %dx%d (stride %d) differently from the table", p, img.Width, img.Height, img.Stride)
+				}
+			}
+		}
+	}
+	t.Logf("kernels available: %v; refused for %d of %d statistics and layouts", hasFMA, rejected, 2*len(stats))
+	if hasFMA && rejected > len(stats)/10 {
+		t.Errorf("the kernels were refused for %d of %d statistics and layouts", rejected, 2*len(stats))
+	}
+}
