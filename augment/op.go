@@ -29,9 +29,10 @@ type Op interface {
 }
 
 // RegionOp is an Op that begins by cropping a rectangle of its input and resampling it to
-// a fixed size, such as RandomResizedCrop. A loader that knows the image's size from its
-// header can draw the rectangle before decoding and decode only that part
-// (decode.Decoder.DecodeRegion), instead of calling Apply on the whole image.
+// a fixed size with decode.Resizer, such as RandomResizedCrop. A loader that knows the
+// image's size from its header can draw the rectangle before decoding and decode only
+// that part (decode.Decoder.DecodeRegion, or a stored record's rows resampled with
+// decode.Resizer), instead of calling Apply on the whole image.
 type RegionOp interface {
 	Op
 	// Region returns the rectangle Apply would crop from a width×height image and the
