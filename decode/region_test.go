@@ -279,3 +279,81 @@ func TestDCTScalingSyntheticSet(t *testing.T) {
 		t.Errorf("only %d of %d decodes were DCT-scaled", scaled, n)
 	}
 }
+
+// TestDecodeRegionLibWebP decodes regions and resized copies of the WebP fixtures with
+// libwebp, which crops the rows below a region away and, for a small output, crops and
+// scales while decoding, against the Go decoder's whole image resampled: close (a box
+// filter before the triangle filter, as with a JPEG's DCT scaling), and exact when
+// nothing is scaled.
+func TestDecodeRegionLibWebP(t *testing.T) {
+	native := nativeDecoder(t, (*Decoder).WebPBackend, "libwebp")
+	golang := goDecoder(t, Options{})
+	rng := newRand()
+	var rs Resizer
+	scaled := 0
+	var worstMean, worstPSNR float64 = 0, math.Inf(1)
+	for _, name := range []string{"lossy.webp", "lossless.webp", "lossy-alpha.webp", "lossless-alpha.webp"} {
+		data := fixture(t, name)
+		full, err := golang.Decode(nil, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 40 {
+			r := randomRect(rng, full.Width-7, full.Height-7)
+			r.Max = r.Max.Add(image.Pt(7, 7))
+			w, h := 4+rng.IntN(60), 4+rng.IntN(60)
+			if i%2 == 0 { // an output at most a quarter of the region: scaled
+				r = randomRect(rng, full.Width/4, full.Height/4)
+				r.Max = image.Pt(r.Max.X+full.Width/2, r.Max.Y+full.Height/2)
+				w, h = 4+rng.IntN(r.Dx()/(2*reduceGap)-3), 4+rng.IntN(r.Dy()/(2*reduceGap)-3)
+			}
+			want, err := rs.Resize(&Image{}, full, r, w, h)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := native.DecodeRegion(nil, data, r, w, h)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Width != w || got.Height != h {
+				t.Fatalf("%s %v -> %dx%d: got %dx%d", name, r, w, h, got.Width, got.Height)
+			}
+			if _, _, _, ok := webpScale(r, w, h); !ok {
+				sameImage(t, got, want, 0)
+				continue
+			}
+			scaled++
+			mean, psnr := stats(got, want)
+			worstMean, worstPSNR = max(worstMean, mean), min(worstPSNR, psnr)
+			if mean > 3 || psnr < 30 {
+				t.Errorf("%s %v -> %dx%d: mean abs error %.2f, PSNR %.1f dB", name, r, w, h, mean, psnr)
+			}
+		}
+	}
+	// Resize-first of the whole image: scaled by libwebp (so not the Go decoder's pixels),
+	// close to them.
+	p := ResizePolicy{Mode: ResizeFit, Width: 12, Height: 12}
+	resizing, err := NewDecoder(&Options{Resize: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resizing.Close()
+	for _, name := range []string{"lossy.webp", "lossless.webp"} {
+		got, err := resizing.Decode(nil, fixture(t, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := goDecoder(t, Options{Resize: p}).Decode(nil, fixture(t, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		mean, psnr := stats(got, want)
+		if mean == 0 || mean > 3 || psnr < 30 {
+			t.Errorf("%s resized to fit 12x12: mean abs error %.2f, PSNR %.1f dB from the Go decoder's (0: libwebp did not scale it)", name, mean, psnr)
+		}
+	}
+	t.Logf("%d of %d regions scaled: worst mean abs error %.2f, worst PSNR %.1f dB", scaled, 40*4, worstMean, worstPSNR)
+	if scaled < 40 {
+		t.Errorf("only %d regions were scaled; the test does not exercise scaling", scaled)
+	}
+}
