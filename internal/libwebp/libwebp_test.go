@@ -112,6 +112,11 @@ func FuzzDecodeRGB(f *testing.F) {
 		}
 		dst := make([]byte, 3*w*h)
 		_ = l.DecodeRGB(dst, 3*w, w, h, data)
+		// The lower right quarter, scaled to half its size: cropping and scaling.
+		r := image.Rect(w/2&^1, h/2&^1, w, h)
+		if !r.Empty() {
+			_ = l.DecodeRGBRegion(dst, 3*w, data, w, h, r, max(1, r.Dx()/2), max(1, r.Dy()/2))
+		}
 	})
 }
 
