@@ -20,11 +20,15 @@ func NewRandomHorizontalFlip(p float64) *RandomHorizontalFlip {
 
 // Apply flips src in place or leaves it as it is.
 func (o *RandomHorizontalFlip) Apply(c *Context, src *decode.Image) (*decode.Image, error) {
-	if c.Rand.Float64() < o.P {
+	if o.Mirrors(c) {
 		FlipHorizontal(src)
 	}
 	return src, nil
 }
+
+// Mirrors draws, as Apply does, whether this sample is mirrored; it makes
+// RandomHorizontalFlip a MirrorOp.
+func (o *RandomHorizontalFlip) Mirrors(c *Context) bool { return c.Rand.Float64() < o.P }
 
 // Validate reports a P outside [0, 1]; it makes RandomHorizontalFlip a Validator.
 func (o *RandomHorizontalFlip) Validate() error { return checkProbability("RandomHorizontalFlip", o.P) }

@@ -41,6 +41,17 @@ type RegionOp interface {
 	Region(c *Context, width, height int) (r image.Rectangle, w, h int, err error)
 }
 
+// MirrorOp is an Op that mirrors its input left to right or leaves it as it is, such as
+// RandomHorizontalFlip. A loader whose last op on the image is one may draw the decision
+// and write the sample mirrored as it packs it (pack.Packer.PackMirrored), as DALI's
+// CropMirrorNormalize does, instead of flipping the image first.
+type MirrorOp interface {
+	Op
+	// Mirrors draws from c.Rand exactly as Apply does and reports whether Apply would
+	// mirror the image.
+	Mirrors(c *Context) bool
+}
+
 // Context carries one worker's per-sample state: the random generator, the resampler and
 // two reusable image buffers that ops ping-pong between, so a sample costs no allocations
 // after warm-up.

@@ -244,10 +244,30 @@ func (o Options) String() string {
 // only then can Pack store lookup results directly.
 var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 
-// Pack writes img into dst, which must be SampleBytes long, as little-endian values.
-// img must be Width×Height. A 224×224 float32 sample takes about 16 µs on one core with
-// the AVX2/FMA kernels (amd64), 42 µs with the tables.
-func (p *Packer) Pack(dst []byte, img *decode.Image) error {
+// PackMirrored is Pack for img mirrored left to right, as DALI's CropMirrorNormalize
+// writes it: for float32 samples the mirror costs nothing (the pixels are read from the
+// right); otherwise img is mirrored in place first.
+func (p *Packer) PackMirrored(dst []byte, img *decode.Image) error {
+	if err := p.check(dst, img); err != nil {
+		return err
+	}
+	ptr := unsafe.Pointer(unsafe.SliceData(dst))
+	if p.o.DType == Float32 && littleEndian && uintptr(ptr)%4 == 0 {
+		p.pack32Mirrored(unsafe.Slice((*uint32)(ptr), len(dst)/4), img)
+		return nil
+	}
+	for y := range img.Height {
+		row := img.Row(y)
+		for i, j := 0, len(row)-3; i < j; i, j = i+3, j-3 {
+			a, b := row[i:i+3:i+3], row[j:j+3:j+3]
+			a[0], a[1], a[2], b[0], b[1], b[2] = b[0], b[1], b[2], a[0], a[1], a[2]
+		}
+	}
+	return p.Pack(dst, img)
+}
+
+// check reports a destination or image Pack cannot take.
+func (p *Packer) check(dst []byte, img *decode.Image) error {
 	if img.Width != p.o.Width || img.Height != p.o.Height {
 		return fmt.Errorf("pack: pack: image is %dx%d, packer wants %dx%d", img.Width, img.Height, p.o.Width, p.o.Height)
 	}
@@ -256,6 +276,16 @@ func (p *Packer) Pack(dst []byte, img *decode.Image) error {
 	}
 	if len(img.Pix) < (img.Height-1)*img.Stride+3*img.Width || img.Stride < 3*img.Width {
 		return fmt.Errorf("pack: pack: malformed %dx%d image (stride %d, %d bytes)", img.Width, img.Height, img.Stride, len(img.Pix))
+	}
+	return nil
+}
+
+// Pack writes img into dst, which must be SampleBytes long, as little-endian values.
+// img must be Width×Height. A 224×224 float32 sample takes about 16 µs on one core with
+// the AVX2/FMA kernels (amd64), 42 µs with the tables.
+func (p *Packer) Pack(dst []byte, img *decode.Image) error {
+	if err := p.check(dst, img); err != nil {
+		return err
 	}
 	n := len(dst) / p.o.DType.Size()
 	ptr := unsafe.Pointer(unsafe.SliceData(dst))
@@ -414,6 +444,38 @@ func (p *Packer) pack32(out []uint32, img *decode.Image) {
 		}
 		for x := m; x < n; x++ {
 			px := src[3*x : 3*x+3 : 3*x+3]
+			r[x], g[x], b[x] = l0[px[0]], l1[px[1]], l2[px[2]]
+		}
+	}
+}
+
+// pack32Mirrored is pack32 for img mirrored left to right: row by row, the kernel (NCHW)
+// reading each row's pixels from the right, or the table.
+func (p *Packer) pack32Mirrored(out []uint32, img *decode.Image) {
+	w, h := img.Width, img.Height
+	plane := w * h
+	l0, l1, l2 := &p.lut32[0], &p.lut32[1], &p.lut32[2]
+	f := unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(out))), len(out))
+	for y := range h {
+		src := img.Row(y)
+		if p.o.Layout == NHWC {
+			o := out[3*w*y : 3*w*(y+1)]
+			for x := range w {
+				px, q := src[3*(w-1-x):3*(w-x):3*(w-x)], o[3*x:3*x+3:3*x+3]
+				q[0], q[1], q[2] = l0[px[0]], l1[px[1]], l2[px[2]]
+			}
+			continue
+		}
+		r, g, b := out[w*y:w*(y+1)], out[plane+w*y:plane+w*(y+1)], out[2*plane+w*y:2*plane+w*(y+1)]
+		m := 0
+		if p.fma != nil {
+			// Outputs 0..m-1 are the row's last m pixels, reversed.
+			if m = w &^ 7; m > 0 {
+				packNCHW32FMAMirror(&f[w*y], &f[plane+w*y], &f[2*plane+w*y], &src[3*(w-m)], p.fma, m)
+			}
+		}
+		for x := m; x < w; x++ {
+			px := src[3*(w-1-x) : 3*(w-x) : 3*(w-x)]
 			r[x], g[x], b[x] = l0[px[0]], l1[px[1]], l2[px[2]]
 		}
 	}

@@ -20,3 +20,9 @@ func packNCHW32FMA(red, green, blue *float32, src *uint8, k *fmaConsts, n int)
 //
 //go:noescape
 func packNHWC32FMA(dst *float32, src *uint8, k *fmaConsts, n int)
+
+// packNCHW32FMAMirror is packNCHW32FMA for the n pixels at src (n a multiple of 8)
+// written in reverse order: pixel n-1 first. It reads no byte outside them.
+//
+//go:noescape
+func packNCHW32FMAMirror(red, green, blue *float32, src *uint8, k *fmaConsts, n int)

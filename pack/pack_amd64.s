@@ -115,3 +115,65 @@ nhwcLoop:
 nhwcDone:
 	VZEROUPPER
 	RET
+
+// Byte shuffles for the mirrored NCHW kernel: the low lane holds bytes 8-23 of a group of
+// eight pixels (pixels 4-7 at offsets 4, 7, 10, 13), the high lane bytes 0-15 (pixels 0-3
+// at 0, 3, 6, 9); dword j of the result is pixel 7-j's sample.
+DATA mirR<>+0(SB)/8, $0x8080800a8080800d
+DATA mirR<>+8(SB)/8, $0x8080800480808007
+DATA mirR<>+16(SB)/8, $0x8080800680808009
+DATA mirR<>+24(SB)/8, $0x8080800080808003
+GLOBL mirR<>(SB), RODATA|NOPTR, $32
+
+DATA mirG<>+0(SB)/8, $0x8080800b8080800e
+DATA mirG<>+8(SB)/8, $0x8080800580808008
+DATA mirG<>+16(SB)/8, $0x808080078080800a
+DATA mirG<>+24(SB)/8, $0x8080800180808004
+GLOBL mirG<>(SB), RODATA|NOPTR, $32
+
+DATA mirB<>+0(SB)/8, $0x8080800c8080800f
+DATA mirB<>+8(SB)/8, $0x8080800680808009
+DATA mirB<>+16(SB)/8, $0x808080088080800b
+DATA mirB<>+24(SB)/8, $0x8080800280808005
+GLOBL mirB<>(SB), RODATA|NOPTR, $32
+
+// func packNCHW32FMAMirror(red, green, blue *float32, src *uint8, k *fmaConsts, n int)
+TEXT ·packNCHW32FMAMirror(SB), NOSPLIT, $0-48
+	MOVQ red+0(FP), DI
+	MOVQ green+8(FP), R10
+	MOVQ blue+16(FP), R11
+	MOVQ src+24(FP), SI
+	MOVQ k+32(FP), R8
+	MOVQ n+40(FP), CX
+	VMOVUPS R255(R8), Y12
+	VMOVUPS C255(R8), Y11
+	VMOVDQU mirR<>(SB), Y13
+	VMOVDQU mirG<>(SB), Y14
+	VMOVDQU mirB<>(SB), Y15
+	// The last group of eight source pixels first.
+	LEAQ -8(CX), BX
+	LEAQ (BX)(BX*2), BX
+	ADDQ BX, SI
+	XORQ AX, AX
+
+mirLoop:
+	CMPQ AX, CX
+	JGE mirDone
+	VMOVDQU 8(SI), X0
+	VINSERTI128 $1, (SI), Y0, Y0
+	VPSHUFB Y13, Y0, Y1
+	VPSHUFB Y14, Y0, Y2
+	VPSHUFB Y15, Y0, Y3
+	NORM(Y1, Y4, Y7, 0)
+	NORM(Y2, Y5, Y8, 1)
+	NORM(Y3, Y6, Y9, 2)
+	VMOVUPS Y7, (DI)(AX*4)
+	VMOVUPS Y8, (R10)(AX*4)
+	VMOVUPS Y9, (R11)(AX*4)
+	SUBQ $24, SI
+	ADDQ $8, AX
+	JMP mirLoop
+
+mirDone:
+	VZEROUPPER
+	RET

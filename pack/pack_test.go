@@ -416,3 +416,58 @@ func TestPackKernelsMatchTable(t *testing.T) {
 		t.Errorf("the kernels were refused for %d of %d statistics and layouts", rejected, 2*len(stats))
 	}
 }
+
+// TestPackMirrored packs images mirrored, with the kernel and with the table, in every
+// dtype and layout, aligned and not, with row padding and widths that end inside a kernel
+// group: the bytes of packing a mirrored copy.
+func TestPackMirrored(t *testing.T) {
+	images := []*decode.Image{
+		imagetest.Noise(1, 224, 9), imagetest.Noise(2, 9, 5), imagetest.Noise(3, 1, 1), imagetest.Noise(6, 8, 2),
+		imagetest.WithStride(imagetest.Noise(4, 21, 7), 5), imagetest.WithStride(imagetest.Noise(5, 16, 3), 1),
+	}
+	mirrored := func(m *decode.Image) *decode.Image {
+		c := &decode.Image{Width: m.Width, Height: m.Height, Stride: m.Stride, Pix: append([]byte(nil), m.Pix...)}
+		for y := range c.Height {
+			row := c.Row(y)
+			for i, j := 0, len(row)-3; i < j; i, j = i+3, j-3 {
+				for k := range 3 {
+					row[i+k], row[j+k] = row[j+k], row[i+k]
+				}
+			}
+		}
+		return c
+	}
+	for _, d := range []DType{Float32, Float16, Uint8} {
+		for _, layout := range []Layout{NCHW, NHWC} {
+			for _, kernel := range []bool{true, false} {
+				for _, img := range images {
+					p, err := NewPacker(&Options{Width: img.Width, Height: img.Height, Layout: layout, DType: d, Normalize: d != Uint8})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if !kernel {
+						p.fma = nil
+					}
+					want := alignedBytes(p.SampleBytes(), 0)
+					if err := p.Pack(want, mirrored(img)); err != nil {
+						t.Fatal(err)
+					}
+					for _, off := range []int{0, 1} {
+						got := alignedBytes(p.SampleBytes(), off)
+						src := &decode.Image{Width: img.Width, Height: img.Height, Stride: img.Stride, Pix: append([]byte(nil), img.Pix...)}
+						if err := p.PackMirrored(got, src); err != nil {
+							t.Fatal(err)
+						}
+						if string(got) != string(want) {
+							t.Fatalf("%v, kernel %v, offset %d: %dx%d (stride %d) mirrored differs from packing a mirrored copy", p, kernel && p.fma != nil, off, img.Width, img.Height, img.Stride)
+						}
+					}
+				}
+			}
+		}
+	}
+	p, _ := NewPacker(&Options{Width: 4, Height: 4})
+	if err := p.PackMirrored(make([]byte, p.SampleBytes()), imagetest.Noise(1, 5, 4)); err == nil {
+		t.Error("PackMirrored took an image of another size")
+	}
+}

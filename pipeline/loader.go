@@ -42,6 +42,11 @@ type Loader struct {
 	meta    MetadataSource // src's metadata, nil when it has none
 
 	region augment.RegionOp // the first augment op, decoded with the crop; nil: decode in full
+	// augment is Config.Augment without mirror, the last op on the image when it is an
+	// augment.MirrorOp: its draw is made after the others and the packer writes the
+	// sample mirrored (pack.Packer.PackMirrored), instead of flipping the image.
+	augment augment.Pipeline
+	mirror  augment.MirrorOp
 	// tensorOps: Config.Augment ends with ops on the packed sample (RandomErasing), run
 	// on each slot after packing.
 	tensorOps bool
@@ -121,6 +126,7 @@ func build(src Source, cfg *Config, conv *converting) (*Loader, error) {
 	// Everything sized by the batch buffers is sized for the most the tuner may map.
 	l.nbuf = maxPrefetch + 1
 	l.tensorOps = c.Augment.HasTensorOps()
+	l.augment, l.mirror = foldMirror(c.Augment)
 	l.fill = cache.NewFillPolicy(c.CacheFill)
 	if l.classes, err = denseClasses(src, &c, conv); err != nil {
 		return nil, err
@@ -265,4 +271,22 @@ func (l *Loader) shape(n int) [4]int {
 		return [4]int{n, h, w, 3}
 	}
 	return [4]int{n, 3, h, w}
+}
+
+// foldMirror returns ops without their last op on the image when that is an
+// augment.MirrorOp, and that op; otherwise ops and nil. The ops after it, if any, act on
+// the packed sample, so drawing its decision last among the image ops keeps every
+// sample's random stream as it was.
+func foldMirror(ops augment.Pipeline) (augment.Pipeline, augment.MirrorOp) {
+	for i := len(ops) - 1; i >= 0; i-- {
+		if _, ok := ops[i].(augment.TensorOp); ok {
+			continue
+		}
+		m, ok := ops[i].(augment.MirrorOp)
+		if !ok {
+			return ops, nil
+		}
+		return append(ops[:i:i], ops[i+1:]...), m
+	}
+	return ops, nil
 }

@@ -221,7 +221,7 @@ func (w *worker) sample(r *run, it readItem) error {
 	if err != nil {
 		return err
 	}
-	chain := l.cfg.Augment
+	chain := l.augment
 	if d.region {
 		chain = chain[1:]
 	}
@@ -262,7 +262,7 @@ func (w *worker) sample(r *run, it readItem) error {
 		}()
 	}
 	t0 := time.Now()
-	ops := l.cfg.Augment
+	ops := l.augment
 	var img *decode.Image
 	switch {
 	case it.hit && d.region:
@@ -304,8 +304,12 @@ func (w *worker) sample(r *run, it readItem) error {
 		l.fill.Worked(t2.Sub(t0))
 		return nil
 	}
+	pack := l.packer.Pack
+	if l.mirror != nil && l.mirror.Mirrors(w.actx) {
+		pack = l.packer.PackMirrored
+	}
 	slot := it.b.Data[it.slot*l.sampleBytes : (it.slot+1)*l.sampleBytes]
-	if err := l.packer.Pack(slot, out); err != nil {
+	if err := pack(slot, out); err != nil {
 		return r.opFailure(it.task, fmt.Errorf("%w (the augment ops must produce the packed size)", err))
 	}
 	if l.tensorOps {
