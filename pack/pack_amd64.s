@@ -29,6 +29,34 @@
 	VFNMADD231PS STD+32*V(R8), T, A; \
 	VFMADD231PS RSTD+32*V(R8), A, T
 
+// NCHW_ARGS loads the NCHW kernels' arguments and constants, with the byte shuffles
+// SR, SG and SB (red, green, blue) into Y13-Y15.
+#define NCHW_ARGS(SR, SG, SB) \
+	MOVQ red+0(FP), DI; \
+	MOVQ green+8(FP), R10; \
+	MOVQ blue+16(FP), R11; \
+	MOVQ src+24(FP), SI; \
+	MOVQ k+32(FP), R8; \
+	MOVQ n+40(FP), CX; \
+	VMOVUPS R255(R8), Y12; \
+	VMOVUPS C255(R8), Y11; \
+	VMOVDQU SR, Y13; \
+	VMOVDQU SG, Y14; \
+	VMOVDQU SB, Y15
+
+// NCHW_STEP normalises the eight pixels in Y0, shuffled by Y13-Y15 into the samples of
+// each channel, and stores them at output AX of each plane.
+#define NCHW_STEP \
+	VPSHUFB Y13, Y0, Y1; \
+	VPSHUFB Y14, Y0, Y2; \
+	VPSHUFB Y15, Y0, Y3; \
+	NORM(Y1, Y4, Y7, 0); \
+	NORM(Y2, Y5, Y8, 1); \
+	NORM(Y3, Y6, Y9, 2); \
+	VMOVUPS Y7, (DI)(AX*4); \
+	VMOVUPS Y8, (R10)(AX*4); \
+	VMOVUPS Y9, (R11)(AX*4)
+
 // Byte shuffles taking pixel j of each 128-bit lane (bytes 3j..3j+2, j < 4) to dword j:
 // its red, green or blue sample, zero-extended.
 DATA shufR<>+0(SB)/8, $0x8080800380808000
@@ -51,17 +79,7 @@ GLOBL shufB<>(SB), RODATA|NOPTR, $32
 
 // func packNCHW32FMA(red, green, blue *float32, src *uint8, k *fmaConsts, n int)
 TEXT ·packNCHW32FMA(SB), NOSPLIT, $0-48
-	MOVQ red+0(FP), DI
-	MOVQ green+8(FP), R10
-	MOVQ blue+16(FP), R11
-	MOVQ src+24(FP), SI
-	MOVQ k+32(FP), R8
-	MOVQ n+40(FP), CX
-	VMOVUPS R255(R8), Y12
-	VMOVUPS C255(R8), Y11
-	VMOVDQU shufR<>(SB), Y13
-	VMOVDQU shufG<>(SB), Y14
-	VMOVDQU shufB<>(SB), Y15
+	NCHW_ARGS(shufR<>(SB), shufG<>(SB), shufB<>(SB))
 	XORQ AX, AX
 
 nchwLoop:
@@ -70,15 +88,7 @@ nchwLoop:
 	// Pixels 0-3 in the low lane, 4-7 (bytes 12-23, and 4 more read) in the high one.
 	VMOVDQU (SI), X0
 	VINSERTI128 $1, 12(SI), Y0, Y0
-	VPSHUFB Y13, Y0, Y1
-	VPSHUFB Y14, Y0, Y2
-	VPSHUFB Y15, Y0, Y3
-	NORM(Y1, Y4, Y7, 0)
-	NORM(Y2, Y5, Y8, 1)
-	NORM(Y3, Y6, Y9, 2)
-	VMOVUPS Y7, (DI)(AX*4)
-	VMOVUPS Y8, (R10)(AX*4)
-	VMOVUPS Y9, (R11)(AX*4)
+	NCHW_STEP
 	ADDQ $24, SI
 	ADDQ $8, AX
 	JMP nchwLoop
@@ -139,17 +149,7 @@ GLOBL mirB<>(SB), RODATA|NOPTR, $32
 
 // func packNCHW32FMAMirror(red, green, blue *float32, src *uint8, k *fmaConsts, n int)
 TEXT ·packNCHW32FMAMirror(SB), NOSPLIT, $0-48
-	MOVQ red+0(FP), DI
-	MOVQ green+8(FP), R10
-	MOVQ blue+16(FP), R11
-	MOVQ src+24(FP), SI
-	MOVQ k+32(FP), R8
-	MOVQ n+40(FP), CX
-	VMOVUPS R255(R8), Y12
-	VMOVUPS C255(R8), Y11
-	VMOVDQU mirR<>(SB), Y13
-	VMOVDQU mirG<>(SB), Y14
-	VMOVDQU mirB<>(SB), Y15
+	NCHW_ARGS(mirR<>(SB), mirG<>(SB), mirB<>(SB))
 	// The last group of eight source pixels first.
 	LEAQ -8(CX), BX
 	LEAQ (BX)(BX*2), BX
@@ -161,15 +161,7 @@ mirLoop:
 	JGE mirDone
 	VMOVDQU 8(SI), X0
 	VINSERTI128 $1, (SI), Y0, Y0
-	VPSHUFB Y13, Y0, Y1
-	VPSHUFB Y14, Y0, Y2
-	VPSHUFB Y15, Y0, Y3
-	NORM(Y1, Y4, Y7, 0)
-	NORM(Y2, Y5, Y8, 1)
-	NORM(Y3, Y6, Y9, 2)
-	VMOVUPS Y7, (DI)(AX*4)
-	VMOVUPS Y8, (R10)(AX*4)
-	VMOVUPS Y9, (R11)(AX*4)
+	NCHW_STEP
 	SUBQ $24, SI
 	ADDQ $8, AX
 	JMP mirLoop
