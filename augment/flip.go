@@ -71,16 +71,8 @@ func (o *RandomVerticalFlip) String() string {
 	return fmt.Sprintf("RandomVerticalFlip(p=%g)", o.P)
 }
 
-// FlipHorizontal reverses the order of the pixels in every row of m.
-func FlipHorizontal(m *decode.Image) {
-	for y := range m.Height {
-		row := m.Row(y)
-		for i, j := 0, len(row)-3; i < j; i, j = i+3, j-3 {
-			a, b := row[i:i+3:i+3], row[j:j+3:j+3]
-			a[0], a[1], a[2], b[0], b[1], b[2] = b[0], b[1], b[2], a[0], a[1], a[2]
-		}
-	}
-}
+// FlipHorizontal reverses the order of the pixels in every row of m (m.FlipHorizontal).
+func FlipHorizontal(m *decode.Image) { m.FlipHorizontal() }
 
 // FlipVertical reverses the order of the rows of m.
 func FlipVertical(m *decode.Image) {

@@ -24,6 +24,17 @@ func (m *Image) Reset(width, height int) {
 	m.Width, m.Height, m.Stride = width, height, 3*width
 }
 
+// FlipHorizontal reverses the order of the pixels in every row of m, in place.
+func (m *Image) FlipHorizontal() {
+	for y := range m.Height {
+		row := m.Row(y)
+		for i, j := 0, len(row)-3; i < j; i, j = i+3, j-3 {
+			a, b := row[i:i+3:i+3], row[j:j+3:j+3]
+			a[0], a[1], a[2], b[0], b[1], b[2] = b[0], b[1], b[2], a[0], a[1], a[2]
+		}
+	}
+}
+
 // Row returns the 3*Width bytes of row y.
 func (m *Image) Row(y int) []uint8 {
 	o := y * m.Stride

@@ -221,6 +221,9 @@ func (p *pngFast) pixels(img *Image, ihdr, palette []byte, w, h int) bool {
 // unfilter reverses PNG filter f on cur in place, given the previous unfiltered row
 // (nil for the first row, which filters against zeros); bpp is bytes per pixel.
 func unfilter(f byte, cur, prev []byte, bpp int) bool {
+	if f == 4 && prev == nil {
+		f = 1 // Paeth against a zero row is Sub
+	}
 	switch f {
 	case 0: // None
 	case 1: // Sub
@@ -249,12 +252,6 @@ func unfilter(f byte, cur, prev []byte, bpp int) bool {
 			cur[i] += uint8((int(cur[i-bpp]) + int(prev[i])) / 2)
 		}
 	case 4: // Paeth
-		if prev == nil { // Paeth against a zero row is Sub
-			for i := bpp + unfilterFast(1, cur, cur, bpp); i < len(cur); i++ {
-				cur[i] += cur[i-bpp]
-			}
-			break
-		}
 		prev = prev[:len(cur)]
 		for i := range bpp {
 			cur[i] += prev[i]

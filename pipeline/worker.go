@@ -304,12 +304,13 @@ func (w *worker) sample(r *run, it readItem) error {
 		l.fill.Worked(t2.Sub(t0))
 		return nil
 	}
-	pack := l.packer.Pack
-	if l.mirror != nil && l.mirror.Mirrors(w.actx) {
-		pack = l.packer.PackMirrored
-	}
 	slot := it.b.Data[it.slot*l.sampleBytes : (it.slot+1)*l.sampleBytes]
-	if err := pack(slot, out); err != nil {
+	if l.mirror != nil && l.mirror.Mirrors(w.actx) {
+		err = l.packer.PackMirrored(slot, out)
+	} else {
+		err = l.packer.Pack(slot, out)
+	}
+	if err != nil {
 		return r.opFailure(it.task, fmt.Errorf("%w (the augment ops must produce the packed size)", err))
 	}
 	if l.tensorOps {
