@@ -357,3 +357,57 @@ func TestDecodeRegionLibWebP(t *testing.T) {
 		t.Errorf("only %d regions were scaled; the test does not exercise scaling", scaled)
 	}
 }
+
+// TestDecodeRowsMatchesTurboJPEG: crops at full scale decoded through libjpeg's API, which
+// stops below the crop, equal to the bit the same crops decoded whole by TurboJPEG, in
+// every sampling layout; and most of them did stop early.
+func TestDecodeRowsMatchesTurboJPEG(t *testing.T) {
+	rows := turboDecoder(t, Options{})
+	if rows.turbo.rows == nil {
+		t.Skip("libjpeg's API (libjpeg62-turbo or libjpeg-turbo8) not available: decodes go through TurboJPEG only")
+	}
+	whole := turboDecoder(t, Options{})
+	whole.turbo.rows.Close()
+	whole.turbo.rows = nil
+	var b bytes.Buffer
+	if err := jpeg.Encode(&b, photo(500, 375), &jpeg.Options{Quality: 90}); err != nil {
+		t.Fatal(err)
+	}
+	files := map[string][]byte{"photo-500x375": b.Bytes()}
+	for _, name := range []string{"sample-1x1", "sample-2x1", "sample-2x2", "sample-1x2", "sample-4x1", "restart", "gray", "non-interleaved", "q3-extended"} {
+		files[name] = fixture(t, "sequential/"+name+".jpg")
+	}
+	rng := newRand()
+	early := 0
+	for name, data := range files {
+		cfg, err := whole.Config(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 40 {
+			r := randomRect(rng, cfg.Width, cfg.Height)
+			// Outputs over half the crop: no DCT scaling, so libjpeg's API is used.
+			w, h := (r.Dx()+1)/2+rng.IntN(r.Dx()), (r.Dy()+1)/2+rng.IntN(r.Dy())
+			want, err := whole.DecodeRegion(nil, data, r, w, h)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := rows.DecodeRegion(nil, data, r, w, h)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Width != want.Width || got.Height != want.Height || !bytes.Equal(got.Pix, want.Pix) {
+				t.Fatalf("%s %v -> %dx%d: differs from TurboJPEG's whole decode", name, r, w, h)
+			}
+			if y := rows.turbo.gray.Pix; cfg.Height > 16 && len(y) > 0 && len(y)/rows.turbo.gray.Stride < cfg.Height ||
+				len(rows.turbo.ycc.Y) > 0 && len(rows.turbo.ycc.Y)/rows.turbo.ycc.YStride < cfg.Height {
+				early++
+			}
+			rows.turbo.gray.Pix, rows.turbo.ycc.Y = nil, nil
+		}
+	}
+	if early < 40*len(files)/4 {
+		t.Errorf("only %d of %d decodes stopped above the last row", early, 40*len(files))
+	}
+	t.Logf("%d of %d decodes stopped above the last row", early, 40*len(files))
+}

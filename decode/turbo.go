@@ -6,6 +6,8 @@ import (
 	"math"
 	"slices"
 
+	"github.com/conveyor-ml/conveyor/internal/jpegseg"
+	"github.com/conveyor-ml/conveyor/internal/libjpeg"
 	"github.com/conveyor-ml/conveyor/internal/turbojpeg"
 )
 
@@ -16,9 +18,15 @@ import (
 // cheaper than decoding it at full size.
 // libjpeg-turbo's IDCT and chroma upsampling differ slightly from image/jpeg's (a mean of
 // about one unit per channel); the differential test bounds it.
+//
+// Where the same library's libjpeg API loads (internal/libjpeg), planes at full scale are
+// decoded through it instead, from the top down to the iMCU row holding the crop's last
+// row, and no further: the same samples, without the entropy decoding and IDCT of the
+// rows below the crop.
 type turboJPEG struct {
 	dec     *turbojpeg.Decompressor
-	factors [][2]int // scaling factors up to 1, smallest first
+	rows    *libjpeg.Decoder // nil where libjpeg's API is not available
+	factors [][2]int         // scaling factors up to 1, smallest first
 
 	bufs [3][]byte // planes of decodePlanes, reused
 	ycc  image.YCbCr
@@ -43,6 +51,9 @@ func newTurboJPEG() (*turboJPEG, error) {
 		return nil, err
 	}
 	t := &turboJPEG{dec: dec}
+	if l, err := libjpeg.Load(); err == nil {
+		t.rows = l.NewDecoder()
+	}
 	for _, f := range lib.ScalingFactors() {
 		if f[0] <= f[1] {
 			t.factors = append(t.factors, f)
@@ -84,7 +95,7 @@ func (t *turboJPEG) decode(j *job) (decoded, error) {
 	h := &j.h
 	cw, ch := j.rs.Dx(), j.rs.Dy()
 	if j.resized {
-		if m, err := t.decodePlanes(j.data, h.width, h.height, cw, ch, j.tw, j.th); err == nil {
+		if m, err := t.decodePlanes(j.data, h.width, h.height, cw, ch, j.tw, j.th, j.rs.Max.Y); err == nil {
 			crop, sx, sy := scaleRect(j.rs, h, m.Bounds())
 			return decoded{crop: crop, sx: sx, sy: sy, planes: m}, nil
 		}
@@ -115,10 +126,17 @@ func (t *turboJPEG) decodeRGB(img *Image, data []byte, w, h, cw, ch, tw, th int)
 }
 
 // decodePlanes decodes a w×h JPEG into its YCbCr (or grey) planes at the DCT scale at
-// which a cw×ch part of it still covers reduceGap times tw×th. The result shares the
-// decoder's memory until the next call.
-func (t *turboJPEG) decodePlanes(data []byte, w, h, cw, ch, tw, th int) (image.Image, error) {
+// which a cw×ch part of it still covers reduceGap times tw×th, at least down to row
+// bottom-1 (of the full-size image). The result shares the decoder's memory until the
+// next call.
+func (t *turboJPEG) decodePlanes(data []byte, w, h, cw, ch, tw, th, bottom int) (image.Image, error) {
 	num, denom := t.scale(cw, ch, tw, th)
+	if num == denom && t.rows != nil {
+		m, err := t.decodeRows(data, w, h, bottom)
+		if !errors.Is(err, libjpeg.ErrUnsupported) {
+			return m, err
+		}
+	}
 	planes, sw, sh, sub, err := t.dec.DecodeYUV(data, num, denom, t.grow)
 	if err != nil {
 		return nil, err
@@ -140,6 +158,49 @@ func (t *turboJPEG) decodePlanes(data []byte, w, h, cw, ch, tw, th int) (image.I
 	return &t.ycc, nil
 }
 
+// decodeRows decodes a w×h JPEG at full scale into its planes through libjpeg's API,
+// stopping below row bottom-1 when the file ends with an EOI marker. A truncated file
+// (no EOI) is decoded whole, so that its damage is found whichever crop is asked for.
+// The planes' slices end with the last row decoded: the resampler reads only the crop's
+// rows, and chroma rows up to ceil(bottom/2), which the last iMCU row holds.
+func (t *turboJPEG) decodeRows(data []byte, w, h, bottom int) (image.Image, error) {
+	if n := len(data); n < 2 || data[n-2] != 0xff || data[n-1] != jpegseg.EOI {
+		bottom = h
+	}
+	p, err := t.rows.DecodeRaw(data, bottom, t.grow)
+	if err != nil {
+		return nil, err
+	}
+	if p.Width != w || p.Height != h {
+		return nil, errors.New("the library read another size than the header")
+	}
+	rect := image.Rect(0, 0, w, h)
+	if p.Comps == 1 {
+		t.gray = image.Gray{Pix: p.Pix[0][:p.Rows*p.Stride[0]], Stride: p.Stride[0], Rect: rect}
+		return &t.gray, nil
+	}
+	ratio, ok := rowRatios[[2]int{p.H[0], p.V[0]}]
+	if !ok {
+		return nil, libjpeg.ErrUnsupported
+	}
+	crows := (p.Rows + p.V[0] - 1) / p.V[0]
+	t.ycc = image.YCbCr{
+		Y: p.Pix[0][:p.Rows*p.Stride[0]], Cb: p.Pix[1][:crows*p.Stride[1]], Cr: p.Pix[2][:crows*p.Stride[2]],
+		YStride: p.Stride[0], CStride: p.Stride[1], SubsampleRatio: ratio, Rect: rect,
+	}
+	return &t.ycc, nil
+}
+
+// rowRatios maps luma's sampling factors (chroma's being 1×1) to image.YCbCr's ratios.
+var rowRatios = map[[2]int]image.YCbCrSubsampleRatio{
+	{1, 1}: image.YCbCrSubsampleRatio444,
+	{2, 1}: image.YCbCrSubsampleRatio422,
+	{2, 2}: image.YCbCrSubsampleRatio420,
+	{1, 2}: image.YCbCrSubsampleRatio440,
+	{4, 1}: image.YCbCrSubsampleRatio411,
+	{4, 2}: image.YCbCrSubsampleRatio410,
+}
+
 // turboRatios maps TurboJPEG's subsamplings to image.YCbCr's.
 var turboRatios = [...]image.YCbCrSubsampleRatio{
 	turbojpeg.SAMP444: image.YCbCrSubsampleRatio444,
@@ -155,7 +216,12 @@ func (t *turboJPEG) grow(i, n int) []byte {
 	return t.bufs[i]
 }
 
-func (t *turboJPEG) close() error { return t.dec.Close() }
+func (t *turboJPEG) close() error {
+	if t.rows != nil {
+		t.rows.Close()
+	}
+	return t.dec.Close()
+}
 
 // scaleRect maps the rectangle rs of an h.width×h.height image to the same image decoded
 // at a DCT scale into b: the whole pixels of b it touches, and the spans within them.
