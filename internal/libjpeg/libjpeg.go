@@ -86,7 +86,7 @@ type Lib struct {
 	abi  abi
 
 	stdError, createDecompress, destroyDecompress, memSrc, readHeader uintptr
-	startDecompress, readRawData                                     uintptr
+	startDecompress, readRawData                                      uintptr
 }
 
 var (
