@@ -1,13 +1,20 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
 	"path/filepath"
+	"runtime"
+	"slices"
+	"sort"
 	"strings"
+	"sync"
 
 	"github.com/conveyor-ml/conveyor/cache"
+	"github.com/conveyor-ml/conveyor/decode"
+	"github.com/conveyor-ml/conveyor/pipeline"
 )
 
 func verify(args []string, stdout, stderr io.Writer) error {
@@ -31,11 +38,20 @@ no longer uses.
 DIR may be an s3:// or http(s):// prefix holding a converted dataset: its shards
 are fetched one by one into a shard cache in the system's temporary directory
 (at most 16 GiB at once), checked, and evicted when space is needed.
+
+DIR may also be WebDataset shards: .tar files, a pattern ('DIR/train-*.tar'), or a
+brace list, local or remote ('s3://bucket/train-{000000..000099}.tar'). Every sample
+is checked: its image member read and decoded whole, its label parsed, its members
+grouped by key. Prints one line per bad sample, naming the shard and the sample's
+key, and exits 1 when there is any.
 `, cache.InfoName)
 	}
 	pos, err := parseFlags(fs, args, stdout)
 	if err != nil {
 		return err
+	}
+	if shardArgs(pos) {
+		return verifyShards(pos, stdout, stderr)
 	}
 	if err := oneDir(pos); err != nil {
 		return err
@@ -111,6 +127,122 @@ are fetched one by one into a shard cache in the system's temporary directory
 		return fmt.Errorf("%s is incomplete: %s", name, incomplete)
 	}
 	return nil
+}
+
+// verifyShards checks every sample of the WebDataset shards args name: what indexing
+// found bad (a missing image member, an unreadable label, a truncated shard), and each
+// image read and decoded whole, on as many goroutines as Go may run, in shard order so
+// that remote shards are fetched about once more after indexing.
+func verifyShards(args []string, stdout, stderr io.Writer) error {
+	logf := func(string, ...any) {} // bad samples are listed below, once each
+	var src *pipeline.WebDatasetSource
+	name := strings.Join(args, " ")
+	var ds *pipeline.Dataset
+	var where func(k int) string // shard k as the user knows it: its path or URL
+	if datasetURL(args) {
+		d, err := pipeline.OpenDataset(context.Background(), args[0], &pipeline.DatasetOptions{WebDataset: &pipeline.WebDatasetOptions{Logf: logf}})
+		if err != nil {
+			return err
+		}
+		defer d.Close()
+		ds = d
+		w, ok := d.Source.(*pipeline.WebDatasetSource)
+		if !ok {
+			return fmt.Errorf("%s: not WebDataset shards", args[0])
+		}
+		src = w
+		where = func(k int) string {
+			if dir, ok := d.Store.Bucket.Local(); ok {
+				return filepath.Join(dir, filepath.FromSlash(w.Shards()[k]))
+			}
+			return d.Store.Bucket.URL(w.Shards()[k])
+		}
+	} else {
+		s, err := openShards(args, logf)
+		if err != nil {
+			return err
+		}
+		src = s.(*pipeline.WebDatasetSource)
+		where = func(k int) string { return args[k] }
+	}
+	n := src.Len()
+	problems := make([]string, n)
+	decs := make([]*decode.Decoder, runtime.GOMAXPROCS(0))
+	for w := range decs {
+		dec, err := decode.NewDecoder(&decode.Options{})
+		if err != nil {
+			return err
+		}
+		defer dec.Close()
+		decs[w] = dec
+	}
+	next := make(chan int, 64)
+	var wg sync.WaitGroup
+	for _, dec := range decs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var img *decode.Image
+			var buf []byte
+			for i := range next {
+				buf, img, problems[i] = checkSample(src, dec, i, buf, img)
+			}
+		}()
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	var bad []string
+	ends, shards := src.ShardEnds(), src.Shards()
+	for i, p := range problems {
+		if p != "" {
+			k := sort.SearchInts(ends, i+1)
+			s := where(k) + " " + strings.TrimPrefix(src.Path(i), shards[k]+"/")
+			fmt.Fprintf(stdout, "bad %s: %s\n", s, p)
+			bad = append(bad, s)
+		}
+	}
+	fmt.Fprintf(stdout, "conveyor verify shards=%d samples=%d classes=%d bad=%d\n", len(src.Shards()), n, len(src.Classes()), len(bad))
+	if ds != nil && ds.Remote() {
+		b := benchResult{store: ds}
+		b.fillStore()
+		if o := b.ObjStore; o != nil {
+			fmt.Fprintf(stderr, "conveyor: read %s: %d requests, %s fetched, %d retries\n", name, o.Requests, mb(o.BytesFetched), o.Retries)
+		}
+	}
+	if len(bad) > 0 {
+		const shown = 3
+		names := strings.Join(bad[:min(len(bad), shown)], ", ")
+		if len(bad) > shown {
+			names += fmt.Sprintf(", ... %d more", len(bad)-shown)
+		}
+		return fmt.Errorf("%d of %d samples are bad in %s: %s", len(bad), n, name, names)
+	}
+	return nil
+}
+
+// checkSample reads and decodes sample i of src: "" when it is good, else why not.
+func checkSample(src *pipeline.WebDatasetSource, dec *decode.Decoder, i int, buf []byte, img *decode.Image) ([]byte, *decode.Image, string) {
+	f, err := src.Open(i)
+	if err != nil {
+		return buf, img, err.Error()
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return buf, img, err.Error()
+	}
+	buf = slices.Grow(buf[:0], int(st.Size()))[:st.Size()]
+	if _, err := io.ReadFull(f, buf); err != nil {
+		return buf, img, err.Error()
+	}
+	out, err := dec.Decode(img, buf)
+	if err != nil {
+		return buf, img, err.Error()
+	}
+	return buf, out, ""
 }
 
 // ofPart is " (part i/N)" for a file written by a part of a conversion in parts, so
