@@ -3,7 +3,7 @@
 //	conveyor bench [DIR] [flags]      loader throughput on an ImageFolder tree or a converted dataset
 //	conveyor convert SRC DST [flags]  decode and resize an ImageFolder tree into a cache directory
 //	conveyor inspect DIR [--json]     describe a cache directory, or WebDataset shards by URL
-//	conveyor verify DIR               check every record of a cache directory
+//	conveyor verify DIR               check every record of a cache directory, or every sample of WebDataset shards
 //	conveyor version                  the module version, VCS revision and Go version
 //
 // Run "conveyor <command> --help" for a command's flags. A usage error (unknown flag, bad
@@ -34,7 +34,8 @@ commands:
                     resumable, bad files listed in DST/%s
   inspect DIR       describe a cache directory: spec, codec, samples, classes, sizes, bytes;
                     or WebDataset shards by URL: shards, samples, per-shard counts
-  verify DIR        read every record of a cache directory and list the damaged ones
+  verify DIR        read every record of a cache directory and list the damaged ones;
+                    or every sample of WebDataset shards (files, pattern or URL): the bad ones
   version           print the module version, VCS revision and Go version
   help [COMMAND]    print this, or a command's flags
 
