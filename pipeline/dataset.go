@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path"
 	"path/filepath"
@@ -103,6 +104,11 @@ func (d *Dataset) Close() error {
 //     s3:// or http(s):// prefix whose objects are .tar shards. Remote shards are read
 //     through a local shard cache (DatasetOptions.Cache) and prefetched in the order
 //     the loader will read them (EpochPlanner).
+//   - a WebDataset shard index (a URL ending in .json, local or remote; see ShardIndex):
+//     the shards it lists, beside it. With its class names the source is indexed lazily
+//     (each shard when first read; the index's counts and sizes go to
+//     WebDatasetOptions.ShardSamples and ShardBytes unless those are set), so the first
+//     batch waits for its own shards only; without them every shard is indexed first.
 //   - a converted dataset in object storage: an s3:// or http(s):// prefix holding
 //     dataset.json. Its dataset.json, part records and shard indexes are fetched into a
 //     directory under DatasetOptions.Cache.Dir and checked as OpenConverted checks a
@@ -121,6 +127,9 @@ func OpenDataset(ctx context.Context, url string, opts *DatasetOptions) (*Datase
 	loc, err := objstore.ParseURL(url)
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: %w", err)
+	}
+	if isJSON(loc.Path) && !isPattern(loc.Path) {
+		return openShardIndex(ctx, url, &o)
 	}
 	if !loc.Remote() && !isPattern(loc.Path) && !isTar(loc.Path) {
 		return openLocal(url, loc.Path, &o)
@@ -145,7 +154,12 @@ func OpenDataset(ctx context.Context, url string, opts *DatasetOptions) (*Datase
 		}
 		return nil, fmt.Errorf("pipeline: %s: no WebDataset shards (.tar) among its %d objects, e.g. %s", url, len(store.Names), store.Names[0])
 	}
-	src, err := WebDataset(store.FS, shards, o.WebDataset)
+	return openShards(url, store, shards, o.WebDataset)
+}
+
+// openShards makes the WebDataset source of shards in store, named by url.
+func openShards(url string, store *objstore.Dataset, shards []string, wo *WebDatasetOptions) (*Dataset, error) {
+	src, err := WebDataset(store.FS, shards, wo)
 	if err != nil {
 		store.Close()
 		return nil, fmt.Errorf("pipeline: %s: %w", url, err)
@@ -155,6 +169,61 @@ func OpenDataset(ctx context.Context, url string, opts *DatasetOptions) (*Datase
 		src.planner.desc = "webdataset:" + url // names it in the window's notices
 	}
 	return &Dataset{Source: src, Store: store, closer: store.Close}, nil
+}
+
+// maxShardIndexBytes bounds the shard index OpenDataset reads: 1 GiB holds about ten
+// million shards' entries.
+const maxShardIndexBytes = 1 << 30
+
+// openShardIndex opens the WebDataset shards that the ShardIndex at url lists.
+func openShardIndex(ctx context.Context, url string, o *DatasetOptions) (*Dataset, error) {
+	store, err := objstore.OpenDataset(ctx, url, o.Store, o.Cache)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: %w", err)
+	}
+	fail := func(err error) (*Dataset, error) {
+		store.Close()
+		return nil, fmt.Errorf("pipeline: %s: %w", url, err)
+	}
+	if len(store.Names) != 1 {
+		return fail(fmt.Errorf("%d objects, want one shard index", len(store.Names)))
+	}
+	f, err := store.FS.Open(store.Names[0])
+	if err != nil {
+		return fail(err)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxShardIndexBytes+1))
+	f.Close()
+	if err == nil && len(data) > maxShardIndexBytes {
+		err = fmt.Errorf("larger than %d bytes", maxShardIndexBytes)
+	}
+	if err != nil {
+		return fail(err)
+	}
+	x, err := ParseShardIndex(data)
+	if err != nil {
+		return fail(err)
+	}
+	names, err := x.names(store.URL(""))
+	if err != nil {
+		return fail(err)
+	}
+	store.Release(store.Names[0]) // the cache needs no room for it any more
+	store.Names = names
+	var wo WebDatasetOptions
+	if o.WebDataset != nil {
+		wo = *o.WebDataset
+	}
+	if wo.Classes == nil {
+		wo.Classes = x.Classes
+	}
+	if wo.ShardSamples == nil && len(wo.Classes) > 0 {
+		wo.ShardSamples, wo.ShardBytes = x.Counts()
+		if slices.Contains(wo.ShardBytes, 0) {
+			wo.ShardBytes = nil
+		}
+	}
+	return openShards(url, store, names, &wo)
 }
 
 // openLocal opens a local folder: a converted dataset or a tree of class folders.
@@ -185,5 +254,7 @@ func openLocal(url, dir string, o *DatasetOptions) (*Dataset, error) {
 }
 
 func isTar(name string) bool { return strings.EqualFold(path.Ext(name), ".tar") }
+
+func isJSON(name string) bool { return strings.EqualFold(path.Ext(name), ".json") }
 
 func isPattern(p string) bool { return strings.ContainsAny(p, "*?[{") }

@@ -46,6 +46,11 @@ type WebDatasetOptions struct {
 	// rest as bad samples; extra samples are left out (both logged). Default nil: every
 	// shard is indexed before WebDataset returns.
 	ShardSamples []int
+	// ShardBytes, with ShardSamples, is each shard's size in bytes (a ShardIndex's
+	// "filesize"; 0: unknown): the prefetcher keeps its window of shards within the shard
+	// cache's room, as it does for shards indexed up front, whose sizes indexing reads.
+	// Default nil: sizes unknown until each shard is fetched.
+	ShardBytes []int64
 	// MetadataKeys are the member extensions kept as metadata, and what MetadataKeys
 	// reports: each costs its bytes of memory for every sample that has one (a LAION
 	// .json is about 1 KB), so name only those used. Default nil: every member other
@@ -81,6 +86,7 @@ func (o *WebDatasetOptions) withDefaults() (WebDatasetOptions, error) {
 	}
 	c.Classes = slices.Clone(c.Classes)
 	c.ShardSamples = slices.Clone(c.ShardSamples)
+	c.ShardBytes = slices.Clone(c.ShardBytes)
 	c.MetadataKeys = slices.Clone(c.MetadataKeys)
 	if c.Concurrency == 0 {
 		c.Concurrency = 8
@@ -101,6 +107,13 @@ func (o *WebDatasetOptions) withDefaults() (WebDatasetOptions, error) {
 		return c, fmt.Errorf("pipeline: WebDatasetOptions.PrefetchShards %d is negative", c.PrefetchShards)
 	case c.MaxMetadataBytes < 0:
 		return c, fmt.Errorf("pipeline: WebDatasetOptions.MaxMetadataBytes %d is negative", c.MaxMetadataBytes)
+	case c.ShardBytes != nil && len(c.ShardBytes) != len(c.ShardSamples):
+		return c, fmt.Errorf("pipeline: WebDatasetOptions.ShardBytes has %d sizes for %d ShardSamples", len(c.ShardBytes), len(c.ShardSamples))
+	}
+	for k, b := range c.ShardBytes {
+		if b < 0 {
+			return c, fmt.Errorf("pipeline: WebDatasetOptions.ShardBytes[%d] is %d", k, b)
+		}
 	}
 	seen := map[string]bool{}
 	for _, n := range c.Classes {
@@ -140,6 +153,7 @@ type WebDatasetSource struct {
 	o        WebDatasetOptions
 	desc     string
 	planner  *shardPlanner // when fsys prefetches
+	bytes    []int64       // each shard's size when known (indexed up front, or ShardBytes)
 }
 
 // PlanEpoch implements EpochPlanner: when the file system prefetches (objstore's shard
@@ -741,6 +755,7 @@ func assemble(fsys fs.FS, shards []string, parts []*wdsShard, o *WebDatasetOptio
 		sizes[k] = p.bytes
 		parts[k] = nil // let the shard's scratch go
 	}
+	s.bytes = sizes
 	s.planner = newShardPlanner(fsys, s.shards, s.ends, s.o.PrefetchShards)
 	if s.planner != nil {
 		s.planner.bound(fsys, sizes, s.o.Logf, s.desc) // indexing read every shard's size
@@ -781,7 +796,11 @@ func lazy(fsys fs.FS, shards []string, o *WebDatasetOptions) (*WebDatasetSource,
 		return nil, errors.New("pipeline: WebDatasetOptions.ShardSamples counts no samples")
 	}
 	s.numberClasses()
+	s.bytes = o.ShardBytes
 	s.planner = newShardPlanner(fsys, s.shards, s.ends, s.o.PrefetchShards)
+	if s.planner != nil && s.bytes != nil {
+		s.planner.bound(fsys, s.bytes, s.o.Logf, s.desc)
+	}
 	return s, nil
 }
 

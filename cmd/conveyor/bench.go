@@ -558,21 +558,29 @@ func syntheticSet(dir string, n int, logf func(string, ...any)) (string, error) 
 	return dir, os.WriteFile(done, nil, 0o644)
 }
 
-// readShardIndex reads the shard sample counts and class names that conveyor inspect
-// SHARDS --json prints.
+// readShardIndex reads the shard sample counts and class names of a shard index (what
+// conveyor inspect SHARDS --json prints, or a wids index with class_names added).
 func readShardIndex(path string) ([]int, []string, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("--shard-index: %w", err)
 	}
-	var idx shardsResult
-	if err := json.Unmarshal(data, &idx); err != nil {
-		return nil, nil, fmt.Errorf("--shard-index %s: %w", path, err)
+	var counts []int
+	var classes []string
+	if x, err := pipeline.ParseShardIndex(data); err == nil {
+		counts, _ = x.Counts()
+		classes = x.Classes
+	} else {
+		var idx shardsResult // written before the index's keys were added
+		if err := json.Unmarshal(data, &idx); err != nil {
+			return nil, nil, fmt.Errorf("--shard-index %s: %w", path, err)
+		}
+		counts, classes = idx.ShardSamples, idx.ShardIndex.Classes
 	}
-	if len(idx.ShardSamples) == 0 || len(idx.ClassNames) == 0 {
-		return nil, nil, fmt.Errorf("--shard-index %s: no shard_samples or class_names (write it with conveyor inspect SHARDS --json)", path)
+	if len(counts) == 0 || len(classes) == 0 {
+		return nil, nil, fmt.Errorf("--shard-index %s: no shard counts or class_names (write it with conveyor inspect SHARDS --json)", path)
 	}
-	return idx.ShardSamples, idx.ClassNames, nil
+	return counts, classes, nil
 }
 
 // slowFiles is a folder whose files each take latency to open: a slow disk or a network

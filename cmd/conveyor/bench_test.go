@@ -558,6 +558,29 @@ func TestBenchS3(t *testing.T) {
 		t.Errorf("--shard-index for other shards: %v", err)
 	}
 
+	// The same index kept beside the shards is a dataset URL of its own: lazy, the index
+	// fetched and each shard once; verify reads through it too.
+	data, err := os.ReadFile(idx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Put(t, "wds/train.json", data)
+	out.Reset()
+	if err := bench(append([]string{srv.URL("wds/train.json"), "--json"}, args...), &out); err != nil {
+		t.Fatal(err)
+	}
+	res.ObjStore = nil
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+		t.Fatal(err)
+	}
+	if o := res.ObjStore; res.Images != 18 || res.Bad != 0 || o == nil || o.Fetched != 4 {
+		t.Errorf("bench of the shard index: %s", out.String())
+	}
+	out.Reset()
+	if err := verify([]string{srv.URL("wds/train.json")}, &out, io.Discard); err != nil || !strings.Contains(out.String(), "shards=3 samples=18 classes=2 bad=0") {
+		t.Errorf("verify of the shard index: %v\n%s", err, out.String())
+	}
+
 	for _, c := range []struct{ url, want string }{
 		{srv.URL("wds/train-{00..03}.tar"), srv.URL("wds/train-03.tar")},
 		{srv.URL("nothing/"), srv.URL("nothing/")},

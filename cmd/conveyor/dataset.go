@@ -64,10 +64,13 @@ func shardArgs(args []string) bool {
 }
 
 // datasetURL reports whether args are one dataset URL that pipeline.OpenDataset opens:
-// a remote URL, or a local shard pattern.
+// a remote URL, a local shard pattern, or a shard index (.json).
 func datasetURL(args []string) bool {
-	return len(args) == 1 && (objstore.IsRemote(args[0]) || strings.ContainsAny(args[0], "*?[{"))
+	return len(args) == 1 && (objstore.IsRemote(args[0]) || strings.ContainsAny(args[0], "*?[{") || shardIndexArg(args[0]))
 }
+
+// shardIndexArg reports whether arg names a WebDataset shard index (pipeline.ShardIndex).
+func shardIndexArg(arg string) bool { return strings.EqualFold(path.Ext(arg), ".json") }
 
 // openShards opens the WebDataset shards args name (see shardArgs) as local files.
 func openShards(args []string, logf func(string, ...any)) (pipeline.Source, error) {
@@ -97,7 +100,7 @@ type remoteDataset struct {
 // a cache opened with cache.Options.Remote reads the shards. close removes both.
 func openRemoteIndex(arg string) (*remoteDataset, error) {
 	local := &remoteDataset{url: arg, dir: arg, close: func() {}}
-	if !objstore.IsRemote(arg) || strings.ContainsAny(arg, "*?[{") || strings.EqualFold(path.Ext(arg), ".tar") {
+	if !objstore.IsRemote(arg) || strings.ContainsAny(arg, "*?[{") || strings.EqualFold(path.Ext(arg), ".tar") || shardIndexArg(arg) {
 		return local, nil
 	}
 	ctx := context.Background()

@@ -80,7 +80,7 @@ func inspect(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: conveyor inspect DIR [--json]\n       conveyor inspect SHARDS [--json]\n\nDescribes the cache directory DIR, a converted dataset or a loader's cache, read-only;\nor WebDataset shards named by a local or remote URL ('DIR/train-{000..099}.tar',\ns3://bucket/train-{000000..001023}.tar, s3://bucket/prefix/): shards, samples, classes,\nbad samples and each shard's sample count (WebDatasetOptions.ShardSamples); --json's\noutput is what conveyor bench --shard-index reads to index the shards lazily.\nDIR may be an s3:// or http(s):// prefix holding a converted dataset: only its\ndataset.json, part records and shard indexes are fetched, not its shards.\n\nflags:\n")
+		fmt.Fprintf(fs.Output(), "usage: conveyor inspect DIR [--json]\n       conveyor inspect SHARDS [--json]\n\nDescribes the cache directory DIR, a converted dataset or a loader's cache, read-only;\nor WebDataset shards named by a local or remote URL ('DIR/train-{000..099}.tar',\ns3://bucket/train-{000000..001023}.tar, s3://bucket/prefix/): shards, samples, classes,\nbad samples and each shard's sample count (WebDatasetOptions.ShardSamples). --json's\noutput is a shard index (WebDataset's wids format, plus class names): kept beside the\nshards as NAME.json, conveyor bench NAME.json (or pipeline.OpenDataset) opens them\nwithout reading every shard first; conveyor bench --shard-index reads it too.\nDIR may be an s3:// or http(s):// prefix holding a converted dataset: only its\ndataset.json, part records and shard indexes are fetched, not its shards.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	jsonOut := fs.Bool("json", false, "print one JSON object instead of text")
@@ -370,15 +370,18 @@ func classSummary(cs []classCount) string {
 	return b.String()
 }
 
-// shardsResult is what inspect --json prints for WebDataset shards.
+// shardsResult is what inspect --json prints for WebDataset shards: with the shard
+// index's keys (pipeline.ShardIndex: __kind__, wids_version, shardlist, class_names), so
+// that the output, kept beside the shards, is a shard index OpenDataset and WebDataset's
+// wids read.
 type shardsResult struct {
+	pipeline.ShardIndex
 	Dataset      string    `json:"dataset"`
 	Shards       int       `json:"shards"`
 	Samples      int       `json:"samples"`
 	Classes      int       `json:"classes"`
 	Bad          int       `json:"bad"`
 	ShardSamples []int     `json:"shard_samples"` // per shard, in order: WebDatasetOptions.ShardSamples
-	ClassNames   []string  `json:"class_names"`   // WebDatasetOptions.Classes
 	ObjStore     *objStats `json:"objstore,omitempty"`
 }
 
@@ -394,7 +397,8 @@ func inspectShards(url string, jsonOut bool, stdout, stderr io.Writer) error {
 	if !ok {
 		return fmt.Errorf("%s: not WebDataset shards", url)
 	}
-	res := shardsResult{Dataset: url, Shards: len(w.Shards()), Samples: w.Len(), Classes: len(w.Classes()), Bad: w.Bad(), ClassNames: w.Classes(), ShardSamples: w.ShardSamples()}
+	res := shardsResult{ShardIndex: *w.ShardIndex(), Dataset: url, Shards: len(w.Shards()), Samples: w.Len(), Classes: len(w.Classes()), Bad: w.Bad(), ShardSamples: w.ShardSamples()}
+	res.Name = url
 	if ds.Remote() {
 		b := benchResult{store: ds}
 		b.fillStore()

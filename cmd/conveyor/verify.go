@@ -50,7 +50,7 @@ key, and exits 1 when there is any.
 	if err != nil {
 		return err
 	}
-	if shardArgs(pos) {
+	if len(pos) > 1 && shardArgs(pos) {
 		return verifyShards(pos, stdout, stderr)
 	}
 	if err := oneDir(pos); err != nil {
@@ -61,6 +61,9 @@ key, and exits 1 when there is any.
 		return err
 	}
 	defer ds.close()
+	if ds.remote == nil && shardArgs(pos) {
+		return verifyShards(pos, stdout, stderr)
+	}
 	name, dir := pos[0], ds.dir // errors call the dataset by the name the user gave
 	if ds.remote != nil {
 		stdout = renaming(stdout, dir, name)

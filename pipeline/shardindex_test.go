@@ -1,0 +1,168 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/conveyor-ml/conveyor/internal/s3test"
+	"github.com/conveyor-ml/conveyor/objstore"
+)
+
+// writeIndex writes x as JSON to path.
+func writeIndex(t *testing.T, path string, x any) []byte {
+	t.Helper()
+	data, err := json.Marshal(x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// A shard index beside local shards opens them lazily (counts, sizes and classes from
+// the index) and trains to the eager index's batches; one without class names indexes
+// every shard first, with the same result.
+func TestOpenShardIndexLocal(t *testing.T) {
+	folder, err := Dir(wdsTree(t, 3, 10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	shardsOf(t, dir, folder, 4)
+	ctx := context.Background()
+	eager, err := WebDatasetGlob(filepath.Join(dir, "*.tar"), &WebDatasetOptions{Logf: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := eager.ShardIndex()
+	if x.Kind != ShardIndexKind || len(x.Shards) != len(eager.Shards()) || x.Shards[0].Bytes == 0 || !slices.Equal(x.Classes, eager.Classes()) {
+		t.Fatalf("ShardIndex: %+v", x)
+	}
+	want := collect(t, newLoader(t, eager, shardConfig()), ctx, 0, 0)
+	writeIndex(t, filepath.Join(dir, "train.json"), x)
+	noClasses := *x
+	noClasses.Classes = nil
+	writeIndex(t, filepath.Join(dir, "plain.json"), noClasses)
+	for _, name := range []string{"train.json", "plain.json"} {
+		d, err := OpenDataset(ctx, filepath.Join(dir, name), &DatasetOptions{WebDataset: &WebDatasetOptions{Logf: quiet}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		src := d.Source.(*WebDatasetSource)
+		if lazy := src.o.ShardSamples != nil; lazy != (name == "train.json") {
+			t.Errorf("%s: lazy %v", name, lazy)
+		}
+		got := collect(t, newLoader(t, src, shardConfig()), ctx, 0, 0)
+		if !bytes.Equal(got.data, want.data) || !slices.Equal(got.indices, want.indices) {
+			t.Errorf("%s: batches differ from the eager index's", name)
+		}
+		d.Close()
+	}
+}
+
+// Bad shard indexes are errors naming the index.
+func TestOpenShardIndexErrors(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	cases := map[string]any{
+		"kind.json":    map[string]any{"__kind__": "something-else", "shardlist": []any{map[string]any{"url": "a.tar", "nsamples": 1}}},
+		"empty.json":   map[string]any{"__kind__": ShardIndexKind, "wids_version": 1, "shardlist": []any{}},
+		"escape.json":  map[string]any{"__kind__": ShardIndexKind, "wids_version": 1, "shardlist": []any{map[string]any{"url": "../a.tar", "nsamples": 1}}},
+		"outside.json": map[string]any{"__kind__": ShardIndexKind, "wids_version": 1, "shardlist": []any{map[string]any{"url": "s3://other/a.tar", "nsamples": 1}}},
+		"count.json":   map[string]any{"__kind__": ShardIndexKind, "wids_version": 1, "shardlist": []any{map[string]any{"url": "a.tar", "nsamples": -1}}},
+		"missing.json": map[string]any{"__kind__": ShardIndexKind, "wids_version": 1, "class_names": []string{"a"}, "shardlist": []any{map[string]any{"url": "a.tar", "nsamples": 3}}},
+	}
+	for name, x := range cases {
+		writeIndex(t, filepath.Join(dir, name), x)
+	}
+	os.WriteFile(filepath.Join(dir, "garbage.json"), []byte("{not json"), 0o644)
+	cases["garbage.json"] = nil
+	cases["absent.json"] = nil
+	for name := range cases {
+		d, err := OpenDataset(ctx, filepath.Join(dir, name), &DatasetOptions{WebDataset: &WebDatasetOptions{Logf: quiet}})
+		if name == "missing.json" && err == nil {
+			// Lazy: the missing shard is found when read, as a bad shard naming it.
+			ld := newLoader(t, d.Source, shardConfig())
+			for _, err = range ld.Epoch(ctx, 0) {
+				if err != nil {
+					break
+				}
+			}
+			d.Close()
+			if err == nil || !strings.Contains(err.Error(), "a.tar") {
+				t.Errorf("%s: epoch error %v, want one naming a.tar", name, err)
+			}
+			continue
+		}
+		if err == nil {
+			d.Close()
+			t.Errorf("%s: no error", name)
+			continue
+		}
+		if !strings.Contains(err.Error(), name) {
+			t.Errorf("%s: %q does not name the index", name, err)
+		}
+		t.Logf("%s: %v", name, err)
+	}
+}
+
+// A shard index in S3 opens the shards beside it without fetching any: the first batch
+// waits for its own shards, the prefetcher knows every shard's size, and the epoch is
+// the same as the local eager index's.
+func TestOpenShardIndexS3(t *testing.T) {
+	srv := s3test.Start(t)
+	dir, names, _ := remoteShards(t, srv, "wds/", 3, 16, 4) // 12 shards
+	ctx := context.Background()
+	eager, err := WebDatasetGlob(filepath.Join(dir, "*.tar"), &WebDatasetOptions{Logf: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := collect(t, newLoader(t, eager, shardConfig()), ctx, 0, 0)
+	x := eager.ShardIndex()
+	x.Shards[3].URL = srv.URL("wds/" + x.Shards[3].URL) // a full URL under the index's folder, as wids allows
+	srv.Put(t, "wds/train.json", writeIndex(t, filepath.Join(t.TempDir(), "train.json"), x))
+	p := s3test.NewProxy(t, srv.Endpoint, s3test.Faults{Latency: 30 * time.Millisecond})
+	srv.Env(t, p.URL)
+	d, err := OpenDataset(ctx, srv.URL("wds/train.json"), &DatasetOptions{Store: fastStore, Cache: &objstore.CacheOptions{Concurrency: 1},
+		WebDataset: &WebDatasetOptions{Logf: quiet}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if st := d.Stats(); st.Fetched != 1 || st.Requests > 2 {
+		t.Fatalf("opening fetched %d objects in %d requests, want the index alone (a HEAD and a GET)", st.Fetched, st.Requests)
+	}
+	src := d.Source.(*WebDatasetSource)
+	if src.planner == nil || len(src.planner.sizes) != len(names) || src.planner.sizes[0] == 0 {
+		t.Errorf("the prefetcher has no shard sizes: %v", src.planner)
+	}
+	ld := newLoader(t, src, shardConfig())
+	var got epochData
+	first := int64(-1)
+	for b, err := range ld.Epoch(ctx, 0) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if first < 0 {
+			first = d.Stats().Fetched
+		}
+		got.data = append(got.data, b.Data...)
+		got.indices = append(got.indices, b.Indices...)
+		b.Release()
+	}
+	if first > int64(len(names))/2 {
+		t.Errorf("%d of %d shards fetched before the first batch", first, len(names))
+	}
+	if !bytes.Equal(got.data, want.data) || !slices.Equal(got.indices, want.indices) {
+		t.Error("batches through the S3 shard index differ from the local eager index's")
+	}
+}
