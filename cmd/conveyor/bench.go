@@ -85,11 +85,13 @@ per class), on the converted dataset DIR (one holding %s, made by conveyor
 convert), or on WebDataset tar shards (SHARD.tar ..., or a quoted pattern such as
 'DIR/train-*.tar' or 'DIR/train-{000..099}.tar'), local or in object storage
 (s3://bucket/train-{000000..001023}.tar, s3://bucket/prefix/,
-https://host/train-{0..9}.tar); without DIR, on a built-in synthetic set of ~500x375
+https://host/train-{0..9}.tar), or named by a shard index beside them
+(s3://bucket/train.json, written by conveyor inspect SHARDS --json); without DIR, on a built-in synthetic set of ~500x375
 JPEGs. Prints one line per epoch and a report: images/s, MB/s read, CPU, memory, time to
 first batch, where the stages' time went and how full the queues were.
 
-Remote shards are indexed at start (or, with --shard-index, each when first read), then
+Remote shards are indexed at start (or, with --shard-index or a shard index with class
+names as the URL, each when first read), then
 the shard cache is emptied, so that the epochs measure streaming from the store
 (prefetched in the loader's order into --shard-cache, within --shard-cache-max-bytes).
 A converted dataset in object storage (s3://bucket/prefix/ holding dataset.json) has
