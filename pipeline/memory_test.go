@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"runtime"
 	"runtime/debug"
 	"sync"
 	"testing"
@@ -81,4 +82,53 @@ func TestReturner(t *testing.T) {
 	}
 	kept[0] = 2
 	retained = nil
+}
+
+// The garbage meter collects once what was dropped since the last collection reaches its
+// limit, and a collection the runtime makes by itself clears the count.
+func TestDroppedCollects(t *testing.T) {
+	watchGC()
+	r := &returner{garbageLimit: 100}
+	start := gcCycles.Load()
+	r.garbageCycle.Store(start)
+	r.dropped(60)
+	if r.collections.Load() != 0 || r.garbage.Load() != 60 {
+		t.Fatalf("after 60 of 100: %d collections, %d counted", r.collections.Load(), r.garbage.Load())
+	}
+	r.dropped(0)
+	r.dropped(-5)
+	before := gcCycles.Load()
+	r.dropped(50)
+	if before >= start+2 {
+		t.Skip("the runtime collected twice during the test, clearing the count")
+	}
+	if r.collections.Load() != 1 || r.garbage.Load() != 0 {
+		t.Fatalf("after 110 of 100: %d collections, %d counted", r.collections.Load(), r.garbage.Load())
+	}
+	// The watcher saw the collection (its cleanup runs soon after it).
+	deadline := time.Now().Add(5 * time.Second)
+	for gcCycles.Load() == before && time.Now().Before(deadline) {
+		runtime.Gosched()
+		time.Sleep(time.Millisecond)
+	}
+	if gcCycles.Load() == before {
+		t.Fatal("gcCycles did not advance after a collection")
+	}
+	r.dropped(90)
+	for range 2 { // the runtime collects by itself, twice
+		c := gcCycles.Load()
+		runtime.GC()
+		for gcCycles.Load() == c && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	r.dropped(20) // 110 without the runtime's collections, 20 after them
+	if r.collections.Load() != 1 || r.garbage.Load() != 20 {
+		t.Errorf("after the runtime's collections: %d collections, %d counted, want 1 and 20", r.collections.Load(), r.garbage.Load())
+	}
+	var off returner // no budget: never collects
+	off.dropped(1 << 40)
+	if off.collections.Load() != 0 {
+		t.Error("a returner without a limit collected")
+	}
 }

@@ -71,6 +71,9 @@ func (r *run) process(w *worker, it readItem) {
 	case l.cfg.StopAfter != ReadStage:
 		err = w.guarded(r, it)
 	}
+	if !it.hit && it.buf == nil {
+		l.returns.dropped(int64(cap(it.data))) // a file's bytes, read into a buffer of its own
+	}
 	putReadBuf(&it) // decoded: the record's bytes are no longer used
 	l.read.release(it.size)
 	if err != nil {
@@ -149,6 +152,7 @@ func (w *worker) unreserve(l *Loader) {
 	if w.held > 0 {
 		w.reset(l)
 		l.dec.release(w.held)
+		l.returns.dropped(w.held)
 		w.held = 0
 	}
 }
@@ -259,6 +263,7 @@ func (w *worker) sample(r *run, it readItem) error {
 		defer func() {
 			w.reset(l)
 			release()
+			l.returns.dropped(need)
 		}()
 	}
 	t0 := time.Now()
