@@ -204,7 +204,11 @@ func openShardIndex(ctx context.Context, url string, o *DatasetOptions) (*Datase
 	if err != nil {
 		return fail(err)
 	}
-	names, err := x.names(store.URL(""))
+	base := store.URL("")
+	if !strings.HasSuffix(base, "/") {
+		base += "/"
+	}
+	names, err := x.names(base)
 	if err != nil {
 		return fail(err)
 	}

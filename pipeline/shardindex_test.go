@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -164,5 +166,38 @@ func TestOpenShardIndexS3(t *testing.T) {
 	}
 	if !bytes.Equal(got.data, want.data) || !slices.Equal(got.indices, want.indices) {
 		t.Error("batches through the S3 shard index differ from the local eager index's")
+	}
+}
+
+// A shard index on a plain web server: its shards, named relatively and by full URL, are
+// read beside it.
+func TestOpenShardIndexHTTP(t *testing.T) {
+	folder, err := Dir(wdsTree(t, 2, 8))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	sub := filepath.Join(dir, "wds")
+	os.Mkdir(sub, 0o755)
+	shardsOf(t, sub, folder, 5) // 4 shards
+	local, err := WebDatasetGlob(filepath.Join(sub, "*.tar"), &WebDatasetOptions{Logf: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(http.FileServer(http.Dir(dir)))
+	defer hs.Close()
+	x := local.ShardIndex()
+	x.Shards[1].URL = hs.URL + "/wds/" + x.Shards[1].URL
+	writeIndex(t, filepath.Join(sub, "train.json"), x)
+	ctx := context.Background()
+	d, err := OpenDataset(ctx, hs.URL+"/wds/train.json", &DatasetOptions{Store: fastStore, WebDataset: &WebDatasetOptions{Logf: quiet}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	a := collect(t, newLoader(t, d.Source, shardConfig()), ctx, 0, 0)
+	b := collect(t, newLoader(t, local, shardConfig()), ctx, 0, 0)
+	if !bytes.Equal(a.data, b.data) || !slices.Equal(a.indices, b.indices) {
+		t.Error("batches through the HTTP shard index differ from the local shards'")
 	}
 }

@@ -226,6 +226,10 @@ func verifyShards(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
+// maxVerifyBytes is the largest image member verify reads (the loader refuses one larger
+// than its read budget).
+const maxVerifyBytes = 1 << 30
+
 // checkSample reads and decodes sample i of src: "" when it is good, else why not.
 func checkSample(src *pipeline.WebDatasetSource, dec *decode.Decoder, i int, buf []byte, img *decode.Image) ([]byte, *decode.Image, string) {
 	f, err := src.Open(i)
@@ -236,6 +240,9 @@ func checkSample(src *pipeline.WebDatasetSource, dec *decode.Decoder, i int, buf
 	st, err := f.Stat()
 	if err != nil {
 		return buf, img, err.Error()
+	}
+	if st.Size() > maxVerifyBytes {
+		return buf, img, fmt.Sprintf("image member of %d bytes, more than the %d verify reads", st.Size(), int64(maxVerifyBytes))
 	}
 	buf = slices.Grow(buf[:0], int(st.Size()))[:st.Size()]
 	if _, err := io.ReadFull(f, buf); err != nil {
