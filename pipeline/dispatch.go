@@ -8,6 +8,7 @@ type task struct {
 	b       *Batch
 	slot    int
 	pos     int   // position in the epoch order: this rank's, or the global one with ShardOrder
+	local   int   // position in this rank's epoch order (run.order)
 	idx     int   // source index to load
 	attempt int32 // 0 for the original sample, then replacements
 	noCache bool  // its cached record was damaged: decode the source
@@ -62,7 +63,7 @@ func (r *run) dispatch(cursor int) {
 		}
 		r.ready <- b // never blocks: capacity is the number of buffers
 		for s := range n {
-			t := task{b: b, slot: s, pos: l.sampler.global(start + s), idx: int(r.order[start+s])}
+			t := task{b: b, slot: s, pos: l.sampler.global(start + s), local: start + s, idx: int(r.order[start+s])}
 			select {
 			case r.tasks <- t:
 			case <-r.ctx.Done():

@@ -17,8 +17,12 @@ var ErrBusy = errors.New("pipeline: another epoch is running")
 // no further batch could ever be assembled.
 var ErrHeld = errors.New("pipeline: every batch buffer is held by the caller; Release batches when done with them")
 
-// maxAttempts bounds how many replacements a slot tries under Skip before the epoch fails.
-const maxAttempts = 64
+// maxAttempts bounds how many replacements a slot tries under Skip before the epoch fails;
+// with ShardOrder the first nearAttempts are drawn near the bad sample.
+const (
+	maxAttempts  = 64
+	nearAttempts = 4
+)
 
 var errEpochDone = errors.New("pipeline: epoch done")
 
@@ -51,7 +55,20 @@ func (r *run) fail(t task, err error) bool {
 	// The replacement depends only on (seed, epoch, position, attempt), so it is the same
 	// whatever the worker count, and a resumed epoch makes the same choice.
 	t.attempt++
-	t.idx = int(seed.Mix(seed.Mix(l.cfg.Seed, uint64(r.epoch)), uint64(t.pos)<<8|uint64(t.attempt)) % uint64(l.src.Len()))
+	h := seed.Mix(seed.Mix(l.cfg.Seed, uint64(r.epoch)), uint64(t.pos)<<8|uint64(t.attempt))
+	t.idx = int(h % uint64(l.src.Len()))
+	if l.sampler.parts > 0 && t.attempt <= nearAttempts {
+		// ShardOrder: a sample near it in its partition's sequence, which comes from the
+		// shards being read (a remote dataset need not fetch a shard for one sample),
+		// within half a shuffle block on the first attempt, twice as far on each next;
+		// past nearAttempts (a lost shard can fill a block), anywhere.
+		span := max(l.cfg.ShuffleBlock/2, 1) << (t.attempt - 1)
+		d := int(h%uint64(2*span)) - span
+		if d >= 0 {
+			d++ // never the bad sample itself
+		}
+		t.idx = int(r.order[l.sampler.near(t.local, d)])
+	}
 	r.retry <- t // never blocks: one entry per slot in flight at most
 	return true
 }

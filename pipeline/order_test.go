@@ -649,3 +649,59 @@ func TestShardOrderResumeWithAnotherGlobalBatch(t *testing.T) {
 		break
 	}
 }
+
+// sampler.near picks a sample of the same partition's sequence, d places on (clamped to
+// it), the same at every world size; and it is a sample read with the bad one, from the
+// shards around it.
+func TestSamplerNear(t *testing.T) {
+	const parts, global, block = 8, 64, 100
+	for _, tc := range []struct {
+		n          int
+		dropUneven bool
+	}{{1000, false}, {1003, false}, {1003, true}} {
+		ends := randomEnds(tc.n, 20, 40, 3)
+		ref := shardSampler(tc.n, ends, parts, block, global, 0, 1, 9)
+		ref.dropUneven = tc.dropUneven
+		refOrder := ref.order(2, nil)
+		shardOf := func(i int32) int { return sort.SearchInts(ends, int(i)+1) }
+		for _, w := range []int{1, 2, 4, 8} {
+			for r := range w {
+				s := shardSampler(tc.n, ends, parts, block, global/w, r, w, 9)
+				s.dropUneven = tc.dropUneven
+				o := s.order(2, nil)
+				for x := range o {
+					for _, d := range []int{-1000, -37, -1, 1, 2, 50, 1000} {
+						got := o[s.near(x, d)]
+						want := refOrder[ref.near(s.global(x), d)]
+						if got != want {
+							t.Fatalf("n=%d world %d rank %d: near(%d, %d) holds %d, world 1's %d", tc.n, w, r, x, d, got, want)
+						}
+					}
+				}
+				// Within a global batch a partition's samples are consecutive: one on is
+				// the next position, one back the previous.
+				per := s.perPart()
+				for x := range o {
+					b := x / s.batch
+					ps := min(per, s.partLen()-b*per)
+					if off := (x - b*s.batch) % ps; off < ps-1 && s.near(x, 1) != x+1 || off > 0 && s.near(x, -1) != x-1 {
+						t.Fatalf("n=%d world %d rank %d: near(%d, ±1) = %d, %d", tc.n, w, r, x, s.near(x, 1), s.near(x, -1))
+					}
+				}
+				// The samples within half a block of x come from the few shards its
+				// partition reads then (shards of 20 to 40 samples, blocks of 100), not
+				// from all over the dataset.
+				for x := 0; x < len(o); x += 17 {
+					shards := map[int]bool{}
+					for d := -block / 2; d <= block/2; d++ {
+						shards[shardOf(o[s.near(x, d)])] = true
+					}
+					if len(shards) > 2*block/20+2 {
+						t.Fatalf("n=%d world %d rank %d: the samples near position %d come from %d shards", tc.n, w, r, x, len(shards))
+					}
+				}
+			}
+		}
+	}
+}
+

@@ -141,6 +141,22 @@ func (s *sampler) global(x int) int {
 	return b*per*s.parts + p*ps + y%ps
 }
 
+// near maps position x of this rank's ShardOrder epoch order to the position of the
+// sample d places from it in its partition's sequence (clamped to that sequence): a
+// sample read with it, from the same few shards. Partitions' sequences are the same at
+// every world size, so near's choice is too.
+func (s *sampler) near(x, d int) int {
+	per, L := s.perPart(), s.partLen()
+	b := x / s.batch // the global batch: all before the last are whole
+	ps := min(per, L-b*per)
+	y := x - b*s.batch
+	pi, off := y/ps, b*per+y%ps
+	off = min(max(off+d, 0), L-1)
+	b = off / per
+	ps = min(per, L-b*per)
+	return b*s.batch + pi*ps + off%per
+}
+
 // order writes this rank's epoch order into dst (reusing it) and returns it.
 func (s *sampler) order(epoch int, dst []int32) []int32 {
 	if s.parts > 0 {
