@@ -704,4 +704,3 @@ func TestSamplerNear(t *testing.T) {
 		}
 	}
 }
-
