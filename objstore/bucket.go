@@ -697,6 +697,56 @@ func (b *Bucket) Create(ctx context.Context, name string, r io.ReaderAt, size in
 	return p.create(ctx, b.root+name, r, size, &b.c)
 }
 
+type deleter interface {
+	delete(ctx context.Context, key string) error
+}
+
+// Delete removes the object name; an absent one is not an error. HTTP buckets are
+// read-only.
+func (b *Bucket) Delete(ctx context.Context, name string) error {
+	d, ok := b.be.(deleter)
+	if !ok {
+		return fmt.Errorf("objstore: %s: %s is read-only", b.URL(name), b.loc.Scheme)
+	}
+	return d.delete(ctx, b.root+name)
+}
+
+// Upload is a multipart upload begun and never completed or aborted: its parts take
+// space in the store (and are billed) but no object shows them.
+type Upload struct {
+	Name      string // the object it would have made, relative to the bucket's root
+	ID        string
+	Initiated time.Time
+}
+
+type uploader interface {
+	uploads(ctx context.Context, prefix string) ([]Upload, error)
+	abort(ctx context.Context, key, id string) error
+}
+
+// Uploads lists the unfinished multipart uploads under the bucket's root whose names
+// start with prefix. Stores without multipart uploads (local, HTTP) have none.
+func (b *Bucket) Uploads(ctx context.Context, prefix string) ([]Upload, error) {
+	u, ok := b.be.(uploader)
+	if !ok {
+		return nil, nil
+	}
+	ups, err := u.uploads(ctx, b.root+prefix)
+	for i := range ups {
+		ups[i].Name = strings.TrimPrefix(ups[i].Name, b.root)
+	}
+	return ups, err
+}
+
+// AbortUpload aborts an unfinished multipart upload, freeing its parts.
+func (b *Bucket) AbortUpload(ctx context.Context, up Upload) error {
+	u, ok := b.be.(uploader)
+	if !ok {
+		return fmt.Errorf("objstore: %s: %s has no multipart uploads", b.URL(up.Name), b.loc.Scheme)
+	}
+	return u.abort(ctx, b.root+up.Name, up.ID)
+}
+
 // Resolve parses a dataset URL or shard list and returns the bucket of its root and the
 // names it selects, relative to that root:
 //

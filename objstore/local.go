@@ -148,3 +148,10 @@ func localErr(op, key string, err error) error {
 func (localBackend) create(ctx context.Context, key string, r io.ReaderAt, size int64, c *counters) error {
 	return writeLocal(key, r, size, c, os.Link)
 }
+
+func (localBackend) delete(ctx context.Context, key string) error {
+	if err := os.Remove(key); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return localErr("DELETE", key, err)
+	}
+	return nil
+}

@@ -280,6 +280,50 @@ type partInfo struct {
 	etag string
 }
 
+func (s *s3Backend) delete(ctx context.Context, key string) error {
+	return s.do(ctx, func(ctx context.Context) error {
+		if _, err := s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &s.bucket, Key: &key}); err != nil {
+			return s.s3Err("DELETE", key, err)
+		}
+		return nil
+	})
+}
+
+// uploads lists the unfinished multipart uploads whose keys start with prefix, page by page.
+func (s *s3Backend) uploads(ctx context.Context, prefix string) ([]Upload, error) {
+	var out []Upload
+	in := &s3.ListMultipartUploadsInput{Bucket: &s.bucket, Prefix: &prefix}
+	for {
+		var page *s3.ListMultipartUploadsOutput
+		err := s.do(ctx, func(ctx context.Context) error {
+			var err error
+			if page, err = s.client.ListMultipartUploads(ctx, in); err != nil {
+				return s.s3Err("LIST", prefix, err)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		for _, u := range page.Uploads {
+			out = append(out, Upload{Name: aws.ToString(u.Key), ID: aws.ToString(u.UploadId), Initiated: aws.ToTime(u.Initiated)})
+		}
+		if !aws.ToBool(page.IsTruncated) {
+			return out, nil
+		}
+		in.KeyMarker, in.UploadIdMarker = page.NextKeyMarker, page.NextUploadIdMarker
+	}
+}
+
+func (s *s3Backend) abort(ctx context.Context, key, id string) error {
+	return s.do(ctx, func(ctx context.Context) error {
+		if _, err := s.client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: &s.bucket, Key: &key, UploadId: &id}); err != nil {
+			return s.s3Err("ABORT", key, err)
+		}
+		return nil
+	})
+}
+
 // findUpload returns the newest unfinished multipart upload of key and its parts.
 func (s *s3Backend) findUpload(ctx context.Context, key string) (string, map[int32]partInfo, error) {
 	var id string

@@ -688,3 +688,63 @@ func BenchmarkShards4MiBS3(b *testing.B)    { benchShards(b, s3Spec(0), 32, 4<<2
 func BenchmarkShards4MiBS3Latency20(b *testing.B) {
 	benchShards(b, s3Spec(20*time.Millisecond), 32, 4<<20)
 }
+
+// Delete removes objects (an absent one is no error) in S3 and on local disk; Uploads
+// lists an unfinished multipart upload under the root, by name, and AbortUpload ends it;
+// HTTP buckets refuse to delete.
+func TestDeleteAndUploads(t *testing.T) {
+	srv := s3test.Start(t)
+	srv.Env(t, "")
+	ctx := context.Background()
+	local := t.TempDir()
+	for _, root := range []string{srv.URL("del/"), local + "/"} {
+		b, err := objstore.OpenBucket(ctx, root, fastRetry)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Close()
+		for _, n := range []string{"a.shard", "b.shard"} {
+			if err := b.Put(ctx, n, bytes.NewReader([]byte(n)), int64(len(n))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := b.Delete(ctx, "a.shard"); err != nil {
+			t.Fatalf("%s: Delete: %v", root, err)
+		}
+		if err := b.Delete(ctx, "never.shard"); err != nil {
+			t.Errorf("%s: Delete of an absent object: %v", root, err)
+		}
+		objs, err := b.List(ctx, "")
+		if err != nil || len(objs) != 1 || objs[0].Name != "b.shard" {
+			t.Errorf("%s: after Delete: %v %v", root, objs, err)
+		}
+	}
+	srv.StartUpload(t, "del/half.shard", []byte("part one"))
+	srv.StartUpload(t, "elsewhere/x.shard", []byte("not under the root"))
+	b, err := objstore.OpenBucket(ctx, srv.URL("del/"), fastRetry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ups, err := b.Uploads(ctx, "")
+	if err != nil || len(ups) != 1 || ups[0].Name != "half.shard" || ups[0].ID == "" {
+		t.Fatalf("Uploads: %+v %v", ups, err)
+	}
+	if err := b.AbortUpload(ctx, ups[0]); err != nil {
+		t.Fatal(err)
+	}
+	if ups, err := b.Uploads(ctx, ""); err != nil || len(ups) != 0 {
+		t.Errorf("after AbortUpload: %+v %v", ups, err)
+	}
+	lb, _ := objstore.OpenBucket(ctx, local+"/", nil)
+	if ups, err := lb.Uploads(ctx, ""); err != nil || ups != nil {
+		t.Errorf("a local bucket's uploads: %v %v", ups, err)
+	}
+	hb, err := objstore.OpenBucket(ctx, "https://example.invalid/x/", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := hb.Delete(ctx, "a"); err == nil || !strings.Contains(err.Error(), "read-only") {
+		t.Errorf("HTTP Delete: %v", err)
+	}
+}

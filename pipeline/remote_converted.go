@@ -290,3 +290,87 @@ type renamedError struct {
 
 func (e *renamedError) Error() string { return e.msg }
 func (e *renamedError) Unwrap() error { return e.err }
+
+// Orphans are files under a converted dataset's prefix that its conversion did not
+// write: shards and indexes (and unfinished multipart uploads of them) left by a run
+// whose staging directory was lost, since a rerun from a new staging directory names
+// its shards anew. Readers never see them (the manifest names the shards); they only
+// take space.
+type Orphans struct {
+	Objects []objstore.Object
+	Uploads []objstore.Upload
+}
+
+// Bytes is the orphan objects' total size (uploads' parts are not counted).
+func (o *Orphans) Bytes() int64 {
+	var n int64
+	for _, ob := range o.Objects {
+		n += ob.Size
+	}
+	return n
+}
+
+// Len is how many orphans there are.
+func (o *Orphans) Len() int { return len(o.Objects) + len(o.Uploads) }
+
+// ConvertedOrphans lists the orphans of part p (the zero Part: of a conversion in one
+// process) under b, against dir, the conversion's local staging directory, which holds
+// every file it uploaded: shard and index files of p's naming (cache.ShardPart) that dir
+// does not hold, and unfinished uploads of such files. Run it after UploadConverted: a
+// conversion of the same part still running from another staging directory would have
+// its files listed.
+func ConvertedOrphans(ctx context.Context, b *objstore.Bucket, dir string, p cache.Part) (*Orphans, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: %w", err)
+	}
+	keep := map[string]bool{}
+	for _, e := range ents {
+		keep[e.Name()] = true
+	}
+	orphan := func(name string) bool {
+		if keep[name] || !datasetFile(name) || !(strings.HasSuffix(name, ".shard") || strings.HasSuffix(name, ".idx")) {
+			return false
+		}
+		sp, parted := cache.ShardPart(name)
+		if p.Whole() {
+			return !parted
+		}
+		return parted && sp == p
+	}
+	objs, err := b.List(ctx, "")
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: %w", err)
+	}
+	o := &Orphans{}
+	for _, ob := range objs {
+		if orphan(ob.Name) {
+			o.Objects = append(o.Objects, ob)
+		}
+	}
+	ups, err := b.Uploads(ctx, "")
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: %w", err)
+	}
+	for _, u := range ups {
+		if orphan(u.Name) {
+			o.Uploads = append(o.Uploads, u)
+		}
+	}
+	return o, nil
+}
+
+// Delete deletes the orphans from b, and aborts their uploads.
+func (o *Orphans) Delete(ctx context.Context, b *objstore.Bucket) error {
+	for _, ob := range o.Objects {
+		if err := b.Delete(ctx, ob.Name); err != nil {
+			return fmt.Errorf("pipeline: %w", err)
+		}
+	}
+	for _, u := range o.Uploads {
+		if err := b.AbortUpload(ctx, u); err != nil {
+			return fmt.Errorf("pipeline: %w", err)
+		}
+	}
+	return nil
+}

@@ -62,7 +62,10 @@ DST may be s3://bucket/prefix: the conversion is written to a local staging dire
 directory, removed once uploaded), then uploaded: shards and indexes, then the part's
 record, then dataset.json, which the first part creates. A rerun resumes, uploading
 only the shards missing or of another size; one whose staging directory is gone does
-nothing if the upload completed, and is refused otherwise (use --staging). Credentials and endpoint come from the AWS
+nothing if the upload completed, and is refused otherwise (use --staging, or
+--delete-orphans to convert again and delete what the lost run stored). After an
+upload, shards of this conversion that its staging directory does not hold (a lost
+run's) are reported, and deleted with --delete-orphans. Credentials and endpoint come from the AWS
 configuration (AWS_ENDPOINT_URL for S3-compatible stores).
 
 flags:
@@ -79,6 +82,7 @@ flags:
 	fs.Var(&shardBytes, "shard-bytes", "size at which a new shard is started, e.g. 256M (at least 64K; 0: 1 GiB). A dataset read from object storage streams a shard at a time: smaller shards let a smaller shard cache hold the shards read at once")
 	decoder := fs.String("decoder", decode.BackendAuto, "JPEG decoder: auto (libjpeg-turbo when it loads), go or turbo")
 	partFlag := fs.String("part", "", "convert part i of N of SRC: i/N, env or env/N (see above); default all of it")
+	deleteOrphans := fs.Bool("delete-orphans", false, "for an s3:// DST: once uploaded, delete the shards and indexes of this conversion (or part) that its staging directory does not hold, and abort their unfinished multipart uploads: what a run whose staging directory was lost left behind. It also lets such a run's incomplete conversion be converted again from a new staging directory. Not while another run converts the same part into DST")
 	staging := fs.String("staging", "", "for an s3:// DST, the local directory the conversion is written to before it is uploaded, and kept; a rerun with it resumes (default: a directory named after DST and the part under the system's temporary directory, removed once uploaded)")
 	pos, err := parseFlags(fs, args, stdout)
 	if err != nil {
@@ -95,6 +99,9 @@ flags:
 	}
 	srcDir, dst := pos[0], pos[1]
 	remote := objstore.IsRemote(dst)
+	if *deleteOrphans && !remote {
+		return usagef("--delete-orphans is for an s3:// DST; %s is local", dst)
+	}
 	if *staging != "" && !remote {
 		return usagef("--staging is for an s3:// DST; %s is local", dst)
 	}
@@ -157,7 +164,10 @@ flags:
 		if dst, err = stagingDir(*staging, dstURL, part); err != nil {
 			return err
 		}
+		var other *otherStagingError
 		switch done, err := checkResumable(ctx, bucket, dst, dstURL, part); {
+		case errors.As(err, &other) && *deleteOrphans:
+			fmt.Fprintf(stderr, "conveyor convert: %v; converting again (--delete-orphans: the other run's files are deleted once this one is uploaded)\n", err)
 		case err != nil:
 			return err
 		case done:
@@ -224,6 +234,9 @@ flags:
 	if uerr != nil {
 		return errors.Join(err, fmt.Errorf("uploading %s to %s: %w; run the same command again to resume", dst, dstURL, uerr))
 	}
+	if oerr := orphans(ctx, bucket, dst, dstURL, part, *deleteOrphans, stdout, stderr); oerr != nil {
+		return errors.Join(err, oerr)
+	}
 	if *staging == "" && err == nil {
 		c.Close()
 		if rerr := os.RemoveAll(dst); rerr != nil {
@@ -231,6 +244,36 @@ flags:
 		}
 	}
 	return err
+}
+
+// orphans looks, after an upload, for the files of this conversion (or part) under the
+// prefix that the staging directory dir does not hold — left by a run whose staging
+// directory was lost — and deletes them when del is set, or says how to.
+func orphans(ctx context.Context, b *objstore.Bucket, dir, url string, part cache.Part, del bool, stdout, stderr io.Writer) error {
+	o, err := pipeline.ConvertedOrphans(ctx, b, dir, part)
+	if err != nil {
+		return fmt.Errorf("looking for orphaned files under %s: %w", url, err)
+	}
+	if o.Len() == 0 {
+		return nil
+	}
+	if !del {
+		fmt.Fprintf(stderr, "conveyor convert: %s holds %d shard or index files (%d bytes) and %d unfinished uploads of this conversion that it did not write, e.g. %s: left by a run whose staging directory was lost; readers ignore them. Run again with --delete-orphans to delete them\n",
+			url, len(o.Objects), o.Bytes(), len(o.Uploads), orphanName(o))
+		return nil
+	}
+	if err := o.Delete(ctx, b); err != nil {
+		return fmt.Errorf("deleting orphaned files under %s: %w", url, err)
+	}
+	fmt.Fprintf(stdout, "conveyor convert deleted=%d bytes=%d aborted_uploads=%d url=%s\n", len(o.Objects), o.Bytes(), len(o.Uploads), url)
+	return nil
+}
+
+func orphanName(o *pipeline.Orphans) string {
+	if len(o.Objects) > 0 {
+		return o.Objects[0].Name
+	}
+	return o.Uploads[0].Name + " (upload)"
 }
 
 // openUploadBucket opens the s3:// destination of a conversion; http(s) is read-only.
@@ -298,8 +341,14 @@ func checkResumable(ctx context.Context, b *objstore.Bucket, dir, url string, pa
 	if !part.Whole() {
 		what = "part " + part.String() + " of a converted dataset"
 	}
-	return false, fmt.Errorf("%s already holds %s (%s), incomplete, converted through another staging directory than %s: rerun with --staging naming the directory that made it to resume, or convert into an empty prefix", url, what, b.URL(name), dir)
+	return false, &otherStagingError{fmt.Sprintf("%s already holds %s (%s), incomplete, converted through another staging directory than %s: rerun with --staging naming the directory that made it to resume, or with --delete-orphans to convert again and delete what that run stored", url, what, b.URL(name), dir)}
 }
+
+// otherStagingError is checkResumable's refusal of an incomplete conversion made through
+// another staging directory.
+type otherStagingError struct{ msg string }
+
+func (e *otherStagingError) Error() string { return e.msg }
 
 // fetchRemoteInfo copies the dataset.json already stored in b into a part's staging
 // directory dir, when dir has none, so that the conversion checks that this part

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -142,6 +143,46 @@ func TestConvertS3(t *testing.T) {
 	if _, _, err := runConvert(t, append([]string{src, full}, flags...)...); err == nil || !strings.Contains(err.Error(), "already holds a converted dataset") || !strings.Contains(err.Error(), full) {
 		t.Fatalf("convert into an incomplete s3 dataset from a new staging directory: %v", err)
 	}
+	// With --delete-orphans it converts again and, once uploaded, deletes what the lost
+	// run stored, and aborts an upload a killed run left unfinished.
+	fb, err := objstore.OpenBucket(context.Background(), full, fastS3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fb.Close()
+	lost := shardFiles(t, fb)
+	srv.StartUpload(t, "full/0123456789abcdef-01234567.shard", bytes.Repeat([]byte{7}, 1<<16))
+	out, stderr, err = runConvert(t, append([]string{src, full, "--delete-orphans"}, flags...)...)
+	if err != nil || !strings.Contains(out, fmt.Sprintf("deleted=%d ", len(lost))) || !strings.Contains(out, "aborted_uploads=1 ") {
+		t.Fatalf("convert --delete-orphans over a lost run: %v\n%s%s", err, out, stderr)
+	}
+	now := shardFiles(t, fb)
+	for _, n := range lost {
+		if slices.Contains(now, n) {
+			t.Errorf("%s, the lost run's, is still there", n)
+		}
+	}
+	if ups, err := fb.Uploads(context.Background(), ""); err != nil || len(ups) != 0 {
+		t.Errorf("unfinished uploads left: %v %v", ups, err)
+	}
+	if data, _, _ := s3Epoch(t, full, &pipeline.DatasetOptions{Store: fastS3}); !bytes.Equal(data, wantData) {
+		t.Fatal("after converting again over a lost run, other batches")
+	}
+	// An orphan found after an upload without the flag is reported and left.
+	srv.Put(t, "whole/00000000000000ff-00000000.shard", []byte("left by a lost run"))
+	out, stderr, err = runConvert(t, append([]string{src, whole, "--staging", staging}, flags...)...)
+	if err != nil || !strings.Contains(stderr, "--delete-orphans") || !strings.Contains(stderr, "00000000000000ff-00000000.shard") {
+		t.Fatalf("rerun with an orphan: %v\n%s%s", err, out, stderr)
+	}
+	if !slices.Contains(shardFiles(t, b), "00000000000000ff-00000000.shard") {
+		t.Fatal("the orphan was deleted without --delete-orphans")
+	}
+	if out, stderr, err = runConvert(t, append([]string{src, whole, "--staging", staging, "--delete-orphans"}, flags...)...); err != nil || !strings.Contains(out, "deleted=1 ") {
+		t.Fatalf("rerun --delete-orphans: %v\n%s%s", err, out, stderr)
+	}
+	if data, _, _ := s3Epoch(t, whole, &pipeline.DatasetOptions{Store: fastS3}); !bytes.Equal(data, wantData) {
+		t.Fatal("after deleting an orphan, other batches")
+	}
 
 	// Two parts at once, then through faults.
 	parted := srv.URL("parted/")
@@ -202,7 +243,23 @@ func TestConvertS3(t *testing.T) {
 	}
 }
 
-// srvDelete deletes key from the server's posix backend (objstore has no Delete).
+// shardFiles lists the shard and index files under b.
+func shardFiles(t *testing.T, b *objstore.Bucket) []string {
+	t.Helper()
+	objs, err := b.List(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, o := range objs {
+		if strings.HasSuffix(o.Name, ".shard") || strings.HasSuffix(o.Name, ".idx") {
+			names = append(names, o.Name)
+		}
+	}
+	return names
+}
+
+// srvDelete deletes key from the server's posix backend, bypassing the code under test.
 func srvDelete(t *testing.T, srv *s3test.Server, key string) {
 	t.Helper()
 	if err := os.Remove(filepath.Join(srv.Dir, srv.Bucket, filepath.FromSlash(key))); err != nil {

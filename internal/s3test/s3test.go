@@ -211,6 +211,25 @@ func (s *Server) PutChecksum(t testing.TB, key string, data []byte, alg string) 
 	}
 }
 
+// StartUpload begins a multipart upload of key and sends one part of data, leaving it
+// unfinished, as a process killed mid-upload does; it returns the upload's id.
+func (s *Server) StartUpload(t testing.TB, key string, data []byte) string {
+	t.Helper()
+	ctx := context.Background()
+	up, err := s.client.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: &s.Bucket, Key: &key})
+	if err != nil {
+		t.Fatalf("s3test: start upload %s: %v", key, err)
+	}
+	_, err = s.client.UploadPart(ctx, &s3.UploadPartInput{
+		Bucket: &s.Bucket, Key: &key, UploadId: up.UploadId, PartNumber: aws.Int32(1),
+		Body: bytes.NewReader(data), ContentLength: aws.Int64(int64(len(data))),
+	})
+	if err != nil {
+		t.Fatalf("s3test: upload part of %s: %v", key, err)
+	}
+	return aws.ToString(up.UploadId)
+}
+
 // Get reads an object directly, bypassing the code under test.
 func (s *Server) Get(t testing.TB, key string) []byte {
 	t.Helper()
