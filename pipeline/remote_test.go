@@ -168,10 +168,22 @@ func TestOpenDatasetS3FirstBatch(t *testing.T) {
 	if st := d.Stats(); st.Fetched != 0 {
 		t.Fatalf("lazy open fetched %d shards", st.Fetched)
 	}
-	ld := newLoader(t, d.Source, shardConfig())
-	var got epochData
-	first := int64(-1)
-	for b, err := range ld.Epoch(ctx, 0) {
+	got, first := epochFetched(t, newLoader(t, d.Source, shardConfig()), d)
+	t.Logf("%d of %d shards fetched at the first batch; %v", first, len(names), d.Stats())
+	if first >= int64(len(names))/2 {
+		t.Errorf("%d of %d shards fetched before the first batch", first, len(names))
+	}
+	if !bytes.Equal(got.data, want.data) || !slices.Equal(got.indices, want.indices) {
+		t.Error("lazy remote batches differ from the local eager index's")
+	}
+}
+
+// epochFetched runs epoch 0 of ld over d, and returns its batches and how many shards
+// d had fetched when the first batch came.
+func epochFetched(t *testing.T, ld *Loader, d *Dataset) (got epochData, first int64) {
+	t.Helper()
+	first = -1
+	for b, err := range ld.Epoch(context.Background(), 0) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -182,13 +194,7 @@ func TestOpenDatasetS3FirstBatch(t *testing.T) {
 		got.indices = append(got.indices, b.Indices...)
 		b.Release()
 	}
-	t.Logf("%d of %d shards fetched at the first batch; %v", first, len(names), d.Stats())
-	if first >= int64(len(names))/2 {
-		t.Errorf("%d of %d shards fetched before the first batch", first, len(names))
-	}
-	if !bytes.Equal(got.data, want.data) || !slices.Equal(got.indices, want.indices) {
-		t.Error("lazy remote batches differ from the local eager index's")
-	}
+	return got, first
 }
 
 // Shards on a plain web server (read-only HTTP, as https:// URLs are) train to the

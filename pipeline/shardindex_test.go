@@ -147,20 +147,7 @@ func TestOpenShardIndexS3(t *testing.T) {
 	if src.planner == nil || len(src.planner.sizes) != len(names) || src.planner.sizes[0] == 0 {
 		t.Errorf("the prefetcher has no shard sizes: %v", src.planner)
 	}
-	ld := newLoader(t, src, shardConfig())
-	var got epochData
-	first := int64(-1)
-	for b, err := range ld.Epoch(ctx, 0) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		if first < 0 {
-			first = d.Stats().Fetched
-		}
-		got.data = append(got.data, b.Data...)
-		got.indices = append(got.indices, b.Indices...)
-		b.Release()
-	}
+	got, first := epochFetched(t, newLoader(t, src, shardConfig()), d)
 	if first > int64(len(names))/2 {
 		t.Errorf("%d of %d shards fetched before the first batch", first, len(names))
 	}
