@@ -69,6 +69,13 @@ type Options struct {
 	// its header against the dataset's record. Default nil: a recorded shard missing from
 	// the directory is a Problem (KindMissing) whose records cannot be read.
 	Remote fs.FS
+	// RemoteMap, with Remote, maps each shard file there when one of its records is
+	// first read and holds it open until Close: its records are then read as a local
+	// shard's, from the mapping without a copy, each payload summed by its first read
+	// only. The shard cache cannot evict a held file, so set it only when every shard
+	// fits the cache at once. Default false: every read opens the file, copies the
+	// record and sums it.
+	RemoteMap bool
 	// Logf receives notices such as writes being disabled; default log.Printf.
 	Logf func(format string, args ...any)
 }
@@ -468,7 +475,8 @@ func (c *Cache) read(r Ref, buf []byte, always bool) (_ []byte, err error) {
 	if r.sh.broken != nil {
 		return nil, c.damaged(r, fmt.Errorf("%w: %v", ErrCorrupt, r.sh.broken))
 	}
-	if r.sh.remote != nil {
+	if r.sh.remote != nil && (!c.mapRemote(r) || c.Copies(r)) {
+		// Not mapped, or the mapping ends before the record (a file cut short): read it.
 		if cap(buf) < r.Bytes {
 			buf = make([]byte, r.Bytes)
 		}
@@ -573,7 +581,7 @@ func (c *Cache) damaged(r Ref, err error) error {
 // (a shard in Options.Remote, a writable cache, a shard that faulted). Otherwise Read
 // returns the mapped record and does not touch the buffer.
 func (c *Cache) Copies(r Ref) bool {
-	return r.sh.remote != nil || int64(len(c.mapping(r.sh))) < r.off+int64(r.Bytes)
+	return int64(len(c.mapping(r.sh))) < r.off+int64(r.Bytes)
 }
 
 // Load reads and decodes r into dst, returning the image (see Coder.Decode).
@@ -903,5 +911,9 @@ func (sh *shard) close() {
 	sh.m, sh.oldMaps = nil, nil
 	if sh.f != nil {
 		sh.f.Close()
+	}
+	if sh.remote != nil && sh.remote.held != nil {
+		sh.remote.held.Close() // the shard cache may evict it now
+		sh.remote.held = nil
 	}
 }

@@ -3,6 +3,7 @@ package cache
 import (
 	"fmt"
 	"io"
+	"sync"
 	"sync/atomic"
 )
 
@@ -18,6 +19,13 @@ import (
 type remoteShard struct {
 	hdrCRC  uint32      // the header checksum the dataset recorded
 	checked atomic.Bool // a read found the header the dataset recorded
+
+	// With Options.RemoteMap: the shard file, held open while the shard is mapped (its
+	// mapping is the shard's m); mapMu serialises the first reads' attempts, and
+	// noMap is set when mapping it failed, so reads copy.
+	mapMu sync.Mutex
+	held  io.Closer
+	noMap bool
 }
 
 // readRemote reads r's record, of a shard in Options.Remote, into buf (r.Bytes long).
@@ -31,19 +39,8 @@ func (c *Cache) readRemote(r Ref, buf []byte) error {
 	if !ok {
 		return fmt.Errorf("cache: %s: Options.Remote opened a %T, which is not an io.ReaderAt", r.Shard(), f)
 	}
-	if !r.sh.remote.checked.Load() {
-		hdr := make([]byte, r.sh.hdrLen)
-		if _, err := ra.ReadAt(hdr, 0); err != nil {
-			return c.damaged(r, fmt.Errorf("%w: reading the shard header: %v", ErrCorrupt, err))
-		}
-		codec, spec, _, _, err := parseShardHeader(hdr)
-		switch {
-		case err != nil:
-			return c.damaged(r, fmt.Errorf("%w: %v", ErrCorrupt, err))
-		case checksum(hdr) != r.sh.remote.hdrCRC || codec != r.sh.codec || spec != r.sh.spec:
-			return c.damaged(r, fmt.Errorf("%w: the shard header (spec %q, codec %s) is not the one the dataset recorded", ErrCorrupt, spec, codec))
-		}
-		r.sh.remote.checked.Store(true)
+	if err := c.checkRemoteHeader(r, ra); err != nil {
+		return c.damaged(r, err)
 	}
 	if _, err := ra.ReadAt(buf, r.off); err != nil {
 		if err == io.EOF {
@@ -52,6 +49,78 @@ func (c *Cache) readRemote(r Ref, buf []byte) error {
 		return fmt.Errorf("cache: %s: %w", r.Shard(), err)
 	}
 	return nil
+}
+
+// checkRemoteHeader checks, once per shard, that the header of r's shard file, read
+// through ra, is the one the dataset recorded; the error is for c.damaged.
+func (c *Cache) checkRemoteHeader(r Ref, ra io.ReaderAt) error {
+	if r.sh.remote.checked.Load() {
+		return nil
+	}
+	hdr := make([]byte, r.sh.hdrLen)
+	if _, err := ra.ReadAt(hdr, 0); err != nil {
+		return fmt.Errorf("%w: reading the shard header: %v", ErrCorrupt, err)
+	}
+	codec, spec, _, _, err := parseShardHeader(hdr)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: %v", ErrCorrupt, err)
+	case checksum(hdr) != r.sh.remote.hdrCRC || codec != r.sh.codec || spec != r.sh.spec:
+		return fmt.Errorf("%w: the shard header (spec %q, codec %s) is not the one the dataset recorded", ErrCorrupt, spec, codec)
+	}
+	r.sh.remote.checked.Store(true)
+	return nil
+}
+
+// mapRemote reports whether r's shard, kept in Options.Remote, is mapped, mapping it on
+// the first read when Options.RemoteMap asks: the shard file is opened there and held
+// open (so the shard cache keeps it) until Close, its header checked, and the file
+// mapped read-only as a local shard is, so that its records are read as a local shard's:
+// without a copy, each payload summed by its first read only. False when RemoteMap is
+// off or mapping failed (then reads copy, as without it); a failure to open the file or
+// a bad header is left to the copying read to report.
+func (c *Cache) mapRemote(r Ref) bool {
+	sh := r.sh
+	if !c.opts.RemoteMap {
+		return false
+	}
+	if c.mapping(sh) != nil {
+		return true
+	}
+	rs := sh.remote
+	rs.mapMu.Lock()
+	defer rs.mapMu.Unlock()
+	if c.mapping(sh) != nil {
+		return true
+	}
+	if rs.noMap || sh.faulted.Load() {
+		return false
+	}
+	f, err := c.opts.Remote.Open(sh.name + shardExt)
+	if err != nil {
+		return false
+	}
+	file, ok := f.(interface {
+		io.ReaderAt
+		Fd() uintptr
+	})
+	fi, serr := f.Stat()
+	if !ok || serr != nil || c.checkRemoteHeader(r, file) != nil {
+		f.Close()
+		rs.noMap = true
+		return false
+	}
+	m, err := mapFile(file.Fd(), fi.Size())
+	if err != nil {
+		f.Close()
+		rs.noMap = true
+		return false
+	}
+	c.mu.Lock()
+	sh.m, rs.held = m, f
+	growChecked(sh, len(sh.recs))
+	c.mu.Unlock()
+	return true
 }
 
 // shardSize is the size of sh's file, opening it in Options.Remote (so fetching it)

@@ -80,6 +80,35 @@ func TestRemoteShards(t *testing.T) {
 		t.Errorf("VerifyDataset through Remote: %+v, %v", rep, err)
 	}
 
+	// With RemoteMap each shard is opened once, held and mapped: reads twice over return
+	// the same pixels without a copy, and Close gives the files back.
+	held := &countingFS{FS: os.DirFS(rdir)}
+	cm := open(t, dir, Options{ReadOnly: true, Remote: held, RemoteMap: true})
+	if ps := cm.CheckDataset(info); len(ps) != 0 {
+		t.Fatalf("problems: %v", ps)
+	}
+	dm := newCoder(t, cm)
+	for range 2 {
+		for _, r := range cm.Records(testSpec) {
+			img, _ := mustLoad(t, cm, dm, testKey(int(r.Label)))
+			if string(img.Pix) != string(want[r.Path]) {
+				t.Fatalf("%s: other pixels through a mapped Remote", r.Path)
+			}
+			if cm.Copies(r) {
+				t.Fatalf("%s: read with a copy after its shard was mapped", r.Path)
+			}
+		}
+	}
+	if got, shards := held.opens.Load(), len(files(t, rdir, shardExt)); got != int64(shards) {
+		t.Errorf("%d opens for %d mapped shards read twice over", got, shards)
+	}
+	if rep, err := cm.VerifyDataset(info, func(p Problem) { t.Errorf("verify mapped: %v", p) }); err != nil || rep.Records != n || !rep.OK() {
+		t.Errorf("VerifyDataset through a mapped Remote: %+v, %v", rep, err)
+	}
+	if err := cm.Close(); err != nil {
+		t.Fatal(err)
+	}
+
 	// Damage in the remote copies: one shard gone, one cut short, one with another
 	// header (a different spec of the same length, checksummed).
 	var names []string
@@ -102,7 +131,33 @@ func TestRemoteShards(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(rdir, names[2]), data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c2 := open(t, dir, Options{ReadOnly: true, Remote: os.DirFS(rdir)})
+	for _, mapped := range []bool{false, true} {
+		damagedRemote(t, dir, rdir, info, names, mapped)
+	}
+	c3 := open(t, dir, Options{ReadOnly: true, Remote: os.DirFS(rdir)})
+	c3.CheckDataset(info)
+	var kinds []Kind
+	rep, err = c3.VerifyDataset(info, func(p Problem) { kinds = append(kinds, p.Kind) })
+	if err != nil || rep.OK() || rep.DamagedShards != 1 || rep.Lost != 5 || rep.Damaged != 10 {
+		t.Errorf("VerifyDataset of damaged remote shards: %+v, %v, %v", rep, err, kinds)
+	}
+
+	// An index that is not the one recorded is a problem; a missing one leaves its
+	// shard's records unlisted (a remote shard is not scanned).
+	os.Remove(filepath.Join(dir, strings.TrimSuffix(names[0], shardExt)+indexExt))
+	c4 := open(t, dir, Options{ReadOnly: true, Remote: fstest.MapFS{}})
+	ps := c4.CheckDataset(info)
+	if len(ps) != 2 || ps[0].Kind != KindIndex || ps[1].Kind != KindChanged || ps[1].Records != 5 {
+		t.Errorf("index gone: %v", ps)
+	}
+}
+
+// damagedRemote reads every record of the dataset in dir whose shards are in rdir, where
+// names[0] is gone, names[1] cut short and names[2] has another header: each read of
+// theirs fails naming the shard, with and without Options.RemoteMap.
+func damagedRemote(t *testing.T, dir, rdir string, info *Info, names []string, mapped bool) {
+	t.Helper()
+	c2 := open(t, dir, Options{ReadOnly: true, Remote: os.DirFS(rdir), RemoteMap: mapped})
 	if ps := c2.CheckDataset(info); len(ps) != 0 {
 		t.Fatalf("problems before any read: %v", ps)
 	}
@@ -130,20 +185,5 @@ func TestRemoteShards(t *testing.T) {
 	if gone == 0 || cut == 0 || header == 0 {
 		t.Errorf("%d, %d, %d records read of the damaged shards", gone, cut, header)
 	}
-	c3 := open(t, dir, Options{ReadOnly: true, Remote: os.DirFS(rdir)})
-	c3.CheckDataset(info)
-	var kinds []Kind
-	rep, err = c3.VerifyDataset(info, func(p Problem) { kinds = append(kinds, p.Kind) })
-	if err != nil || rep.OK() || rep.DamagedShards != 1 || rep.Lost != 5 || rep.Damaged != 10 {
-		t.Errorf("VerifyDataset of damaged remote shards: %+v, %v, %v", rep, err, kinds)
-	}
 
-	// An index that is not the one recorded is a problem; a missing one leaves its
-	// shard's records unlisted (a remote shard is not scanned).
-	os.Remove(filepath.Join(dir, strings.TrimSuffix(names[0], shardExt)+indexExt))
-	c4 := open(t, dir, Options{ReadOnly: true, Remote: fstest.MapFS{}})
-	ps := c4.CheckDataset(info)
-	if len(ps) != 2 || ps[0].Kind != KindIndex || ps[1].Kind != KindChanged || ps[1].Records != 5 {
-		t.Errorf("index gone: %v", ps)
-	}
 }

@@ -89,6 +89,14 @@ func OpenConverted(dir string, opts ...ConvertedOptions) (*Converted, error) {
 	co := &cache.Options{ReadOnly: true, Codec: info.Codec, Logf: o.Logf}
 	if o.shards != nil {
 		co.Remote = o.shards
+		// When every shard fits the shard cache at once, the shards read are held there
+		// and mapped, and read at local speed; otherwise each read copies its record, so
+		// that the cache can evict shards the order is done with.
+		var total int64
+		for _, m := range info.Shards {
+			total += m.Bytes
+		}
+		co.RemoteMap = info.Manifested() && total <= o.shards.Options().MaxBytes
 	}
 	c, err := cache.Open(dir, co)
 	if err != nil {
