@@ -475,7 +475,7 @@ func (c *Cache) read(r Ref, buf []byte, always bool) (_ []byte, err error) {
 	if r.sh.broken != nil {
 		return nil, c.damaged(r, fmt.Errorf("%w: %v", ErrCorrupt, r.sh.broken))
 	}
-	if r.sh.remote != nil && (!c.mapRemote(r) || c.Copies(r)) {
+	if r.sh.remote != nil && int64(len(c.mapRemote(r))) < r.off+int64(r.Bytes) {
 		// Not mapped, or the mapping ends before the record (a file cut short): read it.
 		if cap(buf) < r.Bytes {
 			buf = make([]byte, r.Bytes)

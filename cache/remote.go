@@ -72,33 +72,30 @@ func (c *Cache) checkRemoteHeader(r Ref, ra io.ReaderAt) error {
 	return nil
 }
 
-// mapRemote reports whether r's shard, kept in Options.Remote, is mapped, mapping it on
-// the first read when Options.RemoteMap asks: the shard file is opened there and held
-// open (so the shard cache keeps it) until Close, its header checked, and the file
-// mapped read-only as a local shard is, so that its records are read as a local shard's:
-// without a copy, each payload summed by its first read only. False when RemoteMap is
-// off or mapping failed (then reads copy, as without it); a failure to open the file or
-// a bad header is left to the copying read to report.
-func (c *Cache) mapRemote(r Ref) bool {
+// mapRemote returns the mapping of r's shard, kept in Options.Remote, mapping it on the
+// first read when Options.RemoteMap asks: the shard file is opened there and held open
+// (so the shard cache keeps it) until Close, its header checked, and the file mapped
+// read-only as a local shard is, so that its records are read as a local shard's:
+// without a copy, each payload summed by its first read only. Nil when RemoteMap is off
+// or mapping failed (then reads copy, as without it); a failure to open the file or a
+// bad header is left to the copying read to report.
+func (c *Cache) mapRemote(r Ref) []byte {
 	sh := r.sh
 	if !c.opts.RemoteMap {
-		return false
+		return nil
 	}
-	if c.mapping(sh) != nil {
-		return true
+	if m := c.mapping(sh); m != nil {
+		return m
 	}
 	rs := sh.remote
 	rs.mapMu.Lock()
 	defer rs.mapMu.Unlock()
-	if c.mapping(sh) != nil {
-		return true
-	}
-	if rs.noMap || sh.faulted.Load() {
-		return false
+	if m := c.mapping(sh); m != nil || rs.noMap || sh.faulted.Load() {
+		return m
 	}
 	f, err := c.opts.Remote.Open(sh.name + shardExt)
 	if err != nil {
-		return false
+		return nil
 	}
 	file, ok := f.(interface {
 		io.ReaderAt
@@ -108,19 +105,19 @@ func (c *Cache) mapRemote(r Ref) bool {
 	if !ok || serr != nil || c.checkRemoteHeader(r, file) != nil {
 		f.Close()
 		rs.noMap = true
-		return false
+		return nil
 	}
 	m, err := mapFile(file.Fd(), fi.Size())
 	if err != nil {
 		f.Close()
 		rs.noMap = true
-		return false
+		return nil
 	}
 	c.mu.Lock()
 	sh.m, rs.held = m, f
 	growChecked(sh, len(sh.recs))
 	c.mu.Unlock()
-	return true
+	return m
 }
 
 // shardSize is the size of sh's file, opening it in Options.Remote (so fetching it)

@@ -56,8 +56,9 @@ func (r *run) fail(t task, err error) bool {
 	// whatever the worker count, and a resumed epoch makes the same choice.
 	t.attempt++
 	h := seed.Mix(seed.Mix(l.cfg.Seed, uint64(r.epoch)), uint64(t.pos)<<8|uint64(t.attempt))
-	t.idx = int(h % uint64(l.src.Len()))
-	if l.sampler.parts > 0 && t.attempt <= nearAttempts {
+	if l.sampler.parts == 0 || t.attempt > nearAttempts {
+		t.idx = int(h % uint64(l.src.Len()))
+	} else {
 		// ShardOrder: a sample near it in its partition's sequence, which comes from the
 		// shards being read (a remote dataset need not fetch a shard for one sample),
 		// within half a shuffle block on the first attempt, twice as far on each next;

@@ -143,9 +143,6 @@ func (l *Lib) check() error {
 	return nil
 }
 
-// Name returns the file name of the library loaded.
-func (l *Lib) Name() string { return l.name }
-
 // block is the memory libjpeg keeps pointers into from one call to the next: the
 // decompressor, its error manager and the jump buffer, and the row pointers of
 // jpeg_read_raw_data. It holds no Go pointers and stays pinned while its Decoder lives.
