@@ -185,12 +185,21 @@ func TestContractOrdering(t *testing.T) {
 	})
 }
 
-// Upload returns before the copy is done; Ready says so without waiting; Wait blocks
-// until it is, and counts as a blocked wait only then.
+// Upload from registered memory returns before the copy is done; Ready says so without
+// waiting; Wait blocks until it is, and counts as a blocked wait only then. From memory
+// that is not registered the stand-in copies synchronously, as the driver's pageable
+// copies are (a GPU may too, so only the stand-in's is checked).
 func TestContractReadiness(t *testing.T) {
 	eachBackend(t, func(t *testing.T, d *Device, f *fakecuda.Lib) {
 		const size = 256 << 10
-		host := make([]byte, size)
+		p := pool(t, d, 1, size)
+		defer closePool(t, p)
+		buf, err := p.Get(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer buf.Release()
+		host := buf.Bytes()
 		fill(host, 1)
 		r := newRing(t, d, RingOptions{Slots: 2, Bytes: size})
 		defer closeRing(t, r)
@@ -237,6 +246,20 @@ func TestContractReadiness(t *testing.T) {
 		got := make([]byte, size)
 		if err := s.Read(got); err != nil || !bytes.Equal(got, host) {
 			t.Errorf("read back: %v", err)
+		}
+		if f != nil {
+			pageable := make([]byte, size)
+			fill(pageable, 2)
+			t0 := time.Now()
+			if err := s.Upload(pageable); err != nil {
+				t.Fatal(err)
+			}
+			if el := time.Since(t0); el < delay {
+				t.Errorf("an upload from unregistered memory returned after %v, before its %v copy: the stand-in is kinder than the driver", el, delay)
+			}
+			if err := s.Read(got); err != nil || !bytes.Equal(got, pageable) {
+				t.Errorf("read back the unregistered upload: %v", err)
+			}
 		}
 	})
 }

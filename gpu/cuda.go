@@ -1,8 +1,10 @@
 package gpu
 
 import (
+	"bytes"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -13,13 +15,14 @@ import (
 	"github.com/conveyor-ml/conveyor/pack"
 )
 
-// libcudaEnv names a different driver library to load, for unusual installs (and for the
-// tests' stand-in driver).
+// libcudaEnv names the driver library to load instead of searching for it, for unusual
+// installs (and for the tests' stand-in driver).
 const libcudaEnv = "CONVEYOR_LIBCUDA"
 
 // cuda holds the driver's entry points, bound once per process.
 type cudaLib struct {
-	name string
+	name string // the library as found: a path, or the name the loader resolved
+	jit  string // the PTX JIT compiler library loaded beside it, "" when none was found there
 
 	init, driverGetVersion, deviceGetCount, deviceGet, deviceGetName, deviceTotalMem uintptr
 	primaryCtxRetain, primaryCtxRelease, ctxPush, ctxPop                             uintptr
@@ -27,11 +30,11 @@ type cudaLib struct {
 	streamCreate, streamDestroy, streamSynchronize, streamWaitEvent                  uintptr
 	eventCreate, eventDestroy, eventRecord, eventQuery, eventSynchronize             uintptr
 	memcpyHtoDAsync, memcpyHtoD, memcpyDtoH                                          uintptr
-	moduleLoadData, moduleGetFunction, moduleUnload, launchKernel                    uintptr
+	moduleLoadDataEx, moduleGetFunction, moduleUnload, launchKernel                  uintptr
 	getErrorName, getErrorString                                                     uintptr
 }
 
-// cudaLibs caches loadCUDA's result per library name.
+// cudaLibs caches loadCUDA's result per $CONVEYOR_LIBCUDA value.
 var (
 	cudaMu   sync.Mutex
 	cudaLibs = map[string]*cudaLoad{}
@@ -42,28 +45,72 @@ type cudaLoad struct {
 	err error
 }
 
-// loadCUDA binds libcuda.so.1 (or $CONVEYOR_LIBCUDA) and runs cuInit, once per library.
-func loadCUDA() (*cudaLib, error) {
-	name := os.Getenv(libcudaEnv)
-	if name == "" {
-		name = dl.Name("libcuda.so.1", "libcuda.dylib")
+// driverPlaces lists where loadCUDA looks for the driver, in order: the dynamic loader's
+// search path first (ld.so.cache, LD_LIBRARY_PATH), then the folders NVIDIA's container
+// runtime and the distributions install it in, which need not be on that path.
+var driverPlaces = func() []string {
+	if runtime.GOOS == "darwin" {
+		return []string{"libcuda.dylib"}
 	}
+	multiarch := map[string]string{"amd64": "x86_64-linux-gnu", "arm64": "aarch64-linux-gnu"}[runtime.GOARCH]
+	places := []string{"libcuda.so.1", "/usr/local/nvidia/lib64/libcuda.so.1"}
+	if multiarch != "" {
+		places = append(places, "/usr/lib/"+multiarch+"/libcuda.so.1")
+	}
+	return append(places, "/usr/lib64/libcuda.so.1", "/usr/local/cuda/compat/libcuda.so.1")
+}
+
+// loadCUDA binds the driver and runs cuInit, once per process (per $CONVEYOR_LIBCUDA):
+// $CONVEYOR_LIBCUDA alone when it is set (a wrong path fails rather than loading another
+// driver), else the first of driverPlaces that loads and initialises. The error lists
+// every place tried and why each failed.
+func loadCUDA() (*cudaLib, error) {
+	env := os.Getenv(libcudaEnv)
 	cudaMu.Lock()
 	defer cudaMu.Unlock()
-	if c, ok := cudaLibs[name]; ok {
+	if c, ok := cudaLibs[env]; ok {
 		return c.l, c.err
 	}
-	l, err := bindCUDA(name)
-	cudaLibs[name] = &cudaLoad{l, err}
+	places := driverPlaces()
+	if env != "" {
+		places = []string{env}
+	}
+	var tried []string
+	var l *cudaLib
+	var err error
+	for _, p := range places {
+		if l, err = bindCUDA(p); err == nil {
+			break
+		}
+		tried = append(tried, err.Error())
+	}
+	if l == nil {
+		how := "tried"
+		if env != "" {
+			how = "$" + libcudaEnv + " is set; tried only it"
+		}
+		err = fmt.Errorf("cannot load the CUDA driver (is the NVIDIA driver installed? set $%s to its libcuda.so.1 if it is elsewhere); %s:\n  %s",
+			libcudaEnv, how, strings.Join(tried, "\n  "))
+	}
+	cudaLibs[env] = &cudaLoad{l, err}
 	return l, err
 }
 
-func bindCUDA(name string) (*cudaLib, error) {
-	l := &cudaLib{name: name}
+// bindCUDA loads the driver at place, binds its entry points and runs cuInit. When place
+// is a path it also loads the PTX JIT compiler beside it: the driver opens that library by
+// name when it first compiles PTX, which fails when the folder is not on the loader's
+// path, and a library already loaded is found by its name.
+func bindCUDA(place string) (*cudaLib, error) {
+	l := &cudaLib{name: place}
 	if !dl.Supported {
-		return nil, fmt.Errorf("cannot load %s: run-time loading is not supported on %s/%s", name, runtime.GOOS, runtime.GOARCH)
+		return nil, fmt.Errorf("%s: run-time loading is not supported on %s/%s", place, runtime.GOOS, runtime.GOARCH)
 	}
-	err := dl.Bind("gpu", name, map[string]*uintptr{
+	if strings.Contains(place, "/") {
+		if _, err := os.Stat(place); err != nil {
+			return nil, fmt.Errorf("%s: not there", place)
+		}
+	}
+	err := dl.Bind("gpu", place, map[string]*uintptr{
 		"cuInit": &l.init, "cuDriverGetVersion": &l.driverGetVersion, "cuDeviceGetCount": &l.deviceGetCount,
 		"cuDeviceGet": &l.deviceGet, "cuDeviceGetName": &l.deviceGetName, "cuDeviceTotalMem_v2": &l.deviceTotalMem,
 		"cuDevicePrimaryCtxRetain": &l.primaryCtxRetain, "cuDevicePrimaryCtxRelease_v2": &l.primaryCtxRelease,
@@ -75,17 +122,46 @@ func bindCUDA(name string) (*cudaLib, error) {
 		"cuEventCreate": &l.eventCreate, "cuEventDestroy_v2": &l.eventDestroy, "cuEventRecord": &l.eventRecord,
 		"cuEventQuery": &l.eventQuery, "cuEventSynchronize": &l.eventSynchronize,
 		"cuMemcpyHtoDAsync_v2": &l.memcpyHtoDAsync, "cuMemcpyHtoD_v2": &l.memcpyHtoD, "cuMemcpyDtoH_v2": &l.memcpyDtoH,
-		"cuModuleLoadData": &l.moduleLoadData, "cuModuleGetFunction": &l.moduleGetFunction,
+		"cuModuleLoadDataEx": &l.moduleLoadDataEx, "cuModuleGetFunction": &l.moduleGetFunction,
 		"cuModuleUnload": &l.moduleUnload, "cuLaunchKernel": &l.launchKernel,
 		"cuGetErrorName": &l.getErrorName, "cuGetErrorString": &l.getErrorString,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("cannot load the CUDA driver (is the NVIDIA driver installed?): %w", err)
+		return nil, fmt.Errorf("%s: %w", place, err)
+	}
+	if dir, _ := filepath.Split(place); dir != "" {
+		jit := filepath.Join(dir, "libnvidia-ptxjitcompiler.so.1")
+		if _, err := os.Stat(jit); err == nil {
+			if _, err := dl.Open(jit); err == nil {
+				l.jit = jit
+			}
+		}
 	}
 	if r := Result(int32(dl.Call(l.init, 0))); r != Success {
-		return nil, l.err("", "cuInit", r)
+		return nil, fmt.Errorf("%s: %w", place, l.err("", "cuInit", r))
 	}
 	return l, nil
+}
+
+// DriverInfo says which CUDA driver library this process uses.
+type DriverInfo struct {
+	Library string // where it was found: a path, or the name the loader resolved
+	JIT     string // the PTX JIT compiler library loaded from the driver's folder, if any
+	Version int    // cuDriverGetVersion: 13000 for CUDA 13.0
+}
+
+// Driver loads the CUDA driver as Open does and says which library it is; the error
+// lists every place tried.
+func Driver() (DriverInfo, error) {
+	l, err := loadCUDA()
+	if err != nil {
+		return DriverInfo{}, fmt.Errorf("gpu: %w", err)
+	}
+	var v int32
+	if r := Result(int32(dl.Call(l.driverGetVersion, uintptr(unsafe.Pointer(&v))))); r != Success {
+		return DriverInfo{}, l.err("", "cuDriverGetVersion", r)
+	}
+	return DriverInfo{Library: l.name, JIT: l.jit, Version: int(v)}, nil
 }
 
 // cstring copies the NUL-terminated C string at p.
@@ -132,9 +208,12 @@ type cudaDriver struct {
 	primary bool    // ctx is the retained primary context, released at the end
 	desc    string
 
-	modMu sync.Mutex
-	mod   uintptr
-	fns   map[pack.DType]uintptr
+	modMu  sync.Mutex
+	mod    uintptr
+	fns    map[pack.DType]uintptr
+	jitLog string // the JIT's info log of the conversion kernels
+
+	polls chan *eventPoll // prepared event queries (queryEvent)
 }
 
 // openCUDA opens GPU ordinal in its primary context, or, when ctx is not 0, in that
@@ -163,35 +242,68 @@ func openCUDA(ordinal int, ctx uintptr) (*cudaDriver, error) {
 		c.primary = true
 	}
 	var buf [256]byte
-	dl.Call(l.deviceGetName, uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)-1), uintptr(c.dev))
 	var total uint64
-	dl.Call(l.deviceTotalMem, uintptr(unsafe.Pointer(&total)), uintptr(c.dev))
 	var ver int32
-	dl.Call(l.driverGetVersion, uintptr(unsafe.Pointer(&ver)))
+	for _, q := range []struct {
+		op string
+		r  Result
+	}{
+		{"cuDeviceGetName", Result(int32(dl.Call(l.deviceGetName, uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)-1), uintptr(c.dev))))},
+		{"cuDeviceTotalMem_v2", Result(int32(dl.Call(l.deviceTotalMem, uintptr(unsafe.Pointer(&total)), uintptr(c.dev))))},
+		{"cuDriverGetVersion", Result(int32(dl.Call(l.driverGetVersion, uintptr(unsafe.Pointer(&ver)))))},
+	} {
+		if q.r != Success {
+			if c.primary {
+				dl.Call(l.primaryCtxRelease, uintptr(c.dev))
+			}
+			return nil, l.err(name, q.op, q.r)
+		}
+	}
 	c.desc = fmt.Sprintf("%s, %s, driver %d.%d", strings.TrimRight(string(buf[:]), "\x00"), fmtBytes(int64(total)), ver/1000, ver%1000/10)
+	c.newPolls()
 	return c, nil
 }
 
 func (c *cudaDriver) describe() string { return c.desc }
 
-// call runs fn with args in c's context, pushed onto the calling OS thread for the call
-// and popped after, so the thread's own current context (another library's) is left as
-// it was.
+// call runs fn with args in c's context and makes an *Error of a failure.
 //
 //go:uintptrescapes
 func (c *cudaDriver) call(op string, fn uintptr, args ...uintptr) error {
+	if r, cr := c.raw(fn, args...); r != Success {
+		return c.l.err(c.name, op, r)
+	} else if cr.r != Success {
+		return cr.err(c)
+	}
+	return nil
+}
+
+// ctxResult is a failure of the context push or pop around a call.
+type ctxResult struct {
+	op string
+	r  Result
+}
+
+func (e ctxResult) err(c *cudaDriver) error { return c.l.err(c.name, e.op, e.r) }
+
+// raw runs fn with args in c's context, pushed onto the calling OS thread for the call and
+// popped after, so the thread's own current context (another library's) is left as it
+// was. It returns fn's result and, apart, a failure of the push or pop (whose result is
+// then not Success); it allocates nothing, so polling costs no garbage.
+//
+//go:uintptrescapes
+func (c *cudaDriver) raw(fn uintptr, args ...uintptr) (Result, ctxResult) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	if r := Result(int32(dl.Call(c.l.ctxPush, c.ctx))); r != Success {
-		return c.l.err(c.name, "cuCtxPushCurrent_v2", r)
+		return Success, ctxResult{"cuCtxPushCurrent_v2", r}
 	}
 	r := Result(int32(dl.Call(fn, args...)))
 	var old uintptr
-	dl.Call(c.l.ctxPop, uintptr(unsafe.Pointer(&old)))
-	if r != Success {
-		return c.l.err(c.name, op, r)
+	if pr := Result(int32(dl.Call(c.l.ctxPop, uintptr(unsafe.Pointer(&old))))); pr != Success {
+		return r, ctxResult{"cuCtxPopCurrent_v2", pr}
 	}
-	return nil
+	return r, ctxResult{r: Success}
 }
 
 func (c *cudaDriver) memInfo() (int64, int64, error) {
@@ -262,12 +374,63 @@ func (c *cudaDriver) record(e, s uintptr) error {
 	return c.call("cuEventRecord", c.l.eventRecord, e, s)
 }
 
-func (c *cudaDriver) query(e uintptr) (bool, error) {
-	err := c.call("cuEventQuery", c.l.eventQuery, e)
-	if e, ok := err.(*Error); ok && e.Result == NotReady {
-		return false, nil
+// eventPoll is a prepared cuEventQuery between a push and a pop of the driver's context:
+// three C calls that allocate nothing (dl.Frame), so polling a copy in a loop makes no
+// garbage.
+type eventPoll struct {
+	push, query, pop dl.Frame
+	old              uintptr // where pop stores the context it popped
+}
+
+// pollers is how many polls of a driver can run at once without allocating; more fall
+// back to raw.
+const pollers = 8
+
+func (c *cudaDriver) newPolls() {
+	c.polls = make(chan *eventPoll, pollers)
+	for range pollers {
+		p := &eventPoll{}
+		p.push = dl.Frame{Fn: c.l.ctxPush, Args: [6]uintptr{c.ctx}}
+		p.query = dl.Frame{Fn: c.l.eventQuery}
+		p.pop = dl.Frame{Fn: c.l.ctxPop, Args: [6]uintptr{uintptr(unsafe.Pointer(&p.old))}}
+		c.polls <- p
 	}
-	return err == nil, err
+}
+
+// queryEvent runs cuEventQuery(e) in c's context as raw does, without allocating when a
+// prepared poll is free.
+func (c *cudaDriver) queryEvent(e uintptr) (Result, ctxResult) {
+	var p *eventPoll
+	select {
+	case p = <-c.polls:
+	default:
+		return c.raw(c.l.eventQuery, e)
+	}
+	defer func() { c.polls <- p }()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if r := Result(int32(p.push.Call())); r != Success {
+		return Success, ctxResult{"cuCtxPushCurrent_v2", r}
+	}
+	p.query.Args[0] = e
+	r := Result(int32(p.query.Call()))
+	if pr := Result(int32(p.pop.Call())); pr != Success {
+		return r, ctxResult{"cuCtxPopCurrent_v2", pr}
+	}
+	return r, ctxResult{r: Success}
+}
+
+func (c *cudaDriver) query(e uintptr) (bool, error) {
+	r, cr := c.queryEvent(e)
+	switch {
+	case cr.r != Success:
+		return false, cr.err(c)
+	case r == NotReady:
+		return false, nil
+	case r != Success:
+		return false, c.l.err(c.name, "cuEventQuery", r)
+	}
+	return true, nil
 }
 
 func (c *cudaDriver) syncEvent(e uintptr) error {
@@ -301,16 +464,62 @@ var kernelNames = map[pack.DType]string{
 	pack.BFloat16: kernels.BF16,
 }
 
+// JIT options of cuModuleLoadDataEx (CUjit_option in cuda.h).
+const (
+	jitInfoLogBuffer      = 3
+	jitInfoLogBufferSize  = 4
+	jitErrorLogBuffer     = 5
+	jitErrorLogBufferSize = 6
+	jitLogVerbose         = 12
+)
+
+// jitLogBytes is the size of each JIT log buffer.
+const jitLogBytes = 16 << 10
+
+// loadModule compiles PTX text for the device with cuModuleLoadDataEx and returns the
+// module and the JIT's info log; a failure's error carries the JIT's error log.
+func (c *cudaDriver) loadModule(ptx string) (mod uintptr, info string, err error) {
+	text := append([]byte(ptx), 0)
+	infoLog, errLog := make([]byte, jitLogBytes), make([]byte, jitLogBytes)
+	opts := []int32{jitInfoLogBuffer, jitInfoLogBufferSize, jitErrorLogBuffer, jitErrorLogBufferSize, jitLogVerbose}
+	vals := []uintptr{uintptr(unsafe.Pointer(&infoLog[0])), jitLogBytes, uintptr(unsafe.Pointer(&errLog[0])), jitLogBytes, 1}
+	err = c.call("cuModuleLoadDataEx", c.l.moduleLoadDataEx, uintptr(unsafe.Pointer(&mod)), uintptr(unsafe.Pointer(&text[0])),
+		uintptr(len(opts)), uintptr(unsafe.Pointer(&opts[0])), uintptr(unsafe.Pointer(&vals[0])))
+	runtime.KeepAlive(infoLog)
+	runtime.KeepAlive(errLog)
+	runtime.KeepAlive(text)
+	info = logText(infoLog, vals[1])
+	if err != nil {
+		e := err.(*Error)
+		e.Detail = "compiling the conversion kernels from PTX"
+		if l := logText(errLog, vals[3]); l != "" {
+			e.Detail += "; JIT log: " + l
+		}
+		return 0, info, e
+	}
+	return mod, info, nil
+}
+
+// logText is the text a JIT log buffer holds: up to its first NUL, within the bytes the
+// driver says it wrote.
+func logText(b []byte, n uintptr) string {
+	if n < uintptr(len(b)) {
+		b = b[:n]
+	}
+	if i := bytes.IndexByte(b, 0); i >= 0 {
+		b = b[:i]
+	}
+	return strings.TrimSpace(string(b))
+}
+
 func (c *cudaDriver) loadConverter() error {
 	c.modMu.Lock()
 	defer c.modMu.Unlock()
 	if c.mod != 0 {
 		return nil
 	}
-	ptx := append([]byte(kernels.PTX), 0)
-	var mod uintptr
-	if err := c.call("cuModuleLoadData", c.l.moduleLoadData, uintptr(unsafe.Pointer(&mod)), uintptr(unsafe.Pointer(&ptx[0]))); err != nil {
-		err.(*Error).Detail = "loading the conversion kernels from PTX"
+	mod, info, err := c.loadModule(kernels.PTX)
+	if err != nil {
 		return err
 	}
 	fns := map[pack.DType]uintptr{}
@@ -324,7 +533,7 @@ func (c *cudaDriver) loadConverter() error {
 		}
 		fns[dt] = f
 	}
-	c.mod, c.fns = mod, fns
+	c.mod, c.fns, c.jitLog = mod, fns, info
 	return nil
 }
 

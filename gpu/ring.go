@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,6 +37,11 @@ type RingOptions struct {
 // the data is there. Copies into different slots are independent of the consumer's use
 // of other slots, so batch k+1 is copied while batch k is in use. Its methods are safe
 // for concurrent use.
+//
+// A slot is reused only after the consumer's work on it: Release records an event on
+// every stream the slot was handed to (WaitOn, ReleaseOn), and the next Upload into the
+// slot makes the ring's stream wait for those events on the device before it writes, so
+// the host never waits for the training step and the step never reads a later batch.
 //
 // On the host backend without Convert the ring is zero-copy: Upload makes the slot point
 // at the host bytes themselves, which must then stay valid until Release, and the ring
@@ -72,9 +78,13 @@ type Slot struct {
 	event uintptr
 	held  atomic.Bool
 
-	mu  sync.Mutex
-	n   int   // bytes valid after the last Upload
-	err error // the last Upload's failure
+	mu        sync.Mutex
+	n         int       // bytes valid after the last Upload
+	err       error     // the last Upload's failure
+	consumers []uintptr // streams the holder's work on the slot runs on (WaitOn, ReleaseOn)
+	used      []uintptr // events, one per consumer stream at the last Release; made on demand
+	pending   int       // used[:pending] were recorded at the last Release: the next Upload waits for them
+	reuseErr  error     // the last Release could not order the next Upload after the consumer
 }
 
 // RingStats describes a ring's memory and how often consumers waited on it.
@@ -170,7 +180,10 @@ func (r *Ring) freeSlot(s *Slot) {
 	if s.event != 0 {
 		errs = append(errs, r.dev.drv.destroyEvent(s.event))
 	}
-	s.ptr, s.event = 0, 0
+	for _, e := range s.used {
+		errs = append(errs, r.dev.drv.destroyEvent(e)) // the driver allows destroying a pending event
+	}
+	s.ptr, s.event, s.used, s.pending = 0, 0, nil, 0
 	r.unlive(errors.Join(errs...))
 }
 
@@ -336,8 +349,9 @@ func (s *Slot) Upload(host []byte) error {
 		return ErrClosed
 	default:
 	}
-	n, err := len(host), error(nil)
+	n, err := len(host), s.afterConsumers()
 	switch {
+	case err != nil:
 	case r.zeroCopy:
 		s.ptr = DevicePtr(unsafe.Pointer(&host[0]))
 	case c != nil:
@@ -359,6 +373,23 @@ func (s *Slot) Upload(host []byte) error {
 	s.mu.Unlock()
 	r.uploads.Add(1)
 	return err
+}
+
+// afterConsumers makes the ring's stream wait, on the device, for the work the slot's
+// last holder enqueued on its own streams before releasing it. Called under r.upMu.
+func (s *Slot) afterConsumers() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.reuseErr; err != nil {
+		return err
+	}
+	for i := range s.pending {
+		if err := s.r.dev.drv.waitEvent(s.r.stream, s.used[i]); err != nil {
+			return err
+		}
+	}
+	s.pending = 0
+	return nil
 }
 
 func (s *Slot) mustHold(op string) {
@@ -395,15 +426,28 @@ func (s *Slot) Wait() error {
 // WaitOn makes the CUDA stream (a CUstream of the same context, 0 for the legacy
 // default stream) wait for the last Upload before running work enqueued on it later,
 // without blocking the host: the way for a training step to use the batch without ever
-// waiting on the CPU. The host backend's copies are complete already.
+// waiting on the CPU. The host backend's copies are complete already. Release then
+// orders the slot's next Upload after the work enqueued on stream until then.
 func (s *Slot) WaitOn(stream uintptr) error {
+	s.mustHold("WaitOn")
 	s.mu.Lock()
 	err := s.err
+	if err == nil {
+		s.addConsumer(stream)
+	}
 	s.mu.Unlock()
 	if err != nil {
 		return err
 	}
 	return s.r.dev.drv.waitEvent(stream, s.event)
+}
+
+// addConsumer notes stream as one the holder's work on the slot runs on. Called under
+// s.mu.
+func (s *Slot) addConsumer(stream uintptr) {
+	if !slices.Contains(s.consumers, stream) {
+		s.consumers = append(s.consumers, stream)
+	}
 }
 
 // Read copies the slot's first len(dst) bytes back to the host, after waiting for the
@@ -422,15 +466,26 @@ func (s *Slot) Read(dst []byte) error {
 	return s.r.dev.drv.copyDtoH(dst, s.ptr)
 }
 
-// Release gives the slot back to its ring (or frees it, if the ring is closed). Work
-// already enqueued into the slot stays ordered before the next Upload, so Release need
-// not wait. Releasing a slot not held panics.
-func (s *Slot) Release() {
+// Release gives the slot back to its ring (or frees it, if the ring is closed) without
+// waiting. The next Upload into the slot waits, on the device, for the work enqueued
+// until now on the streams passed to WaitOn: a training step on such a stream may still
+// be reading the slot. Work on other streams must be complete before Release, or named
+// with ReleaseOn. Releasing a slot not held panics.
+func (s *Slot) Release() { s.ReleaseOn() }
+
+// ReleaseOn is Release for a holder whose work on the slot also runs on streams (CUstreams
+// of the same context, 0 for the legacy default stream) it did not pass to WaitOn, such
+// as a step that waited on the host (Wait) and then launched kernels reading the slot.
+func (s *Slot) ReleaseOn(streams ...uintptr) {
 	if !s.held.Swap(false) {
 		panic(fmt.Sprintf("gpu: slot %d released twice", s.index))
 	}
 	r := s.r
 	s.mu.Lock()
+	for _, st := range streams {
+		s.addConsumer(st)
+	}
+	s.afterUse()
 	s.n, s.err = 0, nil
 	if r.zeroCopy {
 		s.ptr = 0
@@ -444,5 +499,43 @@ func (s *Slot) Release() {
 	r.mu.Unlock()
 	if closed {
 		r.freeSlot(s)
+	}
+}
+
+// afterUse records an event on each consumer stream for the next Upload to wait for. If
+// the driver cannot record one, it waits for that stream on the host instead; if that
+// fails too (a lost device), the next Upload fails with the error rather than write
+// under a running step. On the host backend work is complete when it returns, so there
+// is nothing to order. Called under s.mu.
+func (s *Slot) afterUse() {
+	streams := s.consumers
+	s.consumers = s.consumers[:0]
+	s.pending = 0
+	if s.r.dev.kind == Host {
+		return
+	}
+	drv := s.r.dev.drv
+	for _, st := range streams {
+		if s.pending == len(s.used) {
+			e, err := drv.newEvent()
+			if err != nil {
+				s.hostWait(st, err)
+				continue
+			}
+			s.used = append(s.used, e)
+		}
+		if err := drv.record(s.used[s.pending], st); err != nil {
+			s.hostWait(st, err)
+			continue
+		}
+		s.pending++
+	}
+}
+
+// hostWait waits on the host for the consumer stream whose event could not be recorded.
+func (s *Slot) hostWait(stream uintptr, recordErr error) {
+	if err := s.r.dev.drv.syncStream(stream); err != nil {
+		s.reuseErr = fmt.Errorf("gpu: %s: slot %d: cannot order its reuse after the consumer's stream %#x: %w",
+			s.r.dev.name, s.index, stream, errors.Join(recordErr, err))
 	}
 }

@@ -39,9 +39,16 @@ type Options struct {
 	Lock *bool
 
 	// Register, when set, is called once per slab after it is mapped (and locked), with
-	// the whole slab; the GPU backend uses it for cuMemHostRegister. An error fails New.
-	// It must not call methods of the Pool. Default: nil.
+	// the whole slab; the GPU backend uses it for cuMemHostRegister. An error fails New,
+	// unless RegisterOptional. It must not call methods of the Pool. Default: nil.
 	Register func(slab []byte) error
+
+	// RegisterOptional makes a Register failure at New not an error: the pool goes on
+	// with memory that is not registered (and registers none it maps later), and says so
+	// in Stats.Registered and Stats.RegisterError, as Lock does for mlock. For a driver
+	// that refuses registration (some virtual machines), where unregistered memory still
+	// works, only more slowly. Default: false.
+	RegisterOptional bool
 
 	// Unregister, when set, is called once per slab just before it is unmapped: at
 	// Close, or for a slab with leaked buffers, at the Release of its last one (where
@@ -112,7 +119,11 @@ func (o *Options) String() string {
 	if c.Initial > 0 {
 		fmt.Fprintf(&sb, ", Initial: %d", c.Initial)
 	}
-	fmt.Fprintf(&sb, ", Lock: %t, Register: %s, Unregister: %s}", *c.Lock, setOrNil(c.Register != nil), setOrNil(c.Unregister != nil))
+	fmt.Fprintf(&sb, ", Lock: %t, Register: %s, Unregister: %s", *c.Lock, setOrNil(c.Register != nil), setOrNil(c.Unregister != nil))
+	if c.RegisterOptional {
+		sb.WriteString(", RegisterOptional: true")
+	}
+	sb.WriteString("}")
 	return sb.String()
 }
 

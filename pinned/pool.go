@@ -46,6 +46,7 @@ type slab struct {
 	mem    []byte // as returned by mapSlab; nil once unmapped
 	out    int    // its buffers held by callers; guarded by Pool.mu
 	closed bool   // unregistered and unmapped
+	unreg  bool   // Options.Unregister is due at its unmapping: it was registered, or there is no Register
 }
 
 // Buffer is one page-aligned buffer of a Pool. It has one owner at a time: the caller
@@ -71,6 +72,8 @@ type Stats struct {
 	Budget         int64  // the effective Options.Budget
 	Locked         bool   // slabs are mlocked
 	LockError      string // why they are not, when Lock was requested; "" otherwise
+	Registered     bool   // Options.Register ran on every slab
+	RegisterError  string // why the slabs are not registered, with RegisterOptional; "" otherwise
 	Gets           int64  // buffers handed out by Get and TryGet
 	Waits          int64  // of those Gets, the ones that had to block for a Release
 }
@@ -171,15 +174,32 @@ func (p *Pool) grow(n int, first bool) error {
 			return err
 		}
 	}
-	if p.opts.Register != nil {
+	if p.opts.Register != nil && (first || p.st.Registered) {
 		for i, s := range slabs {
 			if err := p.opts.Register(s.mem); err != nil {
-				undo(i)
-				return fmt.Errorf("pinned: Register slab %d of %d: %w", len(p.slabs)+i+1, len(p.slabs)+len(slabs), err)
+				err = fmt.Errorf("pinned: Register slab %d of %d: %w", len(p.slabs)+i+1, len(p.slabs)+len(slabs), err)
+				if !first || !p.opts.RegisterOptional {
+					undo(i)
+					return err
+				}
+				// Go on unregistered: give back what was registered, keep the slabs.
+				for _, r := range slabs[:i] {
+					if p.opts.Unregister != nil {
+						_ = p.opts.Unregister(r.mem)
+					}
+					r.unreg = false
+				}
+				p.st.RegisterError = err.Error()
+				break
 			}
+			s.unreg = true
 		}
+		p.st.Registered = p.st.RegisterError == ""
 	}
 	for _, s := range slabs {
+		if p.opts.Register == nil {
+			s.unreg = true
+		}
 		p.slabs = append(p.slabs, s)
 		p.st.BytesMapped += int64(len(s.mem))
 		for off := 0; off < len(s.mem); off += p.stride {
@@ -351,7 +371,7 @@ func (p *Pool) closeSlab(s *slab) error {
 	}
 	s.closed = true
 	var errs []error
-	if p.opts.Unregister != nil {
+	if p.opts.Unregister != nil && s.unreg {
 		if err := p.opts.Unregister(s.mem); err != nil {
 			errs = append(errs, fmt.Errorf("pinned: Unregister: %w", err))
 		}

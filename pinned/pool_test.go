@@ -193,6 +193,62 @@ func TestRegisterError(t *testing.T) {
 	}
 }
 
+// With RegisterOptional a refused registration leaves the pool working on unregistered
+// memory: it says why, gives back what it registered, registers none of the buffers it
+// maps later and unregisters nothing at Close.
+func TestRegisterOptional(t *testing.T) {
+	defer func(old int) { slabBytes = old }(slabBytes)
+	slabBytes = pageSize
+	errRefused := errors.New("refused")
+	var registered, unregistered, calls int
+	p, err := New(&Options{BufferSize: pageSize, Budget: 4 * int64(pageSize), Initial: 3, Lock: no, RegisterOptional: true,
+		Register: func([]byte) error {
+			calls++
+			if calls == 2 {
+				return errRefused
+			}
+			registered++
+			return nil
+		},
+		Unregister: func([]byte) error { unregistered++; return nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := p.Stats()
+	if st.Registered || !strings.Contains(st.RegisterError, "refused") || !strings.Contains(st.RegisterError, "slab 2 of 3") || st.Buffers != 3 {
+		t.Errorf("stats after a refused registration: %+v", st)
+	}
+	if registered != 1 || unregistered != 1 {
+		t.Errorf("registered %d, unregistered %d: the one registered slab must be given back", registered, unregistered)
+	}
+	if n, err := p.Grow(1); n != 1 || err != nil || calls != 2 {
+		t.Errorf("Grow: %d, %v, %d Register calls (want none more)", n, err, calls)
+	}
+	b, err := p.Get(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Bytes()[0] = 1
+	b.Release()
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if unregistered != 1 {
+		t.Errorf("Close unregistered slabs that were never registered: %d", unregistered)
+	}
+
+	// All registered: Stats says so.
+	p, err = New(&Options{BufferSize: pageSize, Lock: no, RegisterOptional: true, Register: func([]byte) error { return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := p.Stats(); !st.Registered || st.RegisterError != "" {
+		t.Errorf("all registered: %+v", st)
+	}
+	p.Close()
+}
+
 func TestOptionsValidate(t *testing.T) {
 	pg := int64(pageSize)
 	tests := []struct {

@@ -85,11 +85,19 @@ func build() (string, error) {
 	return lib, err
 }
 
+// Build compiles the stand-in driver (once per process) and returns the library's path,
+// for scripts that point CONVEYOR_LIBCUDA at it (bench/gpu.sh --dry-run).
+func Build() (string, error) {
+	buildOnce.Do(func() { libPath, buildErr = build() })
+	return libPath, buildErr
+}
+
 // Lib is the loaded fake driver's test hooks.
 type Lib struct {
 	Path                                                  string
 	fail, delay, allocated, registered, reset, primaryRef uintptr
-	setTotal                                              uintptr
+	setTotal, registerFail, races, stream, streamDestroy  uintptr
+	read, ctxCreate, ctxAllocated                         uintptr
 }
 
 var (
@@ -103,16 +111,17 @@ var (
 // the hooks. It skips t when the fake cannot be built here.
 func Use(t testing.TB) *Lib {
 	t.Helper()
-	buildOnce.Do(func() { libPath, buildErr = build() })
-	if buildErr != nil {
-		t.Skipf("fake CUDA driver unavailable: %v", buildErr)
+	if _, err := Build(); err != nil {
+		t.Skipf("fake CUDA driver unavailable: %v", err)
 	}
 	libOnce.Do(func() {
 		l := &Lib{Path: libPath}
 		libErr = dl.Bind("fakecuda", libPath, map[string]*uintptr{
 			"fake_fail": &l.fail, "fake_delay_us": &l.delay, "fake_allocated": &l.allocated,
 			"fake_registered": &l.registered, "fake_reset": &l.reset, "fake_primary_refs": &l.primaryRef,
-			"fake_set_total": &l.setTotal,
+			"fake_set_total": &l.setTotal, "fake_register_fail": &l.registerFail, "fake_races": &l.races,
+			"fake_stream": &l.stream, "fake_stream_destroy": &l.streamDestroy, "fake_read": &l.read,
+			"fake_ctx_create": &l.ctxCreate, "fake_ctx_allocated": &l.ctxAllocated,
 		})
 		lib = l
 	})
@@ -136,7 +145,7 @@ func (l *Lib) Fail(op string, n int) {
 	dl.Call(l.fail, uintptr(unsafe.Pointer(&b[0])), uintptr(n))
 }
 
-// Delay makes every asynchronous copy take at least d.
+// Delay makes every copy take at least d.
 func (l *Lib) Delay(d time.Duration) { dl.Call(l.delay, uintptr(d.Microseconds())) }
 
 // Allocated returns the device bytes allocated and not freed.
@@ -151,6 +160,39 @@ func (l *Lib) PrimaryRefs() int { return int(int32(dl.Call(l.primaryRef))) }
 // SetTotal sets the device memory size, until Reset (default 1 GiB).
 func (l *Lib) SetTotal(n int64) { dl.Call(l.setTotal, uintptr(n)) }
 
-// Reset clears the sticky error, the failure hook and the delay, and restores the
-// memory size.
+// FailRegister makes every later cuMemHostRegister_v2 fail with code (0: succeed again),
+// as a virtual machine that refuses to page-lock memory does. The environment variable
+// CONVEYOR_FAKECUDA_REGISTER_FAIL does the same for a whole process (read at cuInit).
+func (l *Lib) FailRegister(code int) { dl.Call(l.registerFail, uintptr(code)) }
+
+// Races returns how many times a copy or kernel wrote into device bytes that a Read
+// still had pending.
+func (l *Lib) Races() int { return int(int32(dl.Call(l.races))) }
+
+// Stream makes a stream (a CUstream) in the primary context, standing in for a training
+// step's; DestroyStream ends it after its work.
+func (l *Lib) Stream() uintptr { return dl.Call(l.stream) }
+
+// DestroyStream ends a stream made by Stream once its queued work is done.
+func (l *Lib) DestroyStream(s uintptr) { dl.Call(l.streamDestroy, s) }
+
+// Read enqueues on stream s (0: the primary context's legacy default stream) a kernel that
+// reads the n device bytes at p for d, as a training step does with a batch. A write into
+// them before it finishes counts in Races.
+func (l *Lib) Read(s uintptr, p uintptr, n int, d time.Duration) error {
+	if r := int32(dl.Call(l.read, s, p, uintptr(n), uintptr(d.Microseconds()))); r != 0 {
+		return fmt.Errorf("fakecuda: read on stream %#x: CUresult %d", s, r)
+	}
+	return nil
+}
+
+// NewContext makes a context (a CUcontext) on the one device without making it current,
+// as a library with its own contexts would; ContextAllocated reports its memory.
+func (l *Lib) NewContext() uintptr { return dl.Call(l.ctxCreate) }
+
+// ContextAllocated returns the device bytes allocated in context ctx and not freed.
+func (l *Lib) ContextAllocated(ctx uintptr) int64 { return int64(dl.Call(l.ctxAllocated, ctx)) }
+
+// Reset clears the sticky error, the failure hooks, the delay and the race count, and
+// restores the memory size.
 func (l *Lib) Reset() { dl.Call(l.reset) }
