@@ -89,8 +89,8 @@ func loadCUDA() (*cudaLib, error) {
 		if env != "" {
 			how = "$" + libcudaEnv + " is set; tried only it"
 		}
-		err = fmt.Errorf("cannot load the CUDA driver (is the NVIDIA driver installed? set $%s to its libcuda.so.1 if it is elsewhere); %s:\n  %s",
-			libcudaEnv, how, strings.Join(tried, "\n  "))
+		err = fmt.Errorf("cannot load the CUDA driver (is the NVIDIA driver installed? set $%s to its libcuda.so.1 if it is elsewhere); %s: %s",
+			libcudaEnv, how, strings.Join(tried, "; "))
 	}
 	cudaLibs[env] = &cudaLoad{l, err}
 	return l, err
@@ -109,6 +109,9 @@ func bindCUDA(place string) (*cudaLib, error) {
 		if _, err := os.Stat(place); err != nil {
 			return nil, fmt.Errorf("%s: not there", place)
 		}
+	}
+	if _, err := dl.Open(place); err != nil {
+		return nil, err // the loader's message names the library
 	}
 	err := dl.Bind("gpu", place, map[string]*uintptr{
 		"cuInit": &l.init, "cuDriverGetVersion": &l.driverGetVersion, "cuDeviceGetCount": &l.deviceGetCount,

@@ -83,7 +83,7 @@ type Slot struct {
 	err       error     // the last Upload's failure
 	consumers []uintptr // streams the holder's work on the slot runs on (WaitOn, ReleaseOn)
 	used      []uintptr // events, one per consumer stream at the last Release; made on demand
-	pending   int       // used[:pending] were recorded at the last Release: the next Upload waits for them
+	pending   int       // used[:pending] were recorded at Done or Release: the next Upload waits for them
 	reuseErr  error     // the last Release could not order the next Upload after the consumer
 }
 
@@ -323,6 +323,19 @@ func (s *Slot) Len() int {
 	return s.n
 }
 
+// HostBytes returns the slot's Len bytes when its "device" memory is host memory (the
+// host backend), after waiting for the last Upload; nil on a GPU.
+func (s *Slot) HostBytes() []byte {
+	if s.r.dev.kind != Host || s.Wait() != nil {
+		return nil
+	}
+	n := s.Len()
+	if n == 0 {
+		return nil
+	}
+	return hostBytes(s.ptr, n)
+}
+
 // Size returns the slot's capacity in device bytes (0 on a zero-copy ring).
 func (s *Slot) Size() int64 { return s.r.slotSize }
 
@@ -477,15 +490,12 @@ func (s *Slot) Release() { s.ReleaseOn() }
 // of the same context, 0 for the legacy default stream) it did not pass to WaitOn, such
 // as a step that waited on the host (Wait) and then launched kernels reading the slot.
 func (s *Slot) ReleaseOn(streams ...uintptr) {
+	s.Done(streams...)
 	if !s.held.Swap(false) {
 		panic(fmt.Sprintf("gpu: slot %d released twice", s.index))
 	}
 	r := s.r
 	s.mu.Lock()
-	for _, st := range streams {
-		s.addConsumer(st)
-	}
-	s.afterUse()
 	s.n, s.err = 0, nil
 	if r.zeroCopy {
 		s.ptr = 0
@@ -502,6 +512,21 @@ func (s *Slot) ReleaseOn(streams ...uintptr) {
 	}
 }
 
+// Done says the holder has enqueued all its work on the slot: it records, on every stream
+// passed to WaitOn and on streams, an event that the slot's next Upload waits for, as
+// Release does, but keeps the slot held; work enqueued on those streams later is not waited
+// for. For a holder that must finish with the slot now and give it back later (Release
+// then records nothing more, unless WaitOn is called again).
+func (s *Slot) Done(streams ...uintptr) {
+	s.mustHold("Done")
+	s.mu.Lock()
+	for _, st := range streams {
+		s.addConsumer(st)
+	}
+	s.afterUse()
+	s.mu.Unlock()
+}
+
 // afterUse records an event on each consumer stream for the next Upload to wait for. If
 // the driver cannot record one, it waits for that stream on the host instead; if that
 // fails too (a lost device), the next Upload fails with the error rather than write
@@ -510,7 +535,6 @@ func (s *Slot) ReleaseOn(streams ...uintptr) {
 func (s *Slot) afterUse() {
 	streams := s.consumers
 	s.consumers = s.consumers[:0]
-	s.pending = 0
 	if s.r.dev.kind == Host {
 		return
 	}

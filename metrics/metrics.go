@@ -51,6 +51,7 @@ type Snapshot struct {
 // consumer's waits on copies still running; and the time finished batches waited for a
 // free device buffer.
 type Device struct {
+	Kind            string  `json:"kind"` // "host" or "cuda" (gpu.Kind)
 	Name            string  `json:"name"`
 	Bytes           int64   `json:"bytes"`
 	Copies          int64   `json:"copies"`
@@ -140,8 +141,12 @@ type Pinned struct {
 	Budget         int64  `json:"budget"`
 	Locked         bool   `json:"locked"`
 	LockError      string `json:"lock_error"` // why not locked when locking was asked for; "" otherwise
-	Gets           int64  `json:"gets"`
-	Waits          int64  `json:"waits"`
+	// Registered says the buffers are registered with the GPU driver (cuMemHostRegister), so
+	// copies from them are asynchronous; RegisterError why not, when the driver refused.
+	Registered    bool   `json:"registered"`
+	RegisterError string `json:"register_error,omitempty"`
+	Gets          int64  `json:"gets"`
+	Waits         int64  `json:"waits"`
 }
 
 // Snap converts st. It does not keep st's slices.
@@ -169,10 +174,11 @@ func Snap(st pipeline.Stats) Snapshot {
 			BufferSize: p.BufferSize, Buffers: p.Buffers, InUse: p.InUse, PeakInUse: p.PeakInUse,
 			BytesMapped: p.BytesMapped, BytesInUse: p.BytesInUse, PeakBytesInUse: p.PeakBytesInUse,
 			Budget: p.Budget, Locked: p.Locked, LockError: p.LockError, Gets: p.Gets, Waits: p.Waits,
+			Registered: p.Registered, RegisterError: p.RegisterError,
 		},
 		Outstanding: st.Outstanding,
 		Device: Device{
-			Name: st.Device, Bytes: st.DeviceBytes, Copies: st.Copies, CopyWaits: st.CopyWaits,
+			Kind: st.DeviceKind.String(), Name: st.Device, Bytes: st.DeviceBytes, Copies: st.Copies, CopyWaits: st.CopyWaits,
 			CopyWaitSeconds: st.CopyWaitTime.Seconds(), SlotWaitSeconds: st.SlotWait.Seconds(),
 		},
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/conveyor-ml/conveyor/cache"
+	"github.com/conveyor-ml/conveyor/gpu"
 	"github.com/conveyor-ml/conveyor/internal/leakcheck"
 	"github.com/conveyor-ml/conveyor/internal/synth"
 	"github.com/conveyor-ml/conveyor/metrics"
@@ -59,10 +60,10 @@ func fakeStats() pipeline.Stats {
 		Pinned: pinned.Stats{
 			BufferSize: 1 << 20, Buffers: 6, InUse: 2, PeakInUse: 5, BytesMapped: 6 << 20,
 			BytesInUse: 2 << 20, PeakBytesInUse: 5 << 20, Budget: 8 << 20, Locked: false,
-			LockError: "mlock: operation not permitted", Gets: 60, Waits: 9,
+			LockError: "mlock: operation not permitted", Gets: 60, Waits: 9, Registered: true,
 		},
 		Outstanding: 2,
-		Device:      "cuda:0 (NVIDIA H100 80GB HBM3, 79.1 GiB, driver 12.8)", DeviceBytes: 77 << 20, Copies: 30,
+		DeviceKind:  gpu.CUDA, Device: "cuda:0 (NVIDIA H100 80GB HBM3, 79.1 GiB, driver 12.8)", DeviceBytes: 77 << 20, Copies: 30,
 		CopyWaits: 1, CopyWaitTime: 3 * time.Millisecond, SlotWait: 1500 * time.Millisecond,
 	}
 	// Twelve failures, more than a Snapshot lists.
@@ -107,10 +108,10 @@ const fakeJSON = `{
 	"pinned": {
 		"buffer_size": 1048576, "buffers": 6, "in_use": 2, "peak_in_use": 5, "bytes_mapped": 6291456,
 		"bytes_in_use": 2097152, "peak_bytes_in_use": 5242880, "budget": 8388608, "locked": false,
-		"lock_error": "mlock: operation not permitted", "gets": 60, "waits": 9
+		"lock_error": "mlock: operation not permitted", "gets": 60, "waits": 9, "registered": true
 	},
 	"outstanding": 2,
-	"device": {"name": "cuda:0 (NVIDIA H100 80GB HBM3, 79.1 GiB, driver 12.8)", "bytes": 80740352, "copies": 30,
+	"device": {"kind": "cuda", "name": "cuda:0 (NVIDIA H100 80GB HBM3, 79.1 GiB, driver 12.8)", "bytes": 80740352, "copies": 30,
 		"copy_waits": 1, "copy_wait_seconds": 0.003, "slot_wait_seconds": 1.5}
 }`
 

@@ -150,7 +150,18 @@ func (b *Batch) lastBad() error {
 
 // Release returns the batch's buffer to the loader. It is safe to call on a nil Batch;
 // releasing twice panics.
-func (b *Batch) Release() {
+//
+// On a GPU the CPU does not wait for the training step: the device buffer is written again
+// only after the work enqueued until now on the streams passed to WaitOn, so a step
+// launched on such a stream may still be reading it. Work on the batch on other streams
+// must be complete before Release, or named with ReleaseOn.
+func (b *Batch) Release() { b.ReleaseOn() }
+
+// ReleaseOn is Release for a step whose work on the batch's device memory runs on streams
+// (CUstreams of the loader's context; 0 for the legacy default stream) it did not pass to
+// WaitOn, such as one that waited with Wait and then launched kernels: the device buffer
+// is written again only after the work enqueued on them until now.
+func (b *Batch) ReleaseOn(streams ...uintptr) {
 	if b == nil {
 		return
 	}
@@ -162,9 +173,8 @@ func (b *Batch) Release() {
 	}
 	s := b.slot
 	if s != nil {
-		// The copy reads the host buffer until it completes: only then may a worker
-		// write the next batch into it. (Normally it completed long ago.)
-		s.Wait()
+		// The device buffer's next copy waits for the step's work enqueued until now.
+		s.Done(streams...)
 	}
 	if b.Targets != nil {
 		select {
@@ -173,9 +183,22 @@ func (b *Batch) Release() {
 		}
 	}
 	b.Data, b.Labels, b.Indices, b.Targets, b.slot, b.meta = nil, nil, nil, nil, nil, nil
-	// The host buffer goes first: after a Close its slab is unregistered now, while the
-	// device the slot keeps alive is still there.
-	b.buf.Release()
+	if s != nil && b.ld != nil && b.ld.releaseLater(b.buf, s) {
+		return
+	}
+	giveBack(b.buf, s)
+}
+
+// giveBack returns a released batch's host buffer and device slot once its copy is
+// complete: the copy reads the host buffer until then, so only then may a worker write
+// the next batch into it. (Normally it completed long ago.) The host buffer goes first:
+// after a Close its slab is unregistered now, while the device the slot keeps alive is
+// still there.
+func giveBack(buf *pinned.Buffer, s *gpu.Slot) {
+	if s != nil {
+		s.Wait()
+	}
+	buf.Release()
 	if s != nil {
 		s.Release()
 	}
@@ -227,7 +250,8 @@ func (b *Batch) Wait() error {
 // WaitOn makes the CUDA stream (a CUstream in the loader's context, which is the
 // device's primary context unless Config.GPU says otherwise; 0 for the legacy default
 // stream) wait for the batch's copy before running work enqueued on it afterwards. The
-// CPU does not wait.
+// CPU does not wait. Release then keeps the device buffer from the next batch until the
+// work enqueued on stream before it is done.
 func (b *Batch) WaitOn(stream uintptr) error {
 	if b.slot == nil {
 		return nil
@@ -252,27 +276,37 @@ func (b *Batch) name() string {
 	return fmt.Sprintf("batch %d of epoch %d", b.Number, b.Epoch)
 }
 
-// Float32 views Data as float32 values. It panics unless DType is Float32.
+// Float32 views the batch in host memory as float32 values: Data, or with DeviceConvert on
+// the cpu device (Config.Device "auto" without a usable GPU, say) the converted batch, which
+// is in host memory too. It panics unless DType is Float32, and for a batch converted on a
+// GPU, which is only in device memory (Stats.DeviceKind tells which).
 func (b *Batch) Float32() []float32 {
-	b.hostView()
+	data := b.hostView()
 	if b.DType != pack.Float32 {
 		panic("pipeline: Float32 view of a " + b.DType.String() + " batch")
 	}
-	return unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(b.Data))), len(b.Data)/4)
+	return unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(data))), len(data)/4)
 }
 
-// Uint16 views Data as 16-bit values (float16 or bfloat16 bits). It panics unless DType is
-// Float16 or BFloat16.
+// Uint16 views the batch in host memory as 16-bit values (float16 or bfloat16 bits), as
+// Float32 does. It panics unless DType is Float16 or BFloat16.
 func (b *Batch) Uint16() []uint16 {
-	b.hostView()
+	data := b.hostView()
 	if b.DType != pack.Float16 && b.DType != pack.BFloat16 {
 		panic("pipeline: Uint16 view of a " + b.DType.String() + " batch")
 	}
-	return unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(b.Data))), len(b.Data)/2)
+	return unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(data))), len(data)/2)
 }
 
-func (b *Batch) hostView() {
-	if b.hostU8 {
-		panic("pipeline: with DeviceConvert, Data holds uint8 NHWC pixels; the " + b.DType.String() + " batch is on the device")
+// hostView returns the delivered batch's bytes in host memory.
+func (b *Batch) hostView() []byte {
+	if !b.hostU8 {
+		return b.Data
 	}
+	if b.slot != nil {
+		if data := b.slot.HostBytes(); data != nil { // the host backend converted it on the CPU
+			return data
+		}
+	}
+	panic("pipeline: with DeviceConvert on a GPU, Data holds uint8 NHWC pixels; the " + b.DType.String() + " batch is on the device (Stats.DeviceKind)")
 }

@@ -28,9 +28,11 @@ func (l *Loader) openDevice(conv *gpu.Converter, batchBytes, pinnedBytes int64) 
 	o := &pinned.Options{BufferSize: int(batchBytes), Budget: pinnedBytes, Initial: c.Prefetch + 1}
 	onGPU := l.dev.Kind() != gpu.Host
 	if onGPU {
-		// The driver page-locks the slabs when it registers them.
+		// The driver page-locks the slabs when it registers them. A driver that refuses
+		// (some virtual machines) leaves them unregistered: copies still work, partly
+		// synchronously.
 		lock := false
-		o.Lock, o.Register, o.Unregister = &lock, l.dev.Register, l.dev.Unregister
+		o.Lock, o.Register, o.Unregister, o.RegisterOptional = &lock, l.dev.Register, l.dev.Unregister, true
 	}
 	if l.pool, err = pinned.New(o); err != nil {
 		return fmt.Errorf("pipeline: %w", err)
@@ -40,6 +42,8 @@ func (l *Loader) openDevice(conv *gpu.Converter, batchBytes, pinnedBytes int64) 
 	}
 	if st := l.pool.Stats(); !onGPU && !st.Locked {
 		c.Logf("pipeline: batch buffers are not page-locked (%s); host-to-device copies may be slower", st.LockError)
+	} else if onGPU && !st.Registered {
+		c.Logf("pipeline: the driver did not register the batch buffers (%s): copies to %s go on from unregistered memory, partly synchronously and slower (Stats.Pinned.Registered)", st.RegisterError, l.dev.Name())
 	}
 	// A GPU ring holds Prefetch batches: the one the consumer has and those copied ahead.
 	// The host's zero-copy ring costs nothing, so it has one slot per pinned buffer.
@@ -51,15 +55,64 @@ func (l *Loader) openDevice(conv *gpu.Converter, batchBytes, pinnedBytes int64) 
 		return fmt.Errorf("pipeline: %w", err)
 	}
 	if onGPU {
+		l.startReleaser()
 		st := l.ring.Stats()
 		c.Logf("pipeline: delivering batches to %v: %d device buffers of %d bytes, %d bytes in all", l.dev, st.Slots, st.SlotBytes, st.DeviceBytes)
 	}
 	return nil
 }
 
+// releaseLater hands a released batch's buffers whose copy to the GPU is still running
+// (queued behind earlier training steps that still read the slot's previous batch, say) to
+// the releaser goroutine, which gives them back when the copy is complete, so that the
+// consumer's Release never waits for the GPU. It reports false when the copy is complete
+// (or failed), on the host backend, or after Close: then the caller gives them back.
+func (l *Loader) releaseLater(buf *pinned.Buffer, s *gpu.Slot) bool {
+	if l.later == nil {
+		return false
+	}
+	if ok, err := s.Ready(); ok || err != nil {
+		return false
+	}
+	l.laterMu.RLock()
+	defer l.laterMu.RUnlock()
+	if l.laterClosed {
+		return false
+	}
+	l.later <- heldCopy{buf, s} // never blocks: capacity is the number of buffers
+	return true
+}
+
+// heldCopy is a released batch's buffers, waiting for their copy.
+type heldCopy struct {
+	buf  *pinned.Buffer
+	slot *gpu.Slot
+}
+
+// startReleaser starts the goroutine behind releaseLater; closeDevice joins it.
+func (l *Loader) startReleaser() {
+	l.later = make(chan heldCopy, l.nbuf)
+	l.laterDone = make(chan struct{})
+	go func() {
+		defer close(l.laterDone)
+		for h := range l.later {
+			giveBack(h.buf, h.slot)
+		}
+	}()
+}
+
 // closeDevice frees the ring, the pinned buffers and the device, as far as they exist.
 // Buffers and slots the caller still holds are freed when released.
 func (l *Loader) closeDevice() error {
+	if l.later != nil {
+		l.laterMu.Lock()
+		if !l.laterClosed {
+			l.laterClosed = true
+			close(l.later)
+		}
+		l.laterMu.Unlock()
+		<-l.laterDone // the copies it waits for end, or fail, without the consumer
+	}
 	var errs []error
 	if l.ring != nil {
 		errs = append(errs, l.ring.Close())

@@ -119,44 +119,68 @@ func ExampleConfig_microBatches() {
 }
 
 // On a GPU the loader copies each batch into device memory while the training step uses
-// the previous one. (Compiled, not run: it needs a GPU and a dataset.)
+// the previous one. With Device "auto" the same code runs without a GPU: the batches
+// stay in host memory and Stats.DeviceKind says so. (Here it runs on generated images, on
+// whatever this machine has.)
 func Example_cuda() {
 	ctx := context.Background()
-	src, err := pipeline.Dir("/data/imagenet/train")
+	dir := imageFolder(3, 7) // 21 images
+	defer os.RemoveAll(dir)
+	src, err := pipeline.Dir(dir)
 	if err != nil {
 		log.Fatal(err)
 	}
 	cfg := &pipeline.Config{
-		BatchSize: 256, Seed: 1,
+		BatchSize: 8, Seed: 1,
 		Pack: pack.Options{DType: pack.Float32, Layout: pack.NCHW, Normalize: true},
 	}
-	if err := pipeline.ApplyRecipe(cfg, "train", 224); err != nil {
+	if err := pipeline.ApplyRecipe(cfg, "train", 32); err != nil {
 		log.Fatal(err)
 	}
 
-	cfg.Device = "cuda:0"    // or "auto": cuda:0 if usable, else cpu with one log line
+	cfg.Device = "auto"      // cuda:0 if usable, else cpu with one log line; or "cuda:0"
 	cfg.DeviceConvert = true // optional: copy uint8, convert to float32 NCHW normalised on the GPU
 	ld, err := pipeline.New(src, cfg)
 	if err != nil {
 		log.Fatal(err) // says what is missing when the driver or the GPU is not usable
 	}
 	defer ld.Close()
+	onGPU := ld.Stats().DeviceKind == gpu.CUDA
 	var stepStream uintptr // the training step's CUDA stream (a CUstream; 0: the default stream)
+	samples := 0
 	for b, err := range ld.Epoch(ctx, 0) {
 		if err != nil {
 			log.Fatal(err) // a failed copy or a lost device names the batch
 		}
-		// The step's stream waits for the copy; the CPU does not.
-		if err := b.WaitOn(stepStream); err != nil {
-			log.Fatal(err)
+		if onGPU {
+			// The step's stream waits for the copy; the CPU does not.
+			if err := b.WaitOn(stepStream); err != nil {
+				log.Fatal(err)
+			}
+			deviceStep(stepStream, b.DevicePtr(), b.Shape, b.Labels) // b.DType, b.Layout describe the device tensor
+		} else {
+			hostStep(b.Float32(), b.Shape, b.Labels) // the same batch, in host memory
 		}
-		deviceStep(b.DevicePtr(), b.Shape, b.Labels) // b.DType, b.Layout describe the device tensor
-		b.Release()                                  // recycles the host and the device buffer
+		samples += b.Len
+		// Recycles the host and the device buffer. The CPU does not wait for the step:
+		// the buffer is written again only after the work enqueued on stepStream so far.
+		b.Release()
 	}
+	fmt.Printf("%d samples\n", samples)
+	// Output:
+	// 21 samples
 }
 
-// deviceStep stands in for a training step that reads the batch from device memory.
-func deviceStep(ptr gpu.DevicePtr, shape [4]int, labels []int32) {}
+// deviceStep stands in for a training step that reads the batch from device memory on
+// stream.
+func deviceStep(stream uintptr, ptr gpu.DevicePtr, shape [4]int, labels []int32) {}
+
+// hostStep stands in for a training step that reads the batch from host memory.
+func hostStep(x []float32, shape [4]int, labels []int32) {
+	if len(x) != shape[0]*shape[1]*shape[2]*shape[3] {
+		log.Fatalf("%d floats for shape %v", len(x), shape)
+	}
+}
 
 // A dataset converted once (conveyor convert, here pipeline.Convert) is a Source of
 // stored pixels: a loader over it reads records instead of decoding files.

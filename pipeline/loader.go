@@ -76,6 +76,13 @@ type Loader struct {
 	nextOrder []int32
 
 	outstanding atomic.Int64 // batches handed out and not yet released
+
+	// On a GPU, released batches whose copy is still running wait in later for the
+	// releaser goroutine (releaseLater); nil on the host backend.
+	later       chan heldCopy
+	laterDone   chan struct{}
+	laterMu     sync.RWMutex // guards the send on later against its close
+	laterClosed bool
 }
 
 // New validates cfg and builds a Loader over src: it maps and locks the pinned batch

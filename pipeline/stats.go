@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/conveyor-ml/conveyor/cache"
+	"github.com/conveyor-ml/conveyor/gpu"
 	"github.com/conveyor-ml/conveyor/pinned"
 )
 
@@ -62,6 +63,10 @@ type Stats struct {
 	// the C allocator's returned.
 	MemoryReturns int64
 
+	// DeviceKind is the device batches go to, gpu.Host or gpu.CUDA: what Config.Device
+	// "auto" chose, for code that must know (Batch.Float32 works on the host, DevicePtr is
+	// GPU memory on CUDA).
+	DeviceKind gpu.Kind
 	// Device is where batches go ("cpu", "cuda:0 (NVIDIA ...)"); DeviceBytes the device
 	// memory the loader holds, fixed from New to Close: its ring of buffers, each sized
 	// for one delivered batch (one micro-batch with Config.MicroBatches), plus
@@ -151,7 +156,7 @@ func (l *Loader) Stats() Stats {
 	}
 	s.PeakHeld = s.Pinned.BytesMapped + l.held.peak.Load()
 	rs := l.ring.Stats()
-	s.Device, s.DeviceBytes, s.Copies = l.dev.String(), rs.DeviceBytes, rs.Uploads
+	s.DeviceKind, s.Device, s.DeviceBytes, s.Copies = l.dev.Kind(), l.dev.String(), rs.DeviceBytes, rs.Uploads
 	if rs.DeviceBytes > 0 {
 		s.DeviceSlots, s.DeviceSlotBytes = rs.Slots, rs.SlotBytes
 	}

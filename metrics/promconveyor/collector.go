@@ -56,6 +56,7 @@ type Collector struct {
 	pinBuffers, pinInUse, pinBufferSize    *prometheus.Desc
 	pinMapped, pinInUseBytes, pinPeakBytes *prometheus.Desc
 	pinBudget, pinLocked, pinGets          *prometheus.Desc
+	pinRegistered                          *prometheus.Desc
 	pinWaits                               *prometheus.Desc
 	outstanding                            *prometheus.Desc
 
@@ -109,6 +110,7 @@ func NewCollector(s metrics.Source, o *Options) (*Collector, error) {
 	desc(&c.pinPeakBytes, l, "pinned_peak_in_use_bytes", "Most pinned memory out at once, page-rounded.")
 	desc(&c.pinBudget, l, "pinned_budget_bytes", "Pinned pool budget.")
 	desc(&c.pinLocked, l, "pinned_locked", "1 if the pinned buffers are locked in memory (mlock), else 0.")
+	desc(&c.pinRegistered, l, "pinned_registered", "1 if the pinned buffers are registered with the GPU driver (cuMemHostRegister), else 0: copies from them are then partly synchronous.")
 	desc(&c.pinGets, l, "pinned_gets_total", "Pinned buffers handed out.")
 	desc(&c.pinWaits, l, "pinned_waits_total", "Pinned buffer requests that had to wait for a release; a rising rate means the consumer holds batches too long.")
 	desc(&c.outstanding, l, "outstanding_batches", "Batches held by the consumer and not yet released.")
@@ -205,6 +207,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.pinPeakBytes, float64(p.PeakBytesInUse))
 	gauge(c.pinBudget, float64(p.Budget))
 	gauge(c.pinLocked, bit(p.Locked))
+	gauge(c.pinRegistered, bit(p.Registered))
 	counter(c.pinGets, float64(p.Gets))
 	counter(c.pinWaits, float64(p.Waits))
 	gauge(c.outstanding, float64(st.Outstanding))

@@ -170,6 +170,9 @@ conveyor_loader_pinned_budget_bytes{loader="train"} 8.388608e+06
 # HELP conveyor_loader_pinned_locked 1 if the pinned buffers are locked in memory (mlock), else 0.
 # TYPE conveyor_loader_pinned_locked gauge
 conveyor_loader_pinned_locked{loader="train"} 0
+# HELP conveyor_loader_pinned_registered 1 if the pinned buffers are registered with the GPU driver (cuMemHostRegister), else 0: copies from them are then partly synchronous.
+# TYPE conveyor_loader_pinned_registered gauge
+conveyor_loader_pinned_registered{loader="train"} 0
 # HELP conveyor_loader_pinned_gets_total Pinned buffers handed out.
 # TYPE conveyor_loader_pinned_gets_total counter
 conveyor_loader_pinned_gets_total{loader="train"} 60
@@ -217,7 +220,7 @@ conveyor_cache_disabled{loader="train"} 1
 `
 
 // Metric counts: 32 loader families, 47 series; 10 cache families, 11 series.
-const loaderSeries, cacheSeries = 47, 11
+const loaderSeries, cacheSeries = 48, 11
 
 func newCollector(t *testing.T, src *fake) *promconveyor.Collector {
 	t.Helper()

@@ -165,7 +165,13 @@ enum { OP_COPY, OP_KERNEL, OP_RECORD, OP_WAIT, OP_READ };
 // An event's records are numbered: a wait or synchronisation is for the record made last
 // before it was asked for, as in the driver, so recording the event again later does not
 // change what an earlier wait waits for.
-struct event { struct ctx *ctx; uint64_t recorded, done; CUresult err; };
+// Destroying an event its streams still have to reach is allowed: it is freed after them.
+struct event { struct ctx *ctx; uint64_t recorded, done; CUresult err; int ops, destroyed; };
+
+// unref drops an operation's reference to e, freeing it after cuEventDestroy. Under mu.
+static void unref(struct event *e) {
+	if (e && --e->ops == 0 && e->destroyed) free(e);
+}
 struct op {
 	int kind;
 	void *dst; const void *src; size_t n; // copy; read: src, n
@@ -260,6 +266,7 @@ static void *worker(void *arg) {
 		run(s, o);
 		s->head = o->next;
 		if (!s->head) s->tail = NULL;
+		unref(o->ev);
 		free(o);
 		pthread_cond_broadcast(&cv);
 	}
@@ -562,8 +569,11 @@ CUresult cuEventDestroy_v2(struct event *e) {
 	if (!e) return INVALID_HANDLE;
 	pthread_mutex_lock(&mu);
 	CUresult r = current() ? OK : INVALID_CONTEXT;
+	if (!r) {
+		e->destroyed = 1, e->ctx = NULL; // no longer a valid handle
+		e->ops++, unref(e);             // freed now, or after the operations that use it
+	}
 	pthread_mutex_unlock(&mu);
-	if (!r) free(e); // like the driver, destroying an event in use is allowed
 	return r;
 }
 
@@ -575,6 +585,7 @@ CUresult cuEventRecord(struct event *e, struct stream *h) {
 	if (!r) {
 		struct op *o = calloc(1, sizeof *o);
 		o->kind = OP_RECORD, o->ev = e, o->gen = ++e->recorded;
+		e->ops++;
 		enqueue(s, o);
 	}
 	pthread_mutex_unlock(&mu);
@@ -614,6 +625,7 @@ CUresult cuStreamWaitEvent(struct stream *h, struct event *e, unsigned flags) {
 	if (!r && e->recorded) {
 		struct op *o = calloc(1, sizeof *o);
 		o->kind = OP_WAIT, o->ev = e, o->gen = e->recorded;
+		e->ops++;
 		enqueue(s, o);
 	}
 	pthread_mutex_unlock(&mu);
