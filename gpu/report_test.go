@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,8 +16,9 @@ import (
 // TestGPUReport measures, on the GPU named by $CONVEYOR_TEST_DEVICE, the bandwidth of a
 // plain synchronous cuMemcpyHtoD from pinned memory and of the ring's asynchronous
 // uploads of the same size (a batch of 64 float32 224×224 samples), and of uploads
-// converted on the device from uint8. It logs the figures and writes them to
-// $CONVEYOR_OUT/gpu-report.json when set; it asserts no speed.
+// converted on the device from uint8, and says which driver and JIT libraries the
+// process loaded and what the JIT said of the kernels. It logs the figures and writes them
+// to $CONVEYOR_OUT/gpu-report.json when set; it asserts no speed.
 func TestGPUReport(t *testing.T) {
 	name := realCUDA()
 	if name == "" {
@@ -106,18 +108,48 @@ func TestGPUReport(t *testing.T) {
 	ringGBps := ring(RingOptions{Slots: 2, Bytes: size}, func(i int) []byte { return bufs[i%3] })
 	convGBps := ring(RingOptions{Slots: 2, Bytes: conv.InBytes(batch), Convert: conv}, func(i int) []byte { return bufs[i%3][:conv.InBytes(batch)] })
 	slices.Sort(plain)
+	info, err := Driver()
+	if err != nil {
+		t.Fatal(err)
+	}
 	rep := map[string]any{
 		"device": d.String(), "bytes": size, "reps": reps,
+		"driver_library": info.Library, "jit_library_beside_it": info.JIT, "driver_version": info.Version,
+		"jit_info_log": drv.jitLog, "mapped_libraries": mappedLibraries("libcuda", "ptxjit", "nvvm"),
 		"plain_htod_gbps_median":        plain[len(plain)/2],
 		"ring_async_gbps":               ringGBps,
 		"ring_vs_plain":                 ringGBps / plain[len(plain)/2],
 		"convert_u8_to_f32_output_gbps": convGBps,
 	}
-	t.Logf("%v", rep)
+	for k, v := range rep {
+		t.Logf("%s: %v", k, v)
+	}
 	if out := os.Getenv("CONVEYOR_OUT"); out != "" {
 		b, _ := json.MarshalIndent(rep, "", "  ")
 		if err := os.WriteFile(filepath.Join(out, "gpu-report.json"), b, 0o644); err != nil {
 			t.Error(err)
 		}
 	}
+}
+
+// mappedLibraries lists the files mapped into this process whose names contain one of
+// parts: which driver and JIT libraries the dynamic loader really opened.
+func mappedLibraries(parts ...string) []string {
+	b, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		return []string{err.Error()}
+	}
+	var libs []string
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 6 {
+			continue
+		}
+		for _, p := range parts {
+			if strings.Contains(f[5], p) && !slices.Contains(libs, f[5]) {
+				libs = append(libs, f[5])
+			}
+		}
+	}
+	return libs
 }
