@@ -372,6 +372,9 @@ func TestBenchMicroBatches(t *testing.T) {
 	if !strings.Contains(out.String(), "2 buffers of 0.0 MB, one micro-batch (2 samples) each") {
 		t.Errorf("text report does not describe the device buffers:\n%s", out.String())
 	}
+	if !strings.Contains(out.String(), "registered with the GPU driver") || !whole.Memory.PinnedRegistered {
+		t.Errorf("the report does not say the pinned buffers are registered:\n%s", out.String())
+	}
 }
 
 func TestBenchOrderAndRankFromEnv(t *testing.T) {

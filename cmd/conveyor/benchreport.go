@@ -39,7 +39,12 @@ func printReport(w io.Writer, res *benchResult) {
 	row("cpu", "%.0f%% of one core (%.0f%% of %d): user %.2f s, sys %.2f s", r.CPU.Percent, 100*r.CPU.Utilisation, r.CPU.Cores, r.CPU.UserS, r.CPU.SysS)
 	m := r.Memory
 	locked := "page-locked"
-	if !m.PinnedLocked {
+	switch {
+	case m.PinnedRegistered:
+		locked = "registered with the GPU driver (page-locked by it)"
+	case m.PinnedRegisterError != "":
+		locked = "not registered: " + m.PinnedRegisterError + "; copies from them are partly synchronous"
+	case !m.PinnedLocked:
 		locked = "not locked"
 	}
 	row("memory", "peak RSS %s (%s); loader budget %s, peak held %s", mb(m.PeakRSS), m.PeakRSSScope, mb(m.Budget), mb(m.PeakHeld))

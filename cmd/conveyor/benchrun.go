@@ -107,6 +107,9 @@ type memoryReport struct {
 	PeakHeld     int64 `json:"peak_held_bytes"`
 	Pinned       int64 `json:"pinned_bytes"`
 	PinnedLocked bool  `json:"pinned_locked"`
+	// PinnedRegistered: registered with the GPU driver (page-locked by it); on a GPU only.
+	PinnedRegistered    bool   `json:"pinned_registered,omitempty"`
+	PinnedRegisterError string `json:"pinned_register_error,omitempty"`
 	// PinnedBuffers buffers of PinnedBufferBytes each hold one delivered batch (one
 	// micro-batch with --micro-batches); likewise DeviceBuffers of DeviceBufferBytes,
 	// which with the conversion's staging buffer make up DeviceBytes (all 0 when batches
@@ -307,7 +310,8 @@ func measure(ctx context.Context, src pipeline.Source, cfg *pipeline.Config, opt
 	rep.CPU.Utilisation = rep.CPU.Percent / 100 / float64(cores)
 	rep.Memory = memoryReport{
 		PeakRSS: peakRSS(), PeakRSSScope: "run", Budget: st.Budget, PeakHeld: st.PeakHeld,
-		Pinned: st.Pinned.BytesMapped, PinnedLocked: st.Pinned.Locked, Device: st.Device, DeviceBytes: st.DeviceBytes,
+		Pinned: st.Pinned.BytesMapped, PinnedLocked: st.Pinned.Locked,
+		PinnedRegistered: st.Pinned.Registered, PinnedRegisterError: st.Pinned.RegisterError, Device: st.Device, DeviceBytes: st.DeviceBytes,
 		PinnedBuffers: st.Pinned.Buffers, PinnedBufferBytes: int64(st.Pinned.BufferSize), DeviceBuffers: st.DeviceSlots, DeviceBufferBytes: st.DeviceSlotBytes,
 	}
 	if !scoped {
