@@ -485,12 +485,15 @@ func (c *cudaDriver) loadModule(ptx string) (mod uintptr, info string, err error
 	text := append([]byte(ptx), 0)
 	infoLog, errLog := make([]byte, jitLogBytes), make([]byte, jitLogBytes)
 	opts := []int32{jitInfoLogBuffer, jitInfoLogBufferSize, jitErrorLogBuffer, jitErrorLogBufferSize, jitLogVerbose}
+	// The logs' addresses travel inside vals, hidden from the compiler: pinning them keeps
+	// them on the heap, in place, for the call (a stack buffer would move with its stack).
+	var pin runtime.Pinner
+	defer pin.Unpin()
+	pin.Pin(&infoLog[0])
+	pin.Pin(&errLog[0])
 	vals := []uintptr{uintptr(unsafe.Pointer(&infoLog[0])), jitLogBytes, uintptr(unsafe.Pointer(&errLog[0])), jitLogBytes, 1}
 	err = c.call("cuModuleLoadDataEx", c.l.moduleLoadDataEx, uintptr(unsafe.Pointer(&mod)), uintptr(unsafe.Pointer(&text[0])),
 		uintptr(len(opts)), uintptr(unsafe.Pointer(&opts[0])), uintptr(unsafe.Pointer(&vals[0])))
-	runtime.KeepAlive(infoLog)
-	runtime.KeepAlive(errLog)
-	runtime.KeepAlive(text)
 	info = logText(infoLog, vals[1])
 	if err != nil {
 		e := err.(*Error)

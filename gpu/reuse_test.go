@@ -10,6 +10,7 @@ import (
 
 	"github.com/conveyor-ml/conveyor/gpu/kernels"
 	"github.com/conveyor-ml/conveyor/internal/fakecuda"
+	"github.com/conveyor-ml/conveyor/pack"
 )
 
 // A slot released while the consumer's stream still reads it is not written again until
@@ -256,5 +257,114 @@ func TestOpenContextUsesThatContext(t *testing.T) {
 	must(t, d.Close())
 	if got := f.ContextAllocated(ctx); got != 0 {
 		t.Errorf("%d bytes left in the caller's context", got)
+	}
+}
+
+// The ordering holds for real kernels too, on every CUDA backend (the stand-in and a GPU):
+// a consumer stream runs the conversion kernel over the slot's bytes several times after
+// WaitOn, the slot is released and the next batch uploaded into it at once; the last
+// kernel's output must be the first batch's conversion, never the second's.
+func TestSlotReuseKernelOrder(t *testing.T) {
+	eachBackend(t, func(t *testing.T, d *Device, _ *fakecuda.Lib) {
+		c, ok := d.drv.(*cudaDriver)
+		if !ok {
+			t.Skip("the host backend runs nothing asynchronously")
+		}
+		conv, err := NewConverter(pack.Options{Width: 224, Height: 224, Normalize: true})
+		must(t, err)
+		const samples = 64
+		in := conv.InBytes(samples)
+		p := pool(t, d, 2, in)
+		defer closePool(t, p)
+		a, err := p.Get(context.Background())
+		must(t, err)
+		defer a.Release()
+		b, err := p.Get(context.Background())
+		must(t, err)
+		defer b.Release()
+		fill(a.Bytes(), 1)
+		fill(b.Bytes(), 2)
+		must(t, c.loadConverter())
+		out, err := d.alloc(int64(conv.OutBytes(samples)), "test output")
+		must(t, err)
+		defer d.free(out, int64(conv.OutBytes(samples)))
+		step, err := c.newStream()
+		must(t, err)
+		defer c.destroyStream(step)
+		r := newRing(t, d, RingOptions{Slots: 1, Bytes: in})
+		defer closeRing(t, r)
+		s, _ := r.TryAcquire()
+		must(t, s.Upload(a.Bytes()))
+		must(t, s.WaitOn(step))
+		plane := int64(224 * 224)
+		for range 20 { // the step: kernels reading the slot for a while
+			must(t, c.convert(&launch{dst: out, src: s.Ptr(), pixels: samples * plane, plane: plane, conv: conv}, step))
+		}
+		s.Release()
+		s, _ = r.TryAcquire()
+		must(t, s.Upload(b.Bytes()))
+		must(t, c.syncStream(step))
+		got := make([]byte, conv.OutBytes(samples))
+		must(t, c.copyDtoH(got, out))
+		want := make([]byte, len(got))
+		must(t, conv.Host(want, a.Bytes()))
+		if i := firstDiff(got, want); i >= 0 {
+			t.Errorf("the step's output differs from the first batch's conversion at byte %d: the next upload wrote under it", i)
+		}
+		must(t, s.Wait())
+		s.Release()
+	})
+}
+
+// Close racing with Acquire and Release neither hangs nor loses a slot's memory.
+func TestRingCloseRacesAcquire(t *testing.T) {
+	d := openT(t, "cpu")
+	defer d.Close()
+	for i := range 30000 {
+		r := newRing(t, d, RingOptions{Slots: 1, Bytes: 64, Convert: nil})
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if s, err := r.Acquire(context.Background()); err == nil {
+				s.Release()
+			}
+		}()
+		closed := make(chan error, 1)
+		go func() { closed <- r.Close() }()
+		select {
+		case <-closed:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("iteration %d: Close hung", i)
+		}
+		<-done
+	}
+}
+
+// A ring closed (or a slot released after Close) while a step still reads a slot frees its
+// memory only after the step.
+func TestCloseWaitsForConsumer(t *testing.T) {
+	f := fakecuda.Use(t)
+	d := openT(t, "cuda:0")
+	defer d.Close()
+	step := f.Stream()
+	defer f.DestroyStream(step)
+	host := make([]byte, 4096)
+	for _, held := range []bool{false, true} {
+		f.Reset()
+		r := newRing(t, d, RingOptions{Slots: 1, Bytes: 4096})
+		s, _ := r.TryAcquire()
+		must(t, s.Upload(host))
+		must(t, s.WaitOn(step))
+		must(t, f.Read(step, uintptr(s.Ptr()), 4096, 100*time.Millisecond))
+		if held {
+			r.Close() // reports the held slot
+			s.Release()
+		} else {
+			s.Release()
+			must(t, r.Close())
+		}
+		if n := f.Races(); n != 0 {
+			t.Errorf("held=%t: the slot was freed while the step read it", held)
+		}
 	}
 }

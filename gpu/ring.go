@@ -171,9 +171,19 @@ func (r *Ring) destroy() {
 	r.finish()
 }
 
-// freeSlot frees s's memory and event; it runs once per slot.
+// freeSlot frees s's memory and events once the work that may still use it is done: its
+// last copy, and the consumer's work recorded at its last Done or Release (a step may
+// still read it). It runs once per slot.
 func (r *Ring) freeSlot(s *Slot) {
 	var errs []error
+	if s.event != 0 {
+		errs = append(errs, r.dev.drv.syncEvent(s.event))
+	}
+	s.mu.Lock()
+	for _, e := range s.used[:s.pending] {
+		errs = append(errs, r.dev.drv.syncEvent(e))
+	}
+	s.mu.Unlock()
 	if !r.zeroCopy {
 		errs = append(errs, r.dev.free(s.ptr, r.slotSize))
 	}
@@ -251,13 +261,28 @@ func (r *Ring) Acquire(ctx context.Context) (*Slot, error) {
 	}
 	select {
 	case s := <-r.free:
-		s.held.Store(true)
-		return s, nil
+		return r.take(s)
 	case <-ctx.Done():
 		return nil, context.Cause(ctx)
 	case <-r.done:
 		return nil, ErrClosed
 	}
+}
+
+// take hands out s, just received from r.free, unless Close began meanwhile: then its
+// drain may have missed s, which is freed here.
+func (r *Ring) take(s *Slot) (*Slot, error) {
+	r.mu.Lock()
+	closed := r.closed
+	if !closed {
+		s.held.Store(true)
+	}
+	r.mu.Unlock()
+	if closed {
+		r.freeSlot(s)
+		return nil, ErrClosed
+	}
+	return s, nil
 }
 
 // TryAcquire returns a free slot, or false when all are held or the ring is closed.
@@ -269,8 +294,8 @@ func (r *Ring) TryAcquire() (*Slot, bool) {
 	}
 	select {
 	case s := <-r.free:
-		s.held.Store(true)
-		return s, true
+		s, err := r.take(s)
+		return s, err == nil
 	default:
 		return nil, false
 	}
@@ -292,12 +317,19 @@ func (r *Ring) Close() error {
 	syncErr := r.dev.drv.syncStream(r.stream)
 	r.upMu.Unlock()
 	r.mu.Lock()
-	held := r.live - len(r.free)
 	r.live++ // keep finish from running while the free slots are freed
 	r.mu.Unlock()
-	for len(r.free) > 0 {
-		r.freeSlot(<-r.free)
+	for drained := false; !drained; {
+		select {
+		case s := <-r.free: // an Acquire racing with Close may take one first
+			r.freeSlot(s)
+		default:
+			drained = true
+		}
 	}
+	r.mu.Lock()
+	held := r.live - 1
+	r.mu.Unlock()
 	r.unlive(nil) // drop the extra count
 	r.mu.Lock()
 	err := errors.Join(syncErr, r.freeErr)

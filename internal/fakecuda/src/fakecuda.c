@@ -445,6 +445,7 @@ CUresult cuMemFree_v2(uint64_t p) {
 		for (struct alloc **a = &allocs; *a; a = &(*a)->next)
 			if ((*a)->p == p && (*a)->ctx == current()) {
 				struct alloc *x = *a;
+				hazard(x->p, x->n, ++seq); // freeing bytes a step still reads
 				*a = x->next;
 				used_mem -= x->n;
 				free((void *)x->p);
