@@ -312,13 +312,13 @@ func (r *Ring) Close() error {
 	}
 	r.closed = true
 	close(r.done)
+	// Keep finish from running until Close is done with the stream and the free slots,
+	// whoever frees the last slot (a Release, or an Acquire that lost the race with Close).
+	r.live++
 	r.mu.Unlock()
 	r.upMu.Lock() // no Upload is half enqueued
 	syncErr := r.dev.drv.syncStream(r.stream)
 	r.upMu.Unlock()
-	r.mu.Lock()
-	r.live++ // keep finish from running while the free slots are freed
-	r.mu.Unlock()
 	for drained := false; !drained; {
 		select {
 		case s := <-r.free: // an Acquire racing with Close may take one first
