@@ -522,7 +522,9 @@ func (s *Slot) Release() { s.ReleaseOn() }
 // of the same context, 0 for the legacy default stream) it did not pass to WaitOn, such
 // as a step that waited on the host (Wait) and then launched kernels reading the slot.
 func (s *Slot) ReleaseOn(streams ...uintptr) {
-	s.Done(streams...)
+	if s.held.Load() {
+		s.Done(streams...)
+	}
 	if !s.held.Swap(false) {
 		panic(fmt.Sprintf("gpu: slot %d released twice", s.index))
 	}
