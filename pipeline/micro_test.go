@@ -132,8 +132,10 @@ func TestMicroBatchesEqualWholeBatches(t *testing.T) {
 			if ms.Pinned.BufferSize*c.micro != ws.Pinned.BufferSize || ms.Pinned.BufferSize != 16/c.micro*ld.sampleBytes {
 				t.Errorf("pinned buffers of %d bytes, whole batches' %d: want 1/%d", ms.Pinned.BufferSize, ws.Pinned.BufferSize, c.micro)
 			}
-			if want := int64(ld.Config().Prefetch+1) * pageRound(int64(ms.Pinned.BufferSize)); ms.Pinned.BytesMapped != want {
-				t.Errorf("%d pinned bytes mapped, want %d", ms.Pinned.BytesMapped, want)
+			// Buffers as the tuner left them: Prefetch+1 at the start, more when it raised
+			// the batches in flight (on a loaded machine), each one micro-batch.
+			if want := int64(ms.Pinned.Buffers) * pageRound(int64(ms.Pinned.BufferSize)); ms.Pinned.BytesMapped != want || ms.Pinned.Buffers < ld.Config().Prefetch+1 {
+				t.Errorf("%d pinned bytes mapped in %d buffers, want %d (at least %d buffers)", ms.Pinned.BytesMapped, ms.Pinned.Buffers, want, ld.Config().Prefetch+1)
 			}
 			if c.device != "" || c.convert {
 				if ms.DeviceBytes == 0 || ms.DeviceBytes*int64(c.micro) != ws.DeviceBytes {
