@@ -114,3 +114,26 @@ func TestDenseTargetsBounded(t *testing.T) {
 		t.Errorf("default MemoryBudget %d", got)
 	}
 }
+
+// Convert's options are bounded as Config's: its loader's memory budget holds five files
+// of MaxFileBytes (2^62 wrapped it negative).
+func TestConvertOptionsBounds(t *testing.T) {
+	src, err := Dir(sharedTree(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		o    ConvertOptions
+		want string
+	}{
+		{ConvertOptions{Workers: 1 << 30}, "pipeline: convert: Workers 1073741824 not in [1, 4096]"},
+		{ConvertOptions{MaxFileBytes: 1 << 62}, "pipeline: convert: MaxFileBytes 4611686018427387904 not in [1, 1099511627776]"},
+		{ConvertOptions{MaxFileBytes: -1}, "pipeline: convert: MaxFileBytes -1 not in"},
+	} {
+		tc.o.Logf = quiet
+		// The options are checked before the cache is looked at.
+		if _, err := Convert(t.Context(), src, nil, &tc.o); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Convert(%+v): %v, want an error containing %q", tc.o, err, tc.want)
+		}
+	}
+}
