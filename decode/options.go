@@ -2,6 +2,7 @@ package decode
 
 import (
 	"fmt"
+	"math"
 	"strings"
 )
 
@@ -66,8 +67,12 @@ func (p ResizePolicy) String() string {
 }
 
 // Validate reports whether p is consistent: the sizes its mode needs are positive, and
-// the ones it ignores are zero (so a forgotten Mode does not silently skip resizing).
+// the ones it ignores are zero (so a forgotten Mode does not silently skip resizing). No
+// size may exceed 2^31-1.
 func (p ResizePolicy) Validate() error {
+	if p.Size > maxSide || p.Width > maxSide || p.Height > maxSide {
+		return fmt.Errorf("decode: resize policy %v has a size above %d", p, maxSide)
+	}
 	switch p.Mode {
 	case ResizeNone:
 		if p.Size != 0 || p.Width != 0 || p.Height != 0 {
@@ -122,10 +127,19 @@ func (p ResizePolicy) OutputSize(w, h int) (int, int) {
 // roundDiv returns a/b rounded to the nearest integer, halves up; a >= 0, b > 0.
 func roundDiv(a, b int64) int { return int((2*a + b) / (2 * b)) }
 
+// maxSide bounds ResizePolicy's sizes: no format stores a larger side, and sizes below
+// it keep OutputSize's products within an int64.
+const maxSide = math.MaxInt32
+
+// maxPixelsBound bounds Options.MaxPixels: 2^40 pixels (3 TiB of RGB). Below it, no size
+// computed from a header (rows, planes, a decode's footprint) can wrap an int64.
+const maxPixelsBound = 1 << 40
+
 // Options configure a Decoder. The zero value is valid and means the defaults.
 type Options struct {
 	// MaxPixels bounds width×height as read from an image's header, before any pixel
-	// memory is allocated; larger images fail with ErrTooLarge. Default DefaultMaxPixels.
+	// memory is allocated; larger images fail with ErrTooLarge. At most 2^40;
+	// default DefaultMaxPixels.
 	MaxPixels int64
 	// IgnoreOrientation leaves JPEG pixels as stored instead of applying the EXIF
 	// orientation tag. Default false (orientation is applied, like PIL's exif_transpose).
@@ -154,8 +168,8 @@ func (o *Options) EnsureDefaults() *Options {
 
 // Validate reports whether o, with defaults filled in, is usable.
 func (o *Options) Validate() error {
-	if o.MaxPixels <= 0 {
-		return fmt.Errorf("decode: MaxPixels %d must be positive", o.MaxPixels)
+	if o.MaxPixels <= 0 || o.MaxPixels > maxPixelsBound {
+		return fmt.Errorf("decode: MaxPixels %d not in [1, %d]", o.MaxPixels, int64(maxPixelsBound))
 	}
 	switch o.Backend {
 	case BackendAuto, BackendGo, BackendTurbo:

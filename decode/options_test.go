@@ -5,6 +5,7 @@ import (
 	"errors"
 	"image"
 	"image/png"
+	"math"
 	"strings"
 	"testing"
 )
@@ -55,6 +56,9 @@ func TestOptions(t *testing.T) {
 		o    Options
 	}{
 		{"negative-limit", Options{MaxPixels: -1}},
+		{"limit-above-2^40", Options{MaxPixels: 1<<40 + 1}}, // a PNG's rows would wrap an int64
+		{"fit-huge-height", Options{Resize: ResizePolicy{Mode: ResizeFit, Width: 1, Height: math.MaxInt}}},
+		{"shorter-huge", Options{Resize: ResizePolicy{Mode: ResizeShorter, Size: 1 << 31}}},
 		{"backend", Options{Backend: "cuda"}},
 		{"shorter-no-size", Options{Resize: ResizePolicy{Mode: ResizeShorter}}},
 		{"shorter-with-box", Options{Resize: ResizePolicy{Mode: ResizeShorter, Size: 5, Width: 3}}},

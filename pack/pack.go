@@ -146,7 +146,8 @@ type Options struct {
 	// Uint8. Default false.
 	Normalize bool
 	// Mean and Std are the per-channel statistics for Normalize (ignored without it); both
-	// zero means ImageNetMean and ImageNetStd. Every Std must be non-zero. Default zero.
+	// zero means ImageNetMean and ImageNetStd. Every value must be finite and every Std
+	// non-zero. Default zero.
 	Mean, Std [3]float32
 }
 
@@ -161,33 +162,52 @@ type Packer struct {
 	fma   *fmaConsts // the float32 kernels' constants; nil: use lut32
 }
 
+// maxSampleBytes bounds one packed sample, width×height×3×the dtype's size: 2 GiB less a byte.
+const maxSampleBytes = math.MaxInt32
+
+// Validate reports options NewPacker refuses: a size that is not positive or whose
+// sample exceeds maxSampleBytes, an unknown layout or dtype, normalising into uint8, and
+// a Mean or Std that is not finite or a Std of zero.
+func (o *Options) Validate() error {
+	mean, std := o.Mean, o.Std
+	if o.Normalize && mean == [3]float32{} && std == [3]float32{} {
+		mean, std = ImageNetMean, ImageNetStd
+	}
+	switch {
+	case o.Width <= 0 || o.Height <= 0:
+		return fmt.Errorf("pack: pack size %dx%d: Width and Height must be positive", o.Width, o.Height)
+	case o.Layout != NCHW && o.Layout != NHWC:
+		return fmt.Errorf("pack: invalid pack layout %v", o.Layout)
+	case o.DType.Size() == 0:
+		return fmt.Errorf("pack: invalid pack dtype %v", o.DType)
+	case o.DType == Uint8 && o.Normalize:
+		return fmt.Errorf("pack: cannot normalize into uint8 samples")
+	// Divided rather than multiplied: 2^31×2^31×3×4 wraps an int64 to 0.
+	case o.Width > maxSampleBytes/3/o.DType.Size()/o.Height:
+		return fmt.Errorf("pack: pack size %dx%d is too large: a %v sample may hold at most %d bytes", o.Width, o.Height, o.DType, maxSampleBytes)
+	}
+	if o.Normalize {
+		for c := range 3 {
+			m, s := float64(mean[c]), float64(std[c])
+			if s == 0 || math.IsNaN(s) || math.IsInf(s, 0) || math.IsNaN(m) || math.IsInf(m, 0) {
+				return fmt.Errorf("pack: normalize mean %v and std %v must be finite, and every std non-zero", mean, std)
+			}
+		}
+	}
+	return nil
+}
+
 // NewPacker returns a Packer for o's effective options.
 func NewPacker(o *Options) (*Packer, error) {
 	var opts Options
 	if o != nil {
 		opts = *o
 	}
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
 	if opts.Normalize && opts.Mean == [3]float32{} && opts.Std == [3]float32{} {
 		opts.Mean, opts.Std = ImageNetMean, ImageNetStd
-	}
-	switch {
-	case opts.Width <= 0 || opts.Height <= 0:
-		return nil, fmt.Errorf("pack: pack size %dx%d: Width and Height must be positive", opts.Width, opts.Height)
-	case opts.Layout != NCHW && opts.Layout != NHWC:
-		return nil, fmt.Errorf("pack: invalid pack layout %v", opts.Layout)
-	case opts.DType.Size() == 0:
-		return nil, fmt.Errorf("pack: invalid pack dtype %v", opts.DType)
-	case opts.DType == Uint8 && opts.Normalize:
-		return nil, fmt.Errorf("pack: cannot normalize into uint8 samples")
-	case int64(opts.Width)*int64(opts.Height)*3*int64(opts.DType.Size()) > math.MaxInt32:
-		return nil, fmt.Errorf("pack: pack size %dx%d is too large", opts.Width, opts.Height)
-	}
-	if opts.Normalize {
-		for _, s := range opts.Std {
-			if s == 0 || s != s {
-				return nil, fmt.Errorf("pack: normalize std %v must be non-zero", opts.Std)
-			}
-		}
 	}
 	p := &Packer{o: opts}
 	for c := range 3 {

@@ -319,6 +319,45 @@ func TestPackErrors(t *testing.T) {
 	}
 }
 
+// Sizes whose product wraps, and statistics that are not numbers, are refused by
+// Validate and NewPacker alike; the largest sample allowed is accepted.
+func TestOptionsValidateBounds(t *testing.T) {
+	nan, inf := float32(math.NaN()), float32(math.Inf(1))
+	for _, tt := range []struct {
+		name string
+		o    Options
+		want string
+	}{
+		{"2^31 squared", Options{Width: 1 << 31, Height: 1 << 31}, "too large"},
+		{"2^32 squared uint8", Options{Width: 1 << 32, Height: 1 << 32, DType: Uint8}, "too large"},
+		{"over 2 GiB", Options{Width: (1<<31-1)/3 + 1, Height: 1, DType: Uint8}, "too large"},
+		{"max int width", Options{Width: math.MaxInt, Height: math.MaxInt}, "too large"},
+		{"NaN std", Options{Width: 4, Height: 4, Normalize: true, Mean: ImageNetMean, Std: [3]float32{nan, 1, 1}}, "finite"},
+		{"NaN mean", Options{Width: 4, Height: 4, Normalize: true, Mean: [3]float32{0, nan, 0}, Std: ImageNetStd}, "finite"},
+		{"infinite mean", Options{Width: 4, Height: 4, Normalize: true, Mean: [3]float32{0, 0, -inf}, Std: ImageNetStd}, "finite"},
+		{"infinite std", Options{Width: 4, Height: 4, Normalize: true, Mean: ImageNetMean, Std: [3]float32{1, inf, 1}}, "finite"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := tt.o.Validate(); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Validate: %v, want an error containing %q", err, tt.want)
+			}
+			if _, err := NewPacker(&tt.o); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("NewPacker: %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+	// NaN statistics without Normalize are ignored, as Mean and Std are.
+	for _, o := range []Options{
+		{Width: (1<<31 - 1) / 3, Height: 1, DType: Uint8},
+		{Width: 4, Height: 4, Mean: [3]float32{nan, nan, nan}},
+		{Width: 4, Height: 4, Normalize: true},
+	} {
+		if err := o.Validate(); err != nil {
+			t.Errorf("Validate(%v): %v", o, err)
+		}
+	}
+}
+
 func TestParse(t *testing.T) {
 	for _, d := range []DType{Uint8, Float32, Float16, BFloat16} {
 		for _, s := range []string{d.String(), strings.ToUpper(d.String())} {

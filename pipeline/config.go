@@ -40,7 +40,8 @@ func (p Policy) String() string {
 // Config configures a Loader. The zero value of every field means its default; New works
 // on a copy, so a Config may be reused.
 type Config struct {
-	// BatchSize is the number of samples per batch; default 64.
+	// BatchSize is the number of samples per batch, at most 2^20 (and a batch buffer,
+	// BatchSize/MicroBatches packed samples, at most 1 TiB); default 64.
 	BatchSize int
 	// DropLast drops the epoch's last batch when it would be short; default false (the last
 	// batch holds the remainder, Batch.Len says how many).
@@ -62,16 +63,16 @@ type Config struct {
 	// delivered micro-batch. Default 1: whole batches.
 	MicroBatches int
 
-	// Workers is the number of CPU workers (decode, augment, pack). Default: tuned at run
-	// time (see NoAutotune), starting at GOMAXPROCS.
+	// Workers is the number of CPU workers (decode, augment, pack), at most 4096. Default:
+	// tuned at run time (see NoAutotune), starting at GOMAXPROCS.
 	Workers int
 	// IOWorkers is the number of concurrent file reads, separate from Workers so a slow
-	// disk does not idle the decoders. Default: tuned at run time, starting at
-	// max(4, Workers).
+	// disk does not idle the decoders; at most 4096. Default: tuned at run time, starting
+	// at max(4, Workers).
 	IOWorkers int
 	// Prefetch is how many batches (micro-batches with MicroBatches) may be in flight
 	// (being assembled or ready) ahead of the consumer; the pinned pool holds Prefetch+1
-	// batch buffers. Default: tuned at run time, starting at 2, or with MicroBatches at
+	// batch buffers; at most 8192. Default: tuned at run time, starting at 2, or with MicroBatches at
 	// enough micro-batches that at least 2×Workers samples are in flight (small
 	// micro-batches would otherwise idle the workers): max(2, ⌈2·Workers/(BatchSize/MicroBatches)⌉).
 	// The tuner deepens it, mapping more pinned buffers, up to enough for 256 samples (at
@@ -92,8 +93,8 @@ type Config struct {
 	// choice; docs/DESIGN.md, "Autotune", has the rules. Default false.
 	NoAutotune bool
 	// CPULimit is the cores the tuner lets the process use, as getrusage measures it
-	// (the consumer's own CPU included); fractional values are allowed. Default
-	// GOMAXPROCS.
+	// (the consumer's own CPU included); fractional values are allowed, up to 4096.
+	// Default GOMAXPROCS.
 	CPULimit float64
 
 	// Seed decides the order and every random augmentation; default 0.
@@ -102,7 +103,8 @@ type Config struct {
 	// is reshuffled from (Seed, epoch).
 	Sequential bool
 	// Rank and World shard the dataset for distributed training, as DistributedSampler
-	// does: each of World ranks sees an equal number of samples; default 0 and 1.
+	// does: each of World ranks sees an equal number of samples. World is at most 2^24;
+	// default 0 and 1.
 	Rank, World int
 	// DropUneven drops the tail of the global order to make it divisible by World instead
 	// of repeating its head (with ShardOrder: each partition's last sample when the
@@ -130,7 +132,7 @@ type Config struct {
 	// consecutive blocks of about this many (each block's size drawn from ±25% of it, so
 	// partitions need new shards at different batches), and a rank reads about
 	// ShuffleBlock/shard length+1 shards of each of its partitions at a time; larger mixes
-	// better and needs more shards at hand. Default 4 × the mean shard length (4 for a source without shards,
+	// better and needs more shards at hand; at most 2^31-1. Default 4 × the mean shard length (4 for a source without shards,
 	// whose shard shuffle is already a full permutation), and at least 262,144 over
 	// Converted.ByShard, whose shards are sorted by class. Only with ShardOrder.
 	ShuffleBlock int
@@ -194,7 +196,7 @@ type Config struct {
 	// CacheFill bounds the share of the workers' busy time that storing samples may take
 	// while the loader is the bottleneck; time they spend waiting for the consumer or the
 	// disk is free for it. A sample not stored in one epoch is stored in a later one.
-	// 1 stores every sample on first sight, whatever it costs. Default 0.1.
+	// 1 stores every sample on first sight, whatever it costs; in [0, 1]. Default 0.1.
 	CacheFill float64
 
 	// OnError is the bad-sample policy; default Skip.
@@ -202,16 +204,18 @@ type Config struct {
 	// MaxBadFraction ends the epoch with an error once more than this fraction of the
 	// epoch's samples, and more than one, are bad files (under Skip; each file counted
 	// once however often it is drawn): one bad file is never a reason to stop, whatever
-	// the dataset's size. Default 0.01. Negative means no limit.
+	// the dataset's size. At most 1; negative means no limit. Default 0.01.
 	MaxBadFraction float64
 
-	// MemoryBudget bounds every byte the loader holds: the pinned batch buffers, encoded
-	// files in flight and decode working memory. Of what the pinned buffers leave, a fifth
-	// rations reads; of the rest, half is kept by the workers between samples and half is
-	// a pool that large images borrow from one at a time. Default: the pinned buffers plus
-	// max(640 MiB, 64 MiB + 64 MiB per worker), which admits photos of up to about 26
-	// megapixels with 2 workers (the loader reserves 10 bytes per source pixel for
-	// decoding); larger ones are bad samples (decode.ErrTooLarge) unless it is raised.
+	// MemoryBudget bounds every byte the loader holds: the pinned batch buffers (with
+	// dense targets, their rows of floats too), encoded files in flight and decode
+	// working memory; at most 2^50 (1 PiB). Of what the pinned buffers and targets leave,
+	// a fifth rations reads; of the rest, half is kept by the workers between samples and
+	// half is a pool that large images borrow from one at a time. Default: the pinned
+	// buffers and targets plus max(640 MiB, 64 MiB + 64 MiB per worker), which admits
+	// photos of up to about 26 megapixels with 2 workers (the loader reserves 10 bytes
+	// per source pixel for decoding); larger ones are bad samples (decode.ErrTooLarge)
+	// unless it is raised.
 	// What the loader lets go of is given back to the system when the process's
 	// anonymous memory nears what it was at New plus MemoryBudget, less the batch
 	// buffers the tuner may map but has not (Stats.MemoryReturns).
@@ -234,6 +238,20 @@ const (
 	minWorkingBudget = 16 * mib
 )
 
+// Bounds of the fields that size allocations, channels and goroutines. They are far
+// beyond any machine's needs, and they keep every size computed from them within an
+// int64: a batch buffer is at most maxBatchBytes, and Prefetch+1 of them at most 2^54
+// bytes.
+const (
+	maxBatchSize    = 1 << 20
+	maxWorkers      = 4096           // Workers, IOWorkers, and CPULimit in cores
+	maxPrefetch     = 2 * maxWorkers // the largest default: ⌈2·Workers/1⌉ micro-batches of one sample
+	maxWorld        = 1 << 24
+	maxShuffleBlock = math.MaxInt32 // positions in an epoch's order are int32
+	maxBatchBytes   = 1 << 40       // one batch buffer (a micro-batch with MicroBatches)
+	maxMemoryBudget = 1 << 50
+)
+
 // EnsureDefaults fills zero fields with their defaults.
 func (c *Config) EnsureDefaults() {
 	if c.BatchSize == 0 {
@@ -243,13 +261,13 @@ func (c *Config) EnsureDefaults() {
 		c.MicroBatches = 1
 	}
 	if c.Workers == 0 {
-		c.Workers = runtime.GOMAXPROCS(0)
+		c.Workers = min(runtime.GOMAXPROCS(0), maxWorkers)
 	}
 	if c.IOWorkers == 0 {
 		c.IOWorkers = max(4, c.Workers)
 	}
 	if c.CPULimit == 0 {
-		c.CPULimit = float64(runtime.GOMAXPROCS(0))
+		c.CPULimit = float64(min(runtime.GOMAXPROCS(0), maxWorkers))
 	}
 	if c.Prefetch == 0 {
 		c.Prefetch = 2
@@ -279,25 +297,34 @@ func (c *Config) EnsureDefaults() {
 	c.Mix.EnsureDefaults()
 }
 
-// Validate reports the first invalid field.
+// Validate reports every invalid field: out of its range (each field's comment or the
+// bounds above), or inconsistent with another.
 func (c *Config) Validate() error {
 	var errs []error
-	if c.BatchSize < 1 {
-		errs = append(errs, fmt.Errorf("BatchSize %d < 1", c.BatchSize))
+	inRange := func(name string, v, lo, hi int) bool {
+		if v < lo || v > hi {
+			errs = append(errs, fmt.Errorf("%s %d not in [%d, %d]", name, v, lo, hi))
+			return false
+		}
+		return true
 	}
+	batchOK := inRange("BatchSize", c.BatchSize, 1, maxBatchSize)
 	switch {
 	case c.MicroBatches < 1:
 		errs = append(errs, fmt.Errorf("MicroBatches %d < 1", c.MicroBatches))
-	case c.BatchSize >= 1 && c.BatchSize%c.MicroBatches != 0:
+		batchOK = false
+	case batchOK && c.BatchSize%c.MicroBatches != 0:
 		errs = append(errs, fmt.Errorf("MicroBatches %d does not divide BatchSize %d", c.MicroBatches, c.BatchSize))
+		batchOK = false
 	}
-	if c.Workers < 1 || c.IOWorkers < 1 || c.Prefetch < 1 {
-		errs = append(errs, fmt.Errorf("Workers %d, IOWorkers %d and Prefetch %d must be ≥ 1", c.Workers, c.IOWorkers, c.Prefetch))
+	inRange("Workers", c.Workers, 1, maxWorkers)
+	inRange("IOWorkers", c.IOWorkers, 1, maxWorkers)
+	prefetchOK := inRange("Prefetch", c.Prefetch, 1, maxPrefetch)
+	if !(c.CPULimit > 0 && c.CPULimit <= maxWorkers) {
+		errs = append(errs, fmt.Errorf("CPULimit %g not in (0, %d] cores", c.CPULimit, maxWorkers))
 	}
-	if c.CPULimit < 0 || math.IsNaN(c.CPULimit) || math.IsInf(c.CPULimit, 0) {
-		errs = append(errs, fmt.Errorf("CPULimit %g: want a positive number of cores", c.CPULimit))
-	}
-	if c.World < 1 || c.Rank < 0 || c.Rank >= c.World {
+	worldOK := inRange("World", c.World, 1, maxWorld)
+	if worldOK && (c.Rank < 0 || c.Rank >= c.World) {
 		errs = append(errs, fmt.Errorf("Rank %d not in [0, World=%d)", c.Rank, c.World))
 	}
 	switch c.Order {
@@ -309,14 +336,16 @@ func (c *Config) Validate() error {
 		switch {
 		case c.Partitions < 1:
 			errs = append(errs, fmt.Errorf("Partitions %d < 1", c.Partitions))
-		case c.World >= 1 && c.Partitions%c.World != 0:
+		case worldOK && c.Partitions%c.World != 0:
 			errs = append(errs, fmt.Errorf("Partitions %d is not a multiple of World %d: each rank reads a whole number of partitions", c.Partitions, c.World))
-		case c.BatchSize >= 1 && c.World >= 1 && c.BatchSize*c.World%c.Partitions != 0:
+		case batchOK && worldOK && c.BatchSize*c.World%c.Partitions != 0: // at most 2^44
 			errs = append(errs, fmt.Errorf("the global batch BatchSize×World = %d×%d is not a multiple of Partitions %d: every global batch takes as many samples from each partition",
 				c.BatchSize, c.World, c.Partitions))
 		}
 		if c.ShuffleBlock < 0 {
 			errs = append(errs, fmt.Errorf("ShuffleBlock %d < 0", c.ShuffleBlock))
+		} else {
+			inRange("ShuffleBlock", c.ShuffleBlock, 0, maxShuffleBlock)
 		}
 	default:
 		errs = append(errs, fmt.Errorf("Order %v", c.Order))
@@ -324,10 +353,10 @@ func (c *Config) Validate() error {
 	if c.OnError != Skip && c.OnError != Fail {
 		errs = append(errs, fmt.Errorf("OnError %v", c.OnError))
 	}
-	if c.MaxBadFraction > 1 {
-		errs = append(errs, fmt.Errorf("MaxBadFraction %g > 1", c.MaxBadFraction))
+	if !(c.MaxBadFraction <= 1) { // NaN included
+		errs = append(errs, fmt.Errorf("MaxBadFraction %g: want a fraction ≤ 1 (negative: no limit)", c.MaxBadFraction))
 	}
-	if c.CacheFill < 0 || c.CacheFill > 1 {
+	if !(c.CacheFill >= 0 && c.CacheFill <= 1) {
 		errs = append(errs, fmt.Errorf("CacheFill %g not in [0, 1]", c.CacheFill))
 	}
 	if c.StopAfter < AllStages || c.StopAfter > AugmentStage {
@@ -341,8 +370,20 @@ func (c *Config) Validate() error {
 		// values such as normal noise or a value between two pixel levels.
 		errs = append(errs, errors.New("DeviceConvert packs uint8 pixels on the host, but Augment ends with ops on the normalised sample (RandomErasing); drop DeviceConvert, or erase on the device after the conversion"))
 	}
-	if c.MemoryBudget < 0 {
-		errs = append(errs, fmt.Errorf("MemoryBudget %d < 0", c.MemoryBudget))
+	if c.MemoryBudget < 0 || c.MemoryBudget > maxMemoryBudget {
+		errs = append(errs, fmt.Errorf("MemoryBudget %d not in [0, %d] (1 PiB)", c.MemoryBudget, int64(maxMemoryBudget)))
+	}
+	if err := c.Pack.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("Pack: %w", err))
+	} else if batchOK && prefetchOK {
+		// Bounded above: a sample is below 2^31 bytes and a micro-batch at most 2^20
+		// samples, so the product cannot wrap.
+		host := c.hostPack()
+		sample := int64(host.Width) * int64(host.Height) * 3 * int64(host.DType.Size())
+		if n := int64(c.BatchSize / c.MicroBatches); n*sample > maxBatchBytes {
+			errs = append(errs, fmt.Errorf("a batch buffer of %d %dx%d %v samples (BatchSize/MicroBatches) takes %d bytes, more than %d (1 TiB)",
+				n, host.Width, host.Height, host.DType, n*sample, int64(maxBatchBytes)))
+		}
 	}
 	if err := c.Mix.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("Mix: %w", err))
@@ -360,6 +401,15 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("pipeline: config: %w", err)
 	}
 	return nil
+}
+
+// hostPack is how samples are packed on the host: Pack, or with DeviceConvert uint8 NHWC
+// pixels of Pack's size.
+func (c *Config) hostPack() pack.Options {
+	if c.DeviceConvert {
+		return pack.Options{Width: c.Pack.Width, Height: c.Pack.Height, Layout: pack.NHWC, DType: pack.Uint8}
+	}
+	return c.Pack
 }
 
 // String prints the effective configuration, for training logs.

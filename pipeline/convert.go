@@ -19,14 +19,18 @@ import (
 	"github.com/conveyor-ml/conveyor/pack"
 )
 
+// maxConvertFileBytes bounds ConvertOptions.MaxFileBytes.
+const maxConvertFileBytes = 1 << 40
+
 // ConvertOptions configures Convert. A nil *ConvertOptions means the defaults.
 type ConvertOptions struct {
 	// Decode is the spec samples are stored under, usually a resize-first policy such as
 	// shorter side 256; default decode's defaults (full size).
 	Decode decode.Options
-	// Workers is the number of files decoded at once; default GOMAXPROCS.
+	// Workers is the number of files decoded at once, at most 4096; default GOMAXPROCS.
 	Workers int
-	// MaxFileBytes bounds a source file's size; larger files are bad. Default 1 GiB.
+	// MaxFileBytes bounds a source file's size; larger files are bad. At most 1 TiB;
+	// default 1 GiB.
 	MaxFileBytes int64
 	// Source names the converted directory in the dataset's Info; default "".
 	Source string
@@ -97,7 +101,7 @@ func Convert(ctx context.Context, src Source, c *cache.Cache, opts *ConvertOptio
 		return nil, fmt.Errorf("pipeline: convert: %w", err)
 	}
 	if o.Workers == 0 {
-		o.Workers = runtime.GOMAXPROCS(0)
+		o.Workers = min(runtime.GOMAXPROCS(0), maxWorkers)
 	}
 	if o.MaxFileBytes == 0 {
 		o.MaxFileBytes = 1 << 30
@@ -105,8 +109,13 @@ func Convert(ctx context.Context, src Source, c *cache.Cache, opts *ConvertOptio
 	if o.Logf == nil {
 		o.Logf = log.Printf
 	}
-	if o.Workers < 1 || o.MaxFileBytes < 1 {
-		return nil, fmt.Errorf("pipeline: convert: Workers %d and MaxFileBytes %d must be ≥ 1", o.Workers, o.MaxFileBytes)
+	if o.Workers < 1 || o.Workers > maxWorkers {
+		return nil, fmt.Errorf("pipeline: convert: Workers %d not in [1, %d]", o.Workers, maxWorkers)
+	}
+	// The loader's memory budget holds five files of MaxFileBytes: 1 TiB each at most
+	// keeps it within Config's bound.
+	if o.MaxFileBytes < 1 || o.MaxFileBytes > maxConvertFileBytes {
+		return nil, fmt.Errorf("pipeline: convert: MaxFileBytes %d not in [1, %d] (1 TiB)", o.MaxFileBytes, int64(maxConvertFileBytes))
 	}
 	if err := o.Part.Validate(); err != nil {
 		return nil, fmt.Errorf("pipeline: convert: Part: %w", err)

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -418,5 +419,50 @@ func TestLabelOutsideClasses(t *testing.T) {
 	}
 	if last == nil || !strings.Contains(last.Error(), "label 7 outside the source's 3 classes") {
 		t.Fatalf("got %v, want an error about label 7", last)
+	}
+}
+
+// Manifests from the outside world: a byte order mark is skipped, a path longer than
+// PATH_MAX and a JSONL line over 1 MiB are refused with their line (and without copying
+// the path into the error), and lines are the file's, whatever quoted fields span.
+func TestManifestHostile(t *testing.T) {
+	const bom = "\uFEFF"
+	for _, tc := range []struct{ name, text string }{
+		{"m.jsonl", bom + `{"path":"a.jpg","label":"cat"}` + "\n" + `{"path":"b.jpg","label":"dog"}` + "\n"},
+		{"m.csv", bom + "a.jpg,cat\nb.jpg,dog\n"},
+		{"m.csv", bom + "path,label\na.jpg,cat\nb.jpg,dog\n"},
+	} {
+		src, err := Manifest(fstest.MapFS{tc.name: {Data: []byte(tc.text)}}, tc.name)
+		if err != nil {
+			t.Errorf("%q: %v", tc.text, err)
+			continue
+		}
+		if src.Len() != 2 || src.Path(0) != "a.jpg" || !slices.Equal(src.Classes(), []string{"cat", "dog"}) {
+			t.Errorf("%q: %d samples, first %q, classes %q", tc.text, src.Len(), src.Path(0), src.Classes())
+		}
+	}
+
+	long := strings.Repeat("d/", 1<<19) + "x.jpg" // 1 MiB
+	var wide strings.Builder                      // 200,000 fields, 2.7 MB
+	wide.WriteString(`{"path":"c.jpg","label":0`)
+	for k := range 200_000 {
+		fmt.Fprintf(&wide, `,"f%d":0`, k)
+	}
+	wide.WriteString("}\n")
+	for _, tc := range []struct{ name, text, err string }{
+		{"m.csv", "a.jpg,0\n" + long + ",1\n", "manifest m.csv line 2: path \"d/d/d/"},
+		{"m.csv", "a.jpg,0\n" + strings.Repeat("x", 4097) + ",1\n", "has 4097 bytes, more than 4096"},
+		{"m.jsonl", `{"path":"a.jpg","label":0}` + "\n" + `{"path":"` + long[:1<<16] + `x.jpg","label":1}` + "\n", "manifest m.jsonl line 2: path"},
+		{"m.jsonl", `{"path":"a.jpg","label":0}` + "\n\n" + wide.String(), "manifest m.jsonl line 3: longer than 1048576 bytes"},
+		// The second record starts on line 3 and the third on line 5.
+		{"m.csv", "path,label,note\na.jpg,0,\"two\nlines\"\nb.jpg,1,\"and\ntwo\"\nc.jpg,cat;;dog,x\n", "manifest m.csv line 6: empty label"},
+		{"m.csv", "a.jpg,0,\"x\ny\"\nb.jpg,1,x\"y\n", "manifest m.csv: parse error on line 3, column 10: bare \""},
+	} {
+		_, err := Manifest(fstest.MapFS{tc.name: {Data: []byte(tc.text)}}, tc.name)
+		if err == nil || !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("%.40q: %v, want an error containing %q", tc.text, err, tc.err)
+		} else if len(err.Error()) > 200 {
+			t.Errorf("%.40q: an error of %d bytes", tc.text, len(err.Error()))
+		}
 	}
 }

@@ -109,14 +109,13 @@ func build(src Source, cfg *Config, conv *converting) (*Loader, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	hostPack := c.Pack
+	hostPack := c.hostPack()
 	var devConv *gpu.Converter
 	if c.DeviceConvert {
 		var err error
 		if devConv, err = gpu.NewConverter(c.Pack); err != nil {
 			return nil, fmt.Errorf("pipeline: %w", err)
 		}
-		hostPack = pack.Options{Width: c.Pack.Width, Height: c.Pack.Height, Layout: pack.NHWC, DType: pack.Uint8}
 	}
 	packer, err := pack.NewPacker(&hostPack)
 	if err != nil {
@@ -140,10 +139,6 @@ func build(src Source, cfg *Config, conv *converting) (*Loader, error) {
 	}
 	if l.classes > 0 {
 		l.off, l.on = mixup.SmoothValues(c.Mix.Smoothing, l.classes)
-		l.tfree = make(chan []float32, l.nbuf)
-		for range l.nbuf {
-			l.tfree <- make([]float32, l.micro*l.classes)
-		}
 	}
 	if m, ok := src.(MetadataSource); ok && len(m.MetadataKeys()) > 0 {
 		l.meta = m
@@ -189,14 +184,36 @@ func build(src Source, cfg *Config, conv *converting) (*Loader, error) {
 	if c.DropLast && l.sampler.shardLen() < c.BatchSize {
 		return nil, fmt.Errorf("pipeline: DropLast with %d samples per epoch and BatchSize %d leaves no batch", l.sampler.shardLen(), c.BatchSize)
 	}
+	// Validate bounds a buffer to maxBatchBytes and nbuf to maxPrefetch+1 or 17: no
+	// product here wraps.
 	pinnedBytes := int64(l.nbuf) * pageRound(batchBytes)
-	if c.MemoryBudget == 0 {
-		l.cfg.MemoryBudget = pinnedBytes + max(640*mib, 64*mib+int64(c.Workers)*64*mib)
+	// Dense targets, a row of floats per sample beside each batch buffer, are held from
+	// here on, so they count as the pinned buffers do.
+	targetBytes := int64(0)
+	if l.classes > 0 {
+		row := int64(l.micro) * 4
+		if int64(l.classes) > maxBatchBytes/row {
+			return nil, fmt.Errorf("pipeline: dense targets of %d classes for %d samples take more than %d bytes a batch buffer", l.classes, l.micro, int64(maxBatchBytes))
+		}
+		targetBytes = int64(l.nbuf) * row * int64(l.classes)
 	}
-	working := l.cfg.MemoryBudget - pinnedBytes
+	if c.MemoryBudget == 0 {
+		l.cfg.MemoryBudget = pinnedBytes + targetBytes + max(640*mib, 64*mib+int64(c.Workers)*64*mib)
+	}
+	working := l.cfg.MemoryBudget - pinnedBytes - targetBytes
 	if working < minWorkingBudget {
-		return nil, fmt.Errorf("pipeline: MemoryBudget %d bytes leaves %d after %d batch buffers of %d bytes; need at least %d more",
-			l.cfg.MemoryBudget, working, l.nbuf, batchBytes, minWorkingBudget-working)
+		held := ""
+		if targetBytes > 0 {
+			held = fmt.Sprintf(" and %d bytes of dense targets", targetBytes)
+		}
+		return nil, fmt.Errorf("pipeline: MemoryBudget %d bytes leaves %d after %d batch buffers of %d bytes%s; need at least %d more",
+			l.cfg.MemoryBudget, working, l.nbuf, batchBytes, held, minWorkingBudget-working)
+	}
+	if l.classes > 0 {
+		l.tfree = make(chan []float32, l.nbuf)
+		for range l.nbuf {
+			l.tfree <- make([]float32, l.micro*l.classes)
+		}
 	}
 	l.read = newBudget(working/5, &l.held)
 	// Decode memory is shared out among the active workers (tuner.set changes it).

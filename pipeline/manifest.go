@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/csv"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -36,7 +37,10 @@ import (
 // MetadataSource. CSV columns are keyed by the header's names (without a header, by
 // their positions from 0: "2", "3", …), and every row has every column. JSONL values that
 // are strings are their text; other values (numbers, objects) their JSON; null is no
-// value. Errors name the file and line.
+// value.
+//
+// A UTF-8 byte order mark at the start of the file is skipped. A path may have at most
+// 4096 bytes (PATH_MAX) and a JSONL line at most 1 MiB. Errors name the file and line.
 func Manifest(fsys fs.FS, name string) (FileSource, error) {
 	f, err := fsys.Open(name)
 	if err != nil {
@@ -45,11 +49,15 @@ func Manifest(fsys fs.FS, name string) (FileSource, error) {
 	defer f.Close()
 	m := &manifest{name: name, ids: map[string]int{}}
 	m.fsSource = fsSource{tree: fsTree{fsys, path.Dir(name)}, desc: "manifest:" + name}
+	r := bufio.NewReaderSize(f, 1<<16)
+	if bom, _ := r.Peek(len(utf8BOM)); string(bom) == utf8BOM {
+		r.Discard(len(utf8BOM)) // as spreadsheets and Windows editors write UTF-8
+	}
 	ext := strings.ToLower(path.Ext(name))
 	if ext == ".jsonl" || ext == ".ndjson" {
-		err = m.readJSONL(f)
+		err = m.readJSONL(r)
 	} else {
-		err = m.readCSV(f)
+		err = m.readCSV(r)
 	}
 	if err == nil && len(m.keys) > 0 {
 		for len(m.mends) < m.Len() { // samples after the last with metadata have none
@@ -136,6 +144,16 @@ func (m *manifestSource) Metadata(i int, key string) ([]byte, bool) {
 // maxLabel bounds an integer label: Classes holds one name per index up to the largest.
 const maxLabel = 1<<22 - 1
 
+// maxPathBytes bounds a manifest's path, as PATH_MAX does on Linux: a path travels in
+// every error and log line about its sample, and a bad sample's may be logged up to 64
+// times as replacements are drawn.
+const maxPathBytes = 4096
+
+// maxJSONLLine bounds a JSONL manifest's line.
+const maxJSONLLine = 1 << 20
+
+const utf8BOM = "\uFEFF"
+
 // manifest is the state of reading one. While reading, a sample's label is the index of
 // its label's text in texts; number turns those into class indices.
 type manifest struct {
@@ -154,23 +172,29 @@ type labelText struct {
 }
 
 func (m *manifest) readCSV(r io.Reader) error {
-	cr := csv.NewReader(bufio.NewReaderSize(r, 1<<16))
+	cr := csv.NewReader(r)
 	cr.FieldsPerRecord = 0 // every row has the first row's columns
 	cr.ReuseRecord = true
 	var labels []string
-	for line := 1; ; line++ {
+	line := 0 // where the record read last starts, as the file's lines count (a quoted field may span several)
+	for first := true; ; first = false {
 		rec, err := cr.Read()
 		if err == io.EOF {
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("pipeline: manifest %s: %w", m.name, err)
+			var pe *csv.ParseError
+			if errors.As(err, &pe) { // it names the line
+				return fmt.Errorf("pipeline: manifest %s: %w", m.name, err)
+			}
+			return fmt.Errorf("pipeline: manifest %s after line %d: %w", m.name, line, err)
 		}
+		line, _ = cr.FieldPos(0)
 		if len(rec) < 2 {
 			return fmt.Errorf("pipeline: manifest %s line %d: want \"path,label\" (and metadata columns after them), got %d column", m.name, line, len(rec))
 		}
 		p, label := strings.TrimSpace(rec[0]), strings.TrimSpace(rec[1])
-		if line == 1 {
+		if first {
 			_, err = strconv.Atoi(label)
 			header := !IsImageName(p) && err != nil // such as "path,label"
 			if err := m.csvKeys(rec[2:], header); err != nil {
@@ -280,11 +304,12 @@ func foldKeys(rec map[string]json.RawMessage) error {
 
 func (m *manifest) readJSONL(r io.Reader) error {
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 1<<16), 1<<20)
+	sc.Buffer(make([]byte, 1<<16), maxJSONLLine)
 	rec := map[string]json.RawMessage{}
 	var labels []string
 	var extra []string
-	for line := 1; sc.Scan(); line++ {
+	line := 1
+	for ; sc.Scan(); line++ {
 		b := sc.Bytes()
 		if len(strings.TrimSpace(string(b))) == 0 {
 			continue
@@ -347,8 +372,10 @@ func (m *manifest) readJSONL(r io.Reader) error {
 			return err
 		}
 	}
-	if err := sc.Err(); err != nil {
-		return fmt.Errorf("pipeline: manifest %s: %w", m.name, err)
+	if err := sc.Err(); errors.Is(err, bufio.ErrTooLong) {
+		return fmt.Errorf("pipeline: manifest %s line %d: longer than %d bytes", m.name, line, maxJSONLLine)
+	} else if err != nil {
+		return fmt.Errorf("pipeline: manifest %s line %d: %w", m.name, line, err)
 	}
 	return nil
 }
@@ -380,6 +407,9 @@ func (m *manifest) jsonLabel(v json.RawMessage, line int) (string, error) {
 // text indices are in lvals (number keeps them only for a multi-label file), and its
 // index label is its first one's, or -1.
 func (m *manifest) add(p string, labels []string, line int) error {
+	if len(p) > maxPathBytes {
+		return fmt.Errorf("pipeline: manifest %s line %d: path %q has %d bytes, more than %d", m.name, line, abbrevBytes([]byte(p[:41])), len(p), maxPathBytes)
+	}
 	if p == "" || path.IsAbs(p) || !fs.ValidPath(path.Clean(p)) {
 		return fmt.Errorf("pipeline: manifest %s line %d: path %q must be relative, inside the manifest's directory", m.name, line, p)
 	}

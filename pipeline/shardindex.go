@@ -50,8 +50,22 @@ func (s *WebDatasetSource) ShardIndex() *ShardIndex {
 	return x
 }
 
+// Bounds of a ShardIndex's counts, checked before anything is sized by them.
+const (
+	// minSampleBytes is the least a sample takes in a tar file: one member's header.
+	minSampleBytes = 512
+	// maxShardSamples bounds one shard's count, 16,777,216: at least 8 GiB of tar.
+	maxShardSamples = 1 << 24
+	// maxIndexSamples bounds the whole index's: samples are numbered in int32.
+	maxIndexSamples = 1<<31 - 1
+	// maxShardBytes bounds one shard's size, 1 PiB, so that sums of sizes never wrap.
+	maxShardBytes = 1 << 50
+)
+
 // ParseShardIndex reads a ShardIndex from JSON and checks it: the kind, at least one
-// shard, counts and sizes not negative.
+// shard, no shard listed twice, counts and sizes not negative, no shard holding more
+// samples than its size can (a sample takes at least a 512-byte tar header) or more than
+// 2^24, at most 2^31-1 samples in all, and no shard above 1 PiB.
 func ParseShardIndex(data []byte) (*ShardIndex, error) {
 	var x ShardIndex
 	if err := json.Unmarshal(data, &x); err != nil {
@@ -63,12 +77,41 @@ func ParseShardIndex(data []byte) (*ShardIndex, error) {
 	case len(x.Shards) == 0:
 		return nil, errors.New("WebDataset shard index lists no shards")
 	}
+	seen := make(map[string]int, len(x.Shards))
+	total := 0
 	for k, e := range x.Shards {
-		if e.URL == "" || e.Samples < 0 || e.Bytes < 0 {
+		switch {
+		case e.URL == "" || e.Samples < 0 || e.Bytes < 0:
 			return nil, fmt.Errorf("WebDataset shard index: shardlist[%d] is %+v", k, e)
+		case e.Samples > maxShardSamples:
+			return nil, fmt.Errorf("WebDataset shard index: shard %s: nsamples %d is more than %d", e.URL, e.Samples, maxShardSamples)
+		case e.Bytes > maxShardBytes:
+			return nil, fmt.Errorf("WebDataset shard index: shard %s: filesize %d is more than %d", e.URL, e.Bytes, int64(maxShardBytes))
+		case e.Bytes > 0 && int64(e.Samples) > e.Bytes/minSampleBytes:
+			return nil, fmt.Errorf("WebDataset shard index: shard %s: %d samples cannot fit in its filesize of %d bytes (each takes at least a %d-byte tar header)",
+				e.URL, e.Samples, e.Bytes, minSampleBytes)
+		}
+		// A shard listed twice would have its samples twice, silently.
+		key := shardKey(e.URL)
+		if j, dup := seen[key]; dup {
+			return nil, fmt.Errorf("WebDataset shard index: shard %s is listed twice (shardlist[%d] and shardlist[%d])", e.URL, j, k)
+		}
+		seen[key] = k
+		if total += e.Samples; total > maxIndexSamples {
+			return nil, fmt.Errorf("WebDataset shard index: more than %d samples", maxIndexSamples)
 		}
 	}
 	return &x, nil
+}
+
+// shardKey is what tells shards apart in an index: a relative URL cleaned ("./a.tar"
+// and "a.tar" are one shard), a full one as it is; names checks again once full URLs are
+// resolved against the index's folder.
+func shardKey(url string) string {
+	if strings.Contains(url, "://") || strings.HasPrefix(url, "/") {
+		return url
+	}
+	return path.Clean(strings.TrimPrefix(url, "./"))
 }
 
 // Counts returns the sample count and size of each shard, in order.
@@ -84,6 +127,7 @@ func (x *ShardIndex) Counts() (samples []int, bytes []int64) {
 // reads the shards of one index through one bucket).
 func (x *ShardIndex) names(base string) ([]string, error) {
 	names := make([]string, len(x.Shards))
+	seen := make(map[string]int, len(x.Shards))
 	for k, e := range x.Shards {
 		n := e.URL
 		if strings.Contains(n, "://") || strings.HasPrefix(n, "/") {
@@ -97,6 +141,10 @@ func (x *ShardIndex) names(base string) ([]string, error) {
 		if !fs.ValidPath(n) {
 			return nil, fmt.Errorf("shard %q is not a name under the index's folder %s", e.URL, base)
 		}
+		if j, dup := seen[n]; dup {
+			return nil, fmt.Errorf("shards %s and %s are both %s: a shard is listed twice", x.Shards[j].URL, e.URL, n)
+		}
+		seen[n] = k
 		names[k] = n
 	}
 	return names, nil

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -82,6 +83,8 @@ func TestOpenShardIndexErrors(t *testing.T) {
 		"outside.json": map[string]any{"__kind__": ShardIndexKind, "wids_version": 1, "shardlist": []any{map[string]any{"url": "s3://other/a.tar", "nsamples": 1}}},
 		"count.json":   map[string]any{"__kind__": ShardIndexKind, "wids_version": 1, "shardlist": []any{map[string]any{"url": "a.tar", "nsamples": -1}}},
 		"missing.json": map[string]any{"__kind__": ShardIndexKind, "wids_version": 1, "class_names": []string{"a"}, "shardlist": []any{map[string]any{"url": "a.tar", "nsamples": 3}}},
+		"twice.json": map[string]any{"__kind__": ShardIndexKind, "wids_version": 1, "class_names": []string{"a"},
+			"shardlist": []any{map[string]any{"url": "a.tar", "nsamples": 3}, map[string]any{"url": "./a.tar", "nsamples": 3}}},
 	}
 	for name, x := range cases {
 		writeIndex(t, filepath.Join(dir, name), x)
@@ -186,5 +189,54 @@ func TestOpenShardIndexHTTP(t *testing.T) {
 	b := collect(t, newLoader(t, local, shardConfig()), ctx, 0, 0)
 	if !bytes.Equal(a.data, b.data) || !slices.Equal(a.indices, b.indices) {
 		t.Error("batches through the HTTP shard index differ from the local shards'")
+	}
+}
+
+// A shard index is checked before anything is sized by it: no shard twice (its samples
+// would be read twice, silently), no count its shard's size cannot hold, and bounded
+// counts and sizes.
+func TestParseShardIndexBounds(t *testing.T) {
+	index := func(shards ...string) []byte {
+		return []byte(`{"__kind__":"` + ShardIndexKind + `","wids_version":1,"shardlist":[` + strings.Join(shards, ",") + `]}`)
+	}
+	many := make([]string, 128) // 2^31 samples in all
+	for k := range many {
+		many[k] = fmt.Sprintf(`{"url":"s%d.tar","nsamples":%d}`, k, 1<<24)
+	}
+	for _, tc := range []struct {
+		name string
+		data []byte
+		err  string // "" when valid
+	}{
+		{"twice", index(`{"url":"a.tar","nsamples":1}`, `{"url":"b.tar","nsamples":1}`, `{"url":"./a.tar","nsamples":2}`),
+			"shard ./a.tar is listed twice (shardlist[0] and shardlist[2])"},
+		{"twice-url", index(`{"url":"s3://b/d/a.tar","nsamples":1}`, `{"url":"s3://b/d/a.tar","nsamples":1}`), "shard s3://b/d/a.tar is listed twice"},
+		{"over-size", index(`{"url":"a.tar","nsamples":3,"filesize":1024}`), "shard a.tar: 3 samples cannot fit in its filesize of 1024 bytes"},
+		{"over-shard-max", index(`{"url":"a.tar","nsamples":16777217}`), "shard a.tar: nsamples 16777217 is more than 16777216"},
+		{"over-total", index(many...), "more than 2147483647 samples"},
+		{"huge-file", index(`{"url":"a.tar","nsamples":1,"filesize":4611686018427387904}`), "shard a.tar: filesize 4611686018427387904 is more than 1125899906842624"},
+		{"negative", index(`{"url":"a.tar","nsamples":-1}`), "shardlist[0]"},
+		{"fits", index(`{"url":"a.tar","nsamples":2,"filesize":1024}`, `{"url":"b.tar","nsamples":16777216}`, `{"url":"c.tar","nsamples":0}`), ""},
+	} {
+		x, err := ParseShardIndex(tc.data)
+		if tc.err == "" {
+			if err != nil {
+				t.Errorf("%s: %v", tc.name, err)
+			} else if s, _ := x.Counts(); len(s) != len(x.Shards) {
+				t.Errorf("%s: %d counts for %d shards", tc.name, len(s), len(x.Shards))
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("%s: %v, want an error containing %q", tc.name, err, tc.err)
+		}
+	}
+	// A full URL and a relative one are the same shard once resolved.
+	x, err := ParseShardIndex(index(`{"url":"d/a.tar","nsamples":1}`, `{"url":"s3://b/x/d/a.tar","nsamples":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := x.names("s3://b/x/"); err == nil || !strings.Contains(err.Error(), "shards d/a.tar and s3://b/x/d/a.tar are both d/a.tar") {
+		t.Errorf("names: %v, want an error naming both", err)
 	}
 }

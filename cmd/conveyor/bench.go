@@ -569,9 +569,14 @@ func readShardIndex(path string) ([]int, []string, error) {
 	}
 	var counts []int
 	var classes []string
+	var kind struct {
+		Kind string `json:"__kind__"`
+	}
 	if x, err := pipeline.ParseShardIndex(data); err == nil {
 		counts, _ = x.Counts()
 		classes = x.Classes
+	} else if json.Unmarshal(data, &kind) == nil && kind.Kind == pipeline.ShardIndexKind {
+		return nil, nil, fmt.Errorf("--shard-index %s: %w", path, err) // a shard index, but a bad one
 	} else {
 		var idx shardsResult // written before the index's keys were added
 		if err := json.Unmarshal(data, &idx); err != nil {

@@ -560,6 +560,27 @@ func TestBenchS3(t *testing.T) {
 	if err := bench(append([]string{srv.URL("wds/train-{00..01}.tar"), "--shard-index", idx}, args...), io.Discard); err == nil || !strings.Contains(err.Error(), "ShardSamples") {
 		t.Errorf("--shard-index for other shards: %v", err)
 	}
+	// A shard listed twice is refused, not read from the older format's keys.
+	var twice map[string]any
+	raw, err := os.ReadFile(idx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &twice); err != nil {
+		t.Fatal(err)
+	}
+	list := twice["shardlist"].([]any)
+	twice["shardlist"] = append(list, list[0])
+	if raw, err = json.Marshal(twice); err != nil {
+		t.Fatal(err)
+	}
+	twiceIdx := filepath.Join(t.TempDir(), "twice.json")
+	if err := os.WriteFile(twiceIdx, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := bench(append([]string{srv.URL("wds/train-{00..02}.tar"), "--shard-index", twiceIdx}, args...), io.Discard); err == nil || !strings.Contains(err.Error(), "listed twice") {
+		t.Errorf("--shard-index listing a shard twice: %v", err)
+	}
 
 	// The same index kept beside the shards is a dataset URL of its own: lazy, the index
 	// fetched and each shard once; verify reads through it too.
