@@ -1,0 +1,102 @@
+package objstore_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/conveyor-ml/conveyor/objstore"
+)
+
+// trickle writes body[from:] one byte every gap, flushing each, until the client goes.
+func trickle(w http.ResponseWriter, r *http.Request, body []byte, from int, gap time.Duration) {
+	w.Header().Set("Content-Length", fmt.Sprint(len(body)-from))
+	if from > 0 {
+		w.Header().Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", from, len(body)-1, len(body)))
+		w.WriteHeader(http.StatusPartialContent)
+	}
+	for _, c := range body[from:] {
+		if _, err := w.Write([]byte{c}); err != nil {
+			return
+		}
+		w.(http.Flusher).Flush()
+		select {
+		case <-time.After(gap):
+		case <-r.Context().Done():
+			return
+		}
+	}
+}
+
+// A body that sends a byte every 200 ms never trips the silence watchdog, but brings
+// far less than MinProgressBytes in a ProgressInterval: each attempt is abandoned as too
+// slow and retried; a store that only trickles fails after Retry.Attempts of them,
+// naming the URL and what it sent in how long; one that recovers finishes the download
+// from where the trickle stopped. A body that is slow but keeps the minimum is not cut.
+func TestDownloadTooSlow(t *testing.T) {
+	body := bytes.Repeat([]byte("0123456789"), 1000)
+	opts := *fastRetry
+	opts.Retry.Attempts = 3
+	opts.Retry.AttemptTimeout = 5 * time.Second // longer than any gap: only the rate can fire
+	opts.Retry.MinProgressBytes = 1000
+	opts.Retry.ProgressInterval = 500 * time.Millisecond
+	for _, tc := range []struct {
+		name    string
+		serve   func(w http.ResponseWriter, r *http.Request, n int64)
+		wantErr bool
+	}{
+		{"always trickles", func(w http.ResponseWriter, r *http.Request, _ int64) {
+			trickle(w, r, body, 0, 200*time.Millisecond)
+		}, true},
+		{"trickles once", func(w http.ResponseWriter, r *http.Request, n int64) {
+			if n == 1 {
+				trickle(w, r, body, 0, 200*time.Millisecond)
+				return
+			}
+			http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(body))
+		}, false},
+		{"slow but enough", func(w http.ResponseWriter, r *http.Request, _ int64) {
+			// 2000 bytes every 50 ms: each read brings more than the minimum.
+			w.Header().Set("Content-Length", fmt.Sprint(len(body)))
+			for i := 0; i < len(body); i += 2000 {
+				w.Write(body[i:min(i+2000, len(body))])
+				w.(http.Flusher).Flush()
+				time.Sleep(50 * time.Millisecond)
+			}
+		}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var reqs atomic.Int64
+			hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				tc.serve(w, r, reqs.Add(1))
+			}))
+			defer hs.Close()
+			b, err := objstore.OpenBucket(context.Background(), hs.URL+"/", &opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			_, got, err := download(t, b, "slow.bin")
+			if !tc.wantErr {
+				if err != nil || !bytes.Equal(got, body) {
+					t.Fatalf("got %d bytes, %v; want %d", len(got), err, len(body))
+				}
+				return
+			}
+			t.Log(err)
+			if err == nil || !strings.Contains(err.Error(), b.URL("slow.bin")) || !strings.Contains(err.Error(), "too slow") ||
+				!strings.Contains(err.Error(), " bytes in ") || !strings.Contains(err.Error(), "after 3 attempts") {
+				t.Errorf("error %v, want one naming the URL and saying it was too slow, after 3 attempts", err)
+			}
+			if n := reqs.Load(); n != 3 {
+				t.Errorf("%d requests, want Retry.Attempts = 3", n)
+			}
+		})
+	}
+}
