@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conveyor-ml/conveyor/internal/s3test"
 	"github.com/conveyor-ml/conveyor/objstore"
 )
 
@@ -96,6 +97,73 @@ func TestDownloadTooSlow(t *testing.T) {
 			}
 			if n := reqs.Load(); n != 3 {
 				t.Errorf("%d requests, want Retry.Attempts = 3", n)
+			}
+		})
+	}
+}
+
+// fakeS3 starts a web server answering as an S3 endpoint and points the AWS
+// configuration chain at it.
+func fakeS3(t *testing.T, h http.HandlerFunc) {
+	t.Helper()
+	hs := httptest.NewServer(h)
+	t.Cleanup(hs.Close)
+	(&s3test.Server{AccessKey: "key", SecretKey: "secret"}).Env(t, hs.URL)
+}
+
+// A listing whose store answers the same continuation token (or markers) again, or
+// never stops giving pages, ends with an error naming the URL instead of listing
+// forever.
+func TestS3ListNeverEnds(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		tokens func(n int64) string // the next page's token after page n
+		want   string
+	}{
+		{"same token", func(int64) string { return "same" }, "it gave before"},
+		{"tokens cycle", func(n int64) string { return fmt.Sprint("t", n%3) }, "it gave before"},
+		{"new token each page", func(n int64) string { return fmt.Sprint("t", n) }, "more than 20 pages"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var reqs atomic.Int64
+			fakeS3(t, func(w http.ResponseWriter, r *http.Request) {
+				n := reqs.Add(1)
+				tok := tc.tokens(n)
+				if r.URL.Query().Has("uploads") {
+					fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?>
+<ListMultipartUploadsResult><Bucket>bkt</Bucket><IsTruncated>true</IsTruncated><NextKeyMarker>%s</NextKeyMarker><NextUploadIdMarker>u</NextUploadIdMarker>
+<Upload><Key>data/k%d</Key><UploadId>u</UploadId></Upload></ListMultipartUploadsResult>`, tok, n)
+					return
+				}
+				fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?>
+<ListBucketResult><Name>bkt</Name><KeyCount>1</KeyCount><MaxKeys>1000</MaxKeys><IsTruncated>true</IsTruncated><NextContinuationToken>%s</NextContinuationToken>
+<Contents><Key>data/k%d.tar</Key><Size>1</Size><ETag>"x"</ETag></Contents></ListBucketResult>`, tok, n)
+			})
+			opts := *fastRetry
+			opts.MaxListPages = 20
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			b, err := objstore.OpenBucket(ctx, "s3://bkt/data/", &opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			for _, list := range []func() error{
+				func() error { _, err := b.List(ctx, ""); return err },
+				func() error { _, err := b.Uploads(ctx, ""); return err },
+			} {
+				reqs.Store(0)
+				err := list()
+				t.Log(err)
+				if ctx.Err() != nil {
+					t.Fatalf("the listing did not stop by itself: %v", err)
+				}
+				if err == nil || !strings.Contains(err.Error(), "s3://bkt/data/") || !strings.Contains(err.Error(), tc.want) {
+					t.Errorf("error %v, want one naming s3://bkt/data/ and saying %q", err, tc.want)
+				}
+				if n := reqs.Load(); n > 20 {
+					t.Errorf("%d requests", n)
+				}
 			}
 		})
 	}

@@ -73,6 +73,12 @@ type Options struct {
 	PartSize int64
 	// MaxConns bounds the open connections per host. Default 64.
 	MaxConns int
+	// MaxListPages bounds the pages of one listing (S3 returns up to 1000 keys a
+	// page): a store that keeps answering with another page, or with a continuation
+	// token it gave before (which ends a listing at once), would otherwise be listed
+	// forever. A listing that reaches it fails naming the URL. Default 10000, ten
+	// million keys.
+	MaxListPages int
 	// HTTPClient makes every request (S3 and HTTPS); its Transport is used as given.
 	// Default: a client built from http.DefaultTransport with MaxConns and
 	// Retry.AttemptTimeout as the response-header timeout (for S3, the SDK's buildable
@@ -95,6 +101,9 @@ func (o *Options) ensureDefaults() {
 	}
 	if o.PartSize == 0 {
 		o.PartSize = 64 << 20
+	}
+	if o.MaxListPages == 0 {
+		o.MaxListPages = 10000
 	}
 }
 
@@ -127,6 +136,9 @@ func (o *Options) validate() error {
 	if o.MaxConns < 1 {
 		return fmt.Errorf("objstore: Options.MaxConns %d: want at least 1", o.MaxConns)
 	}
+	if o.MaxListPages < 1 {
+		return fmt.Errorf("objstore: Options.MaxListPages %d: want at least 1", o.MaxListPages)
+	}
 	if o.Endpoint != "" {
 		if l, err := ParseURL(o.Endpoint); err != nil || (l.Scheme != "http" && l.Scheme != "https") {
 			return fmt.Errorf("objstore: Options.Endpoint %q: want an http:// or https:// URL", o.Endpoint)
@@ -141,8 +153,8 @@ func (o Options) String() string {
 	if ep == "" {
 		ep = "(AWS config)"
 	}
-	return fmt.Sprintf("objstore.Options{Endpoint: %s, Region: %q, VirtualHosted: %v, PartSize: %d, MaxConns: %d, Retry: {Attempts: %d, BaseDelay: %v, MaxDelay: %v, AttemptTimeout: %v, MinProgressBytes: %d, ProgressInterval: %v}}",
-		ep, o.Region, o.VirtualHosted, o.PartSize, o.MaxConns, o.Retry.Attempts, o.Retry.BaseDelay, o.Retry.MaxDelay, o.Retry.AttemptTimeout, o.Retry.MinProgressBytes, o.Retry.ProgressInterval)
+	return fmt.Sprintf("objstore.Options{Endpoint: %s, Region: %q, VirtualHosted: %v, PartSize: %d, MaxConns: %d, MaxListPages: %d, Retry: {Attempts: %d, BaseDelay: %v, MaxDelay: %v, AttemptTimeout: %v, MinProgressBytes: %d, ProgressInterval: %v}}",
+		ep, o.Region, o.VirtualHosted, o.PartSize, o.MaxConns, o.MaxListPages, o.Retry.Attempts, o.Retry.BaseDelay, o.Retry.MaxDelay, o.Retry.AttemptTimeout, o.Retry.MinProgressBytes, o.Retry.ProgressInterval)
 }
 
 // backend is one kind of store making single attempts; keys are full keys or paths.
