@@ -3,7 +3,9 @@ package objstore_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -166,5 +168,56 @@ func TestS3ListNeverEnds(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// An upload whose body the store finds changed (a byte flipped in transit: 400
+// BadDigest, XAmzContentSHA256Mismatch, InvalidDigest) is sent again, up to
+// Retry.Attempts times.
+func TestS3PutRetriesBadDigest(t *testing.T) {
+	for _, code := range []string{"BadDigest", "XAmzContentSHA256Mismatch", "InvalidDigest"} {
+		for _, failures := range []int64{1, 5} {
+			t.Run(fmt.Sprint(code, failures), func(t *testing.T) {
+				var puts atomic.Int64
+				var got []byte
+				fakeS3(t, func(w http.ResponseWriter, r *http.Request) {
+					data, _ := io.ReadAll(r.Body)
+					if r.Method != http.MethodPut {
+						http.Error(w, "unexpected", http.StatusNotImplemented)
+						return
+					}
+					if puts.Add(1) <= failures {
+						w.WriteHeader(http.StatusBadRequest)
+						fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?>
+<Error><Code>%s</Code><Message>the body does not match its digest</Message><RequestId>1</RequestId></Error>`, code)
+						return
+					}
+					got = data
+					w.Header().Set("ETag", `"x"`)
+				})
+				opts := *fastRetry
+				opts.Retry.Attempts = 3
+				b, err := objstore.OpenBucket(context.Background(), "s3://bkt/data/", &opts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer b.Close()
+				err = b.Put(context.Background(), "a.bin", strings.NewReader("payload"), 7)
+				if failures < 3 {
+					if err != nil || string(got) != "payload" || puts.Load() != failures+1 {
+						t.Errorf("Put: %v after %d PUTs, stored %q", err, puts.Load(), got)
+					}
+					return
+				}
+				t.Log(err)
+				if err == nil || !strings.Contains(err.Error(), code) || !strings.Contains(err.Error(), "s3://bkt/data/a.bin") || puts.Load() != 3 {
+					t.Errorf("Put: %v after %d PUTs, want a failure naming %s and the URL after 3", err, puts.Load(), code)
+				}
+				var oe *objstore.Error
+				if !errors.As(err, &oe) || oe.Status != http.StatusBadRequest {
+					t.Errorf("error %#v, want an *objstore.Error with status 400", err)
+				}
+			})
+		}
 	}
 }

@@ -72,8 +72,9 @@ func (e *Error) Is(target error) bool {
 }
 
 // retryable decides whether an attempt's error is worth another try: throttling, server
-// errors, timeouts, resets and truncated bodies are; a missing object, refused
-// credentials, other client errors and cancellation are not.
+// errors, timeouts, resets, truncated bodies and uploads whose body the store found
+// changed are; a missing object, refused credentials, other client errors and
+// cancellation are not.
 func retryable(err error) bool {
 	if err == nil {
 		return false
@@ -88,6 +89,10 @@ func retryable(err error) bool {
 			return true
 		case e.Code == "SlowDown", e.Code == "Throttling", e.Code == "ThrottlingException",
 			e.Code == "RequestTimeout", e.Code == "RequestTimeTooSkewed", e.Code == "InternalError":
+			return true
+		case e.Code == "BadDigest", e.Code == "XAmzContentSHA256Mismatch", e.Code == "InvalidDigest":
+			// An upload whose body does not hash to what was signed or sent: a byte
+			// changed in transit. The next attempt sends the body again.
 			return true
 		case e.Status >= 400:
 			return false
