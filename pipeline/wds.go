@@ -869,6 +869,9 @@ func (s *WebDatasetSource) part(k int) *wdsPacked {
 		return pt.lastErr // an attempt failed while we waited
 	}
 	want := s.o.ShardSamples[k]
+	// Source.Open takes no context. A reader waiting here for a remote shard is bounded
+	// by the fetch's own limits (Retry.AttemptTimeout, Retry.MinProgressBytes) and freed
+	// at once by the shard cache's Close (Dataset.Close).
 	raw, err := indexShard(context.Background(), s.fsys, s.shards[k], &s.o)
 	var p *wdsPacked
 	if err == nil {
