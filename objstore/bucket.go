@@ -73,6 +73,12 @@ type Options struct {
 	PartSize int64
 	// MaxConns bounds the open connections per host. Default 64.
 	MaxConns int
+	// MaxListPages bounds the pages of one listing (S3 returns up to 1000 keys a
+	// page): a store that keeps answering with another page, or with a continuation
+	// token it gave before (which ends a listing at once), would otherwise be listed
+	// forever. A listing that reaches it fails naming the URL. Default 10000, ten
+	// million keys.
+	MaxListPages int
 	// HTTPClient makes every request (S3 and HTTPS); its Transport is used as given.
 	// Default: a client built from http.DefaultTransport with MaxConns and
 	// Retry.AttemptTimeout as the response-header timeout (for S3, the SDK's buildable
@@ -95,6 +101,9 @@ func (o *Options) ensureDefaults() {
 	}
 	if o.PartSize == 0 {
 		o.PartSize = 64 << 20
+	}
+	if o.MaxListPages == 0 {
+		o.MaxListPages = 10000
 	}
 }
 
@@ -127,6 +136,9 @@ func (o *Options) validate() error {
 	if o.MaxConns < 1 {
 		return fmt.Errorf("objstore: Options.MaxConns %d: want at least 1", o.MaxConns)
 	}
+	if o.MaxListPages < 1 {
+		return fmt.Errorf("objstore: Options.MaxListPages %d: want at least 1", o.MaxListPages)
+	}
 	if o.Endpoint != "" {
 		if l, err := ParseURL(o.Endpoint); err != nil || (l.Scheme != "http" && l.Scheme != "https") {
 			return fmt.Errorf("objstore: Options.Endpoint %q: want an http:// or https:// URL", o.Endpoint)
@@ -141,8 +153,8 @@ func (o Options) String() string {
 	if ep == "" {
 		ep = "(AWS config)"
 	}
-	return fmt.Sprintf("objstore.Options{Endpoint: %s, Region: %q, VirtualHosted: %v, PartSize: %d, MaxConns: %d, Retry: {Attempts: %d, BaseDelay: %v, MaxDelay: %v, AttemptTimeout: %v}}",
-		ep, o.Region, o.VirtualHosted, o.PartSize, o.MaxConns, o.Retry.Attempts, o.Retry.BaseDelay, o.Retry.MaxDelay, o.Retry.AttemptTimeout)
+	return fmt.Sprintf("objstore.Options{Endpoint: %s, Region: %q, VirtualHosted: %v, PartSize: %d, MaxConns: %d, MaxListPages: %d, Retry: {Attempts: %d, BaseDelay: %v, MaxDelay: %v, AttemptTimeout: %v, MinProgressBytes: %d, ProgressInterval: %v}}",
+		ep, o.Region, o.VirtualHosted, o.PartSize, o.MaxConns, o.MaxListPages, o.Retry.Attempts, o.Retry.BaseDelay, o.Retry.MaxDelay, o.Retry.AttemptTimeout, o.Retry.MinProgressBytes, o.Retry.ProgressInterval)
 }
 
 // backend is one kind of store making single attempts; keys are full keys or paths.
@@ -408,7 +420,8 @@ const maxRestarts = 2
 
 // Download writes the whole object into f (from its start; f is truncated first) and
 // returns its size, ETag and modification time. Failed attempts are retried
-// (Retry.Attempts bounds the attempts in a row that add no byte); a truncated body
+// (Retry.Attempts bounds the attempts in a row that add no byte or are abandoned as
+// too slow, see Retry.MinProgressBytes); a truncated body
 // resumes where it stopped with a ranged request, and a download whose MD5 does not
 // match a plain (not multipart, not SSE-KMS or SSE-C) ETag starts again, at most twice;
 // then, as when attempts keep ending short at the same offset, it fails for good naming
@@ -471,11 +484,13 @@ func (b *Bucket) download(ctx context.Context, name string, f *os.File, onSize, 
 		if errors.As(err, &stop) {
 			return Object{}, stop.err
 		}
-		if st.got > 0 {
+		if st.got > 0 && !errors.Is(err, errTooSlow) {
 			// An attempt that brought bytes starts the count again: Attempts bounds the
 			// tries in a row that bring nothing. One that ends short where the last one
 			// did (a store that ignores ranges and always cuts the body at the same
-			// place) does not count as progress for long.
+			// place) does not count as progress for long. One abandoned as too slow
+			// does not count at all: a store that trickles would otherwise be retried
+			// forever.
 			attempt = 0
 			if end == lastShort {
 				repeats++
@@ -635,10 +650,15 @@ func (b *Bucket) downloadOnce(ctx context.Context, key string, f *os.File, st *d
 	}
 	buf := make([]byte, 256<<10)
 	var got int64
+	// The watchdog sees silence only: a body that sends a byte now and then resets it
+	// forever. Each ProgressInterval must also bring MinProgressBytes. It is checked as
+	// reads return, which the watchdog bounds, so it needs no timer of its own.
+	p := &b.opts.Retry
+	since, window := time.Now(), int64(0)
 	for {
 		n, rerr := body.Read(buf)
 		if n > 0 {
-			wd.Reset(b.opts.Retry.AttemptTimeout)
+			wd.Reset(p.AttemptTimeout)
 			if r.size < 0 && onGrow != nil {
 				if err := onGrow(st.off + int64(n)); err != nil {
 					return stopError{err}
@@ -650,6 +670,7 @@ func (b *Bucket) downloadOnce(ctx context.Context, key string, f *os.File, st *d
 			st.off += int64(n)
 			st.got += int64(n)
 			got += int64(n)
+			window += int64(n)
 			b.c.bytes.Add(int64(n))
 		}
 		if rerr == io.EOF {
@@ -657,9 +678,16 @@ func (b *Bucket) downloadOnce(ctx context.Context, key string, f *os.File, st *d
 		}
 		if rerr != nil {
 			if ctx.Err() == nil && actx.Err() != nil {
-				rerr = fmt.Errorf("body stalled for %v: %w", b.opts.Retry.AttemptTimeout, context.DeadlineExceeded)
+				rerr = fmt.Errorf("body stalled for %v: %w", p.AttemptTimeout, context.DeadlineExceeded)
 			}
 			return &Error{Op: "GET", URL: b.be.url(key), Err: rerr}
+		}
+		if el := time.Since(since); el >= p.ProgressInterval {
+			if window < p.MinProgressBytes {
+				return &Error{Op: "GET", URL: b.be.url(key), Err: fmt.Errorf("%w: %d bytes in %v; the minimum is %d bytes every %v",
+					errTooSlow, window, el.Round(time.Millisecond), p.MinProgressBytes, p.ProgressInterval)}
+			}
+			since, window = time.Now(), 0
 		}
 	}
 	if r.length >= 0 && got != r.length {

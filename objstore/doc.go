@@ -9,10 +9,14 @@
 // object names it selects.
 //
 // A [Bucket] makes single requests with retries: exponential backoff with full jitter on
-// 5xx, 429 and S3's SlowDown, timeouts, reset connections and truncated bodies (a body
-// shorter than its Content-Length, or one whose MD5 does not match a plain ETag). A
-// truncated download resumes with a ranged GET pinned to the object's ETag. A missing
-// object (404) or refused credentials (403) fail at once with an [*Error] naming the URL.
+// 5xx, 429 and S3's SlowDown, timeouts, reset connections, truncated bodies (a body
+// shorter than its Content-Length, or one whose MD5 does not match a plain ETag), bodies
+// that stall or trickle (less than Retry.MinProgressBytes in a Retry.ProgressInterval),
+// and uploads whose body the store finds changed (BadDigest). A truncated or abandoned
+// download resumes with a ranged GET pinned to the object's ETag. A missing object (404)
+// or refused credentials (403) fail at once with an [*Error] naming the URL, and so does
+// a listing that would not end (a continuation token given twice, more than
+// Options.MaxListPages pages).
 //
 // A [Cache] turns a Bucket into an [io/fs.FS] of whole local files: Prefetch hints which
 // objects come next and they are fetched concurrently (bounded) into a cache directory

@@ -16,6 +16,10 @@ import (
 // checksum did not match; it is retried.
 var ErrTruncated = errors.New("objstore: truncated or corrupt body")
 
+// errTooSlow is wrapped by a GET abandoned for bringing less than
+// Retry.MinProgressBytes in a Retry.ProgressInterval; it is retried.
+var errTooSlow = errors.New("too slow")
+
 // ErrTooLarge is returned when an object is larger than the cache's whole byte limit.
 var ErrTooLarge = errors.New("objstore: object larger than the cache limit")
 
@@ -68,8 +72,9 @@ func (e *Error) Is(target error) bool {
 }
 
 // retryable decides whether an attempt's error is worth another try: throttling, server
-// errors, timeouts, resets and truncated bodies are; a missing object, refused
-// credentials, other client errors and cancellation are not.
+// errors, timeouts, resets, truncated bodies and uploads whose body the store found
+// changed are; a missing object, refused credentials, other client errors and
+// cancellation are not.
 func retryable(err error) bool {
 	if err == nil {
 		return false
@@ -85,12 +90,16 @@ func retryable(err error) bool {
 		case e.Code == "SlowDown", e.Code == "Throttling", e.Code == "ThrottlingException",
 			e.Code == "RequestTimeout", e.Code == "RequestTimeTooSkewed", e.Code == "InternalError":
 			return true
+		case e.Code == "BadDigest", e.Code == "XAmzContentSHA256Mismatch", e.Code == "InvalidDigest":
+			// An upload whose body does not hash to what was signed or sent: a byte
+			// changed in transit. The next attempt sends the body again.
+			return true
 		case e.Status >= 400:
 			return false
 		}
 		// No status: a transport error; look at what is inside.
 	}
-	if errors.Is(err, ErrTruncated) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+	if errors.Is(err, ErrTruncated) || errors.Is(err, errTooSlow) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
 		return true
 	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, syscall.ECONNRESET) ||
@@ -121,6 +130,18 @@ type RetryPolicy struct {
 	// deadline of every other request: one page of a listing; an upload's PUT or part
 	// gets AttemptTimeout plus its size at 256 KiB/s. Default 60s.
 	AttemptTimeout time.Duration
+	// MinProgressBytes is the least a GET's body must bring in every ProgressInterval
+	// after its headers: a body that trickles (a byte now and then keeps AttemptTimeout
+	// from firing) is abandoned as too slow and retried from where it stopped. Attempts
+	// abandoned so count as attempts that brought nothing, so a store that only
+	// trickles fails after Retry.Attempts of them, naming the URL and the bytes it sent
+	// in how long. The other requests have whole-request deadlines (AttemptTimeout, an
+	// upload's size at 256 KiB/s) and need no such rule. Default 256 KiB, which with the
+	// default interval is about 4 KiB/s: a slow link passes it many times over.
+	MinProgressBytes int64
+	// ProgressInterval is the period over which MinProgressBytes is counted. Default
+	// 60s.
+	ProgressInterval time.Duration
 }
 
 func (p *RetryPolicy) ensureDefaults() {
@@ -136,6 +157,12 @@ func (p *RetryPolicy) ensureDefaults() {
 	if p.AttemptTimeout == 0 {
 		p.AttemptTimeout = 60 * time.Second
 	}
+	if p.MinProgressBytes == 0 {
+		p.MinProgressBytes = 256 << 10
+	}
+	if p.ProgressInterval == 0 {
+		p.ProgressInterval = 60 * time.Second
+	}
 }
 
 func (p *RetryPolicy) validate() error {
@@ -148,6 +175,10 @@ func (p *RetryPolicy) validate() error {
 		return fmt.Errorf("objstore: Retry.MaxDelay %v is below Retry.BaseDelay %v", p.MaxDelay, p.BaseDelay)
 	case p.AttemptTimeout < 0:
 		return fmt.Errorf("objstore: Retry.AttemptTimeout %v is negative", p.AttemptTimeout)
+	case p.MinProgressBytes < 0:
+		return fmt.Errorf("objstore: Retry.MinProgressBytes %d is negative", p.MinProgressBytes)
+	case p.ProgressInterval < 0:
+		return fmt.Errorf("objstore: Retry.ProgressInterval %v is negative", p.ProgressInterval)
 	}
 	return nil
 }

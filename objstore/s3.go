@@ -23,6 +23,7 @@ import (
 type s3Backend struct {
 	bucket   string
 	partSize int64
+	maxPages int // Options.MaxListPages
 	client   *s3.Client
 	do       func(context.Context, func(context.Context) error) error
 	// doTimeout is do with a deadline per attempt other than AttemptTimeout, for
@@ -72,7 +73,7 @@ func newS3Backend(ctx context.Context, bucket string, o *Options, own func(*http
 			return nil
 		})
 	})
-	return &s3Backend{bucket: bucket, partSize: o.PartSize, client: client}, nil
+	return &s3Backend{bucket: bucket, partSize: o.PartSize, maxPages: o.MaxListPages, client: client}, nil
 }
 
 func (s *s3Backend) url(key string) string { return "s3://" + s.bucket + "/" + key }
@@ -156,7 +157,11 @@ func (s *s3Backend) list(ctx context.Context, prefix string) ([]Object, error) {
 func (s *s3Backend) listEach(ctx context.Context, prefix string, do func(context.Context, func(context.Context) error) error) ([]Object, error) {
 	var out []Object
 	in := &s3.ListObjectsV2Input{Bucket: &s.bucket, Prefix: &prefix}
+	pages := s.pager(prefix)
 	for {
+		if err := pages.next(fmt.Sprintf("continuation token %q", aws.ToString(in.ContinuationToken))); err != nil {
+			return nil, err
+		}
 		var page *s3.ListObjectsV2Output
 		err := do(ctx, func(ctx context.Context) error {
 			var err error
@@ -181,6 +186,34 @@ func (s *s3Backend) listEach(ctx context.Context, prefix string, do func(context
 		}
 		in.ContinuationToken = page.NextContinuationToken
 	}
+}
+
+// A pager guards a paged listing against a store that never ends it: one that answers
+// a continuation token it gave before (an endless loop, at hundreds of requests a
+// second) or keeps giving new pages past Options.MaxListPages.
+type pager struct {
+	url   string
+	max   int
+	pages int
+	seen  map[string]bool
+}
+
+func (s *s3Backend) pager(prefix string) *pager {
+	return &pager{url: s.url(prefix), max: s.maxPages, seen: map[string]bool{}}
+}
+
+// next is called before each page with the token (or markers) that asks for it, as
+// words for the error.
+func (p *pager) next(token string) error {
+	if p.pages > 0 && p.seen[token] {
+		return &Error{Op: "LIST", URL: p.url, Err: fmt.Errorf("the store answered page %d with a %s it gave before: it would list forever", p.pages, token)}
+	}
+	if p.pages >= p.max {
+		return &Error{Op: "LIST", URL: p.url, Err: fmt.Errorf("more than %d pages (Options.MaxListPages): giving up", p.max)}
+	}
+	p.seen[token] = true
+	p.pages++
+	return nil
 }
 
 // create uploads in one conditional PUT (If-None-Match: *).
@@ -293,7 +326,11 @@ func (s *s3Backend) delete(ctx context.Context, key string) error {
 func (s *s3Backend) uploads(ctx context.Context, prefix string) ([]Upload, error) {
 	var out []Upload
 	in := &s3.ListMultipartUploadsInput{Bucket: &s.bucket, Prefix: &prefix}
+	pages := s.pager(prefix)
 	for {
+		if err := pages.next(fmt.Sprintf("key marker %q and upload id marker %q", aws.ToString(in.KeyMarker), aws.ToString(in.UploadIdMarker))); err != nil {
+			return nil, err
+		}
 		var page *s3.ListMultipartUploadsOutput
 		err := s.do(ctx, func(ctx context.Context) error {
 			var err error

@@ -136,6 +136,9 @@ func TestOptionsValidate(t *testing.T) {
 		{Options{Retry: RetryPolicy{BaseDelay: 5e9, MaxDelay: 1e9}}, "Retry.MaxDelay"},
 		{Options{PartSize: 1 << 20}, "Options.PartSize"},
 		{Options{MaxConns: -2}, "Options.MaxConns"},
+		{Options{MaxListPages: -1}, "Options.MaxListPages"},
+		{Options{Retry: RetryPolicy{MinProgressBytes: -1}}, "Retry.MinProgressBytes"},
+		{Options{Retry: RetryPolicy{ProgressInterval: -1}}, "Retry.ProgressInterval"},
 		{Options{Endpoint: "s3://x"}, "Options.Endpoint"},
 	} {
 		_, err := OpenBucket(context.Background(), t.TempDir(), &tc.o)

@@ -154,12 +154,13 @@ func OpenDataset(ctx context.Context, url string, opts *DatasetOptions) (*Datase
 		}
 		return nil, fmt.Errorf("pipeline: %s: no WebDataset shards (.tar) among its %d objects, e.g. %s", url, len(store.Names), store.Names[0])
 	}
-	return openShards(url, store, shards, o.WebDataset)
+	return openShards(ctx, url, store, shards, o.WebDataset)
 }
 
-// openShards makes the WebDataset source of shards in store, named by url.
-func openShards(url string, store *objstore.Dataset, shards []string, wo *WebDatasetOptions) (*Dataset, error) {
-	src, err := WebDataset(store.FS, shards, wo)
+// openShards makes the WebDataset source of shards in store, named by url; indexing
+// gives up when ctx ends.
+func openShards(ctx context.Context, url string, store *objstore.Dataset, shards []string, wo *WebDatasetOptions) (*Dataset, error) {
+	src, err := webDataset(ctx, store.FS, shards, wo)
 	if err != nil {
 		store.Close()
 		return nil, fmt.Errorf("pipeline: %s: %w", url, err)
@@ -188,7 +189,7 @@ func openShardIndex(ctx context.Context, url string, o *DatasetOptions) (*Datase
 	if len(store.Names) != 1 {
 		return fail(fmt.Errorf("%d objects, want one shard index", len(store.Names)))
 	}
-	f, err := store.FS.Open(store.Names[0])
+	f, err := openContext(ctx, store.FS, store.Names[0])
 	if err != nil {
 		return fail(err)
 	}
@@ -227,7 +228,7 @@ func openShardIndex(ctx context.Context, url string, o *DatasetOptions) (*Datase
 			wo.ShardBytes = nil
 		}
 	}
-	return openShards(url, store, names, &wo)
+	return openShards(ctx, url, store, names, &wo)
 }
 
 // openLocal opens a local folder: a converted dataset or a tree of class folders.

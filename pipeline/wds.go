@@ -3,6 +3,7 @@ package pipeline
 import (
 	"archive/tar"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,6 +21,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/conveyor-ml/conveyor/objstore"
 )
 
 // WebDatasetOptions configures WebDataset. A nil pointer means the defaults.
@@ -239,6 +242,13 @@ type wdsPacked struct {
 // shard whose first header cannot be read (not a tar file, missing, unreadable) fails
 // WebDataset, with an error naming the shard.
 func WebDataset(fsys fs.FS, shards []string, opts *WebDatasetOptions) (*WebDatasetSource, error) {
+	// An fs.FS takes no context; OpenDataset, which fetches remote shards, passes its own.
+	return webDataset(context.Background(), fsys, shards, opts)
+}
+
+// webDataset is WebDataset, giving up when ctx ends while it waits for a shard to open
+// (a remote one fetched by objstore's shard cache).
+func webDataset(ctx context.Context, fsys fs.FS, shards []string, opts *WebDatasetOptions) (*WebDatasetSource, error) {
 	o, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
@@ -261,15 +271,30 @@ func WebDataset(fsys fs.FS, shards []string, opts *WebDatasetOptions) (*WebDatas
 		go func() {
 			defer wg.Done()
 			for k := range next {
-				parts[k], errs[k] = indexShard(fsys, shards[k], &o)
+				parts[k], errs[k] = indexShard(ctx, fsys, shards[k], &o)
 			}
 		}()
 	}
 	for k := range shards {
-		next <- k
+		select {
+		case next <- k:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
 	}
 	close(next)
 	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		// One shard's error says it (naming the shard); every other one says the same.
+		for _, e := range errs {
+			if errors.Is(e, err) {
+				return nil, e
+			}
+		}
+		return nil, fmt.Errorf("pipeline: webdataset: indexing %d shards: %w", len(shards), err)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -403,9 +428,30 @@ func (p *seekPosReader) Seek(off int64, whence int) (int64, error) {
 	return n, err
 }
 
+// contextOpener is a file system whose Open may wait and can be given up: objstore's
+// shard cache, which fetches a remote shard before it opens.
+type contextOpener interface {
+	OpenContext(ctx context.Context, name string) (*objstore.File, error)
+}
+
+// openContext opens name in fsys, giving up when ctx ends if fsys can wait.
+func openContext(ctx context.Context, fsys fs.FS, name string) (fs.File, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if co, ok := fsys.(contextOpener); ok {
+		f, err := co.OpenContext(ctx, name)
+		if err != nil {
+			return nil, err // not a nil *objstore.File in a non-nil fs.File
+		}
+		return f, nil
+	}
+	return fsys.Open(name)
+}
+
 // indexShard reads shard name's headers and small members.
-func indexShard(fsys fs.FS, name string, o *WebDatasetOptions) (*wdsShard, error) {
-	f, err := fsys.Open(name)
+func indexShard(ctx context.Context, fsys fs.FS, name string, o *WebDatasetOptions) (*wdsShard, error) {
+	f, err := openContext(ctx, fsys, name)
 	if err != nil {
 		return nil, ioFailure(name, err)
 	}
@@ -823,7 +869,10 @@ func (s *WebDatasetSource) part(k int) *wdsPacked {
 		return pt.lastErr // an attempt failed while we waited
 	}
 	want := s.o.ShardSamples[k]
-	raw, err := indexShard(s.fsys, s.shards[k], &s.o)
+	// Source.Open takes no context. A reader waiting here for a remote shard is bounded
+	// by the fetch's own limits (Retry.AttemptTimeout, Retry.MinProgressBytes) and freed
+	// at once by the shard cache's Close (Dataset.Close).
+	raw, err := indexShard(context.Background(), s.fsys, s.shards[k], &s.o)
 	var p *wdsPacked
 	if err == nil {
 		if len(raw.keys) != want {

@@ -1,14 +1,12 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
 	"slices"
@@ -74,7 +72,10 @@ func bench(args []string, stdout io.Writer) error { return benchTo(args, stdout,
 // onErrorPolicies are the values of --on-error.
 var onErrorPolicies = map[string]pipeline.Policy{pipeline.Skip.String(): pipeline.Skip, pipeline.Fail.String(): pipeline.Fail}
 
-func benchTo(args []string, stdout, stderr io.Writer) error {
+func benchTo(args []string, stdout, stderr io.Writer) (err error) {
+	ctx, stop := commandContext()
+	defer stop()
+	defer func() { err = interrupted(ctx, err) }()
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
@@ -315,7 +316,7 @@ flags:
 					return err
 				}
 			}
-			ds, err := pipeline.OpenDataset(context.Background(), pos[0], &pipeline.DatasetOptions{
+			ds, err := pipeline.OpenDataset(ctx, pos[0], &pipeline.DatasetOptions{
 				Cache:      &objstore.CacheOptions{Dir: *shardCache, MaxBytes: int64(shardCacheMax), Concurrency: *shardFetches},
 				WebDataset: wo,
 				Converted:  pipeline.ConvertedOptions{AllowIncomplete: *allowIncomplete, Logf: logf, PrefetchShards: *shardPrefetch},
@@ -402,8 +403,6 @@ flags:
 		return err
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
 	opts := runOptions{epochs: *epochs, pr: pr}
 	if !*jsonOut {
 		opts.epochLine = func(er epochResult) { printEpoch(stdout, er, base.Cache != nil) }
@@ -411,7 +410,11 @@ flags:
 	run := func(cfg pipeline.Config, label string, step time.Duration) (*runReport, error) {
 		o := opts
 		o.label, o.step = label, step
-		return measure(ctx, src, &cfg, &o)
+		rep, err := measure(ctx, src, &cfg, &o)
+		if err != nil && ctx.Err() != nil {
+			err = fmt.Errorf("stopped reading %s: %w", res.Dataset, err)
+		}
+		return rep, err
 	}
 	one := base
 	one.Workers, one.Prefetch, one.BatchSize = workers[0], prefetch[0], batch[0]

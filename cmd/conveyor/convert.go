@@ -11,12 +11,10 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/conveyor-ml/conveyor/cache"
@@ -28,7 +26,7 @@ import (
 // reportName is the file, in the destination, that lists the last run's bad files.
 const reportName = "convert-report.txt"
 
-func convert(args []string, stdout, stderr io.Writer) error {
+func convert(args []string, stdout, stderr io.Writer) (err error) {
 	fs := flag.NewFlagSet("convert", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
@@ -151,9 +149,9 @@ flags:
 		return err
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := commandContext()
 	defer stop()
-	context.AfterFunc(ctx, stop) // a second Ctrl-C kills at once
+	defer func() { err = interrupted(ctx, err) }()
 	dstURL := dst
 	var bucket *objstore.Bucket
 	if remote {
@@ -200,7 +198,7 @@ flags:
 	}
 	switch {
 	case ctx.Err() != nil:
-		err = fmt.Errorf("interrupted after %d of %d files; run the same command again to resume", rep.Done, rep.Total)
+		err = fmt.Errorf("stopped after %d of %d files; run the same command again to resume", rep.Done, rep.Total)
 		if !part.Whole() {
 			err = fmt.Errorf("part %v %w", part, err)
 		}

@@ -97,13 +97,13 @@ type remoteDataset struct {
 // dataset's descriptions but not its shards into a new temporary directory
 // (pipeline.FetchConvertedIndex) and returns it with a shard cache of the prefix (the
 // objstore defaults: the system's temporary directory, at most 16 GiB), through which
-// a cache opened with cache.Options.Remote reads the shards. close removes both.
-func openRemoteIndex(arg string) (*remoteDataset, error) {
+// a cache opened with cache.Options.Remote reads the shards. close removes both. The
+// shard cache is closed when ctx ends, failing the reads that wait for it.
+func openRemoteIndex(ctx context.Context, arg string) (*remoteDataset, error) {
 	local := &remoteDataset{url: arg, dir: arg, close: func() {}}
 	if !objstore.IsRemote(arg) || strings.ContainsAny(arg, "*?[{") || strings.EqualFold(path.Ext(arg), ".tar") || shardIndexArg(arg) {
 		return local, nil
 	}
-	ctx := context.Background()
 	b, err := objstore.OpenBucket(ctx, strings.TrimSuffix(arg, "/")+"/", nil)
 	if err != nil {
 		return nil, err
@@ -120,11 +120,13 @@ func openRemoteIndex(arg string) (*remoteDataset, error) {
 		b.Close()
 		return nil, err
 	}
+	unwatch := closeOnCancel(ctx, sc)
 	dir, err := os.MkdirTemp("", "conveyor-converted-*")
 	if err == nil {
 		err = pipeline.FetchConvertedIndex(ctx, b, dir, sc.Options().Concurrency)
 	}
 	closeAll := func() {
+		unwatch()
 		if dir != "" {
 			os.RemoveAll(dir)
 		}

@@ -76,7 +76,10 @@ type specInfo struct {
 	Sizes          *sizeRange `json:"sizes,omitempty"`
 }
 
-func inspect(args []string, stdout, stderr io.Writer) error {
+func inspect(args []string, stdout, stderr io.Writer) (err error) {
+	ctx, stop := commandContext()
+	defer stop()
+	defer func() { err = interrupted(ctx, err) }()
 	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
@@ -91,13 +94,16 @@ func inspect(args []string, stdout, stderr io.Writer) error {
 	if err := oneDir(pos); err != nil {
 		return err
 	}
-	ds, err := openRemoteIndex(pos[0])
+	ds, err := openRemoteIndex(ctx, pos[0])
 	if err != nil {
 		return err
 	}
 	defer ds.close()
 	if ds.remote == nil && shardArgs([]string{ds.dir}) {
-		return inspectShards(pos[0], *jsonOut, stdout, stderr)
+		return inspectShards(ctx, pos[0], *jsonOut, stdout, stderr)
+	}
+	if ds.remote == nil {
+		signalsKill()
 	}
 	c, info, err := openReadOnly(ds, stderr)
 	if err != nil {
@@ -386,9 +392,9 @@ type shardsResult struct {
 }
 
 // inspectShards indexes the WebDataset shards url names and describes them.
-func inspectShards(url string, jsonOut bool, stdout, stderr io.Writer) error {
+func inspectShards(ctx context.Context, url string, jsonOut bool, stdout, stderr io.Writer) error {
 	logf := func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) }
-	ds, err := pipeline.OpenDataset(context.Background(), url, &pipeline.DatasetOptions{WebDataset: &pipeline.WebDatasetOptions{Logf: logf}})
+	ds, err := pipeline.OpenDataset(ctx, url, &pipeline.DatasetOptions{WebDataset: &pipeline.WebDatasetOptions{Logf: logf}})
 	if err != nil {
 		return err
 	}

@@ -7,7 +7,10 @@
 //	conveyor version                  the module version, VCS revision and Go version
 //
 // Run "conveyor <command> --help" for a command's flags. A usage error (unknown flag, bad
-// value, missing argument, unknown command) exits 2, any other error 1.
+// value, missing argument, unknown command) exits 2, any other error 1. Ctrl-C (SIGINT)
+// or SIGTERM stops a command within moments, its requests to a store included: it
+// removes its temporary files and exits 1 saying it was interrupted; a second one kills
+// it at once.
 package main
 
 import (

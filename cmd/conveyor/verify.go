@@ -17,7 +17,10 @@ import (
 	"github.com/conveyor-ml/conveyor/pipeline"
 )
 
-func verify(args []string, stdout, stderr io.Writer) error {
+func verify(args []string, stdout, stderr io.Writer) (err error) {
+	ctx, stop := commandContext()
+	defer stop()
+	defer func() { err = interrupted(ctx, err) }()
 	fs := flag.NewFlagSet("verify", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
@@ -51,18 +54,21 @@ key, and exits 1 when there is any.
 		return err
 	}
 	if len(pos) > 1 && shardArgs(pos) {
-		return verifyShards(pos, stdout, stderr)
+		return verifyShards(ctx, pos, stdout, stderr)
 	}
 	if err := oneDir(pos); err != nil {
 		return err
 	}
-	ds, err := openRemoteIndex(pos[0])
+	ds, err := openRemoteIndex(ctx, pos[0])
 	if err != nil {
 		return err
 	}
 	defer ds.close()
 	if ds.remote == nil && shardArgs(pos) {
-		return verifyShards(pos, stdout, stderr)
+		return verifyShards(ctx, pos, stdout, stderr)
+	}
+	if ds.remote == nil {
+		signalsKill()
 	}
 	name, dir := pos[0], ds.dir // errors call the dataset by the name the user gave
 	if ds.remote != nil {
@@ -76,6 +82,9 @@ key, and exits 1 when there is any.
 	defer c.Close()
 	var damaged []string
 	rep, err := c.VerifyDataset(info, func(p cache.Problem) {
+		if ctx.Err() != nil {
+			return // the shard cache closed: every read fails, saying so
+		}
 		if p.Kind != cache.KindRecord {
 			fmt.Fprintf(stdout, "%s %s: %v%s\n", problemKind(p.Kind), p.File(), p.Err, ofPart(p.File()))
 			damaged = append(damaged, fmt.Sprintf("%s %s%s", p.Kind, filepath.Base(p.File()), ofPart(p.File())))
@@ -94,6 +103,9 @@ key, and exits 1 when there is any.
 		fmt.Fprintf(stdout, "damaged %s+%d %s: %s%s\n", p.Shard, p.Offset, path, msg, ofPart(p.Shard))
 		damaged = append(damaged, path+ofPart(p.Shard))
 	})
+	if err == nil {
+		err = ctx.Err()
+	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
@@ -136,18 +148,21 @@ key, and exits 1 when there is any.
 // found bad (a missing image member, an unreadable label, a truncated shard), and each
 // image read and decoded whole, on as many goroutines as Go may run, in shard order so
 // that remote shards are fetched about once more after indexing.
-func verifyShards(args []string, stdout, stderr io.Writer) error {
+func verifyShards(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	logf := func(string, ...any) {} // bad samples are listed below, once each
 	var src *pipeline.WebDatasetSource
 	name := strings.Join(args, " ")
 	var ds *pipeline.Dataset
 	var where func(k int) string // shard k as the user knows it: its path or URL
 	if datasetURL(args) {
-		d, err := pipeline.OpenDataset(context.Background(), args[0], &pipeline.DatasetOptions{WebDataset: &pipeline.WebDatasetOptions{Logf: logf}})
+		d, err := pipeline.OpenDataset(ctx, args[0], &pipeline.DatasetOptions{WebDataset: &pipeline.WebDatasetOptions{Logf: logf}})
 		if err != nil {
 			return err
 		}
 		defer d.Close()
+		if d.Store != nil {
+			defer closeOnCancel(ctx, d.Store.Cache)()
+		}
 		ds = d
 		w, ok := d.Source.(*pipeline.WebDatasetSource)
 		if !ok {
@@ -193,10 +208,19 @@ func verifyShards(args []string, stdout, stderr io.Writer) error {
 		}()
 	}
 	for i := range n {
-		next <- i
+		select {
+		case next <- i:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
 	}
 	close(next)
 	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%s: checking its samples: %w", name, err)
+	}
 	var bad []string
 	ends, shards := src.ShardEnds(), src.Shards()
 	for i, p := range problems {
