@@ -102,7 +102,8 @@ func TestConvertedHTTPEndlessFiles(t *testing.T) {
 }
 
 // A dataset.json naming 2e9 parts is refused at once, naming its URL, without asking
-// for a part record: it once made opening fetch (or open, locally) 2e9 files.
+// for a part record: it once made opening fetch (or open, locally) 2e9 files. One of
+// 5000 parts, none run, is refused naming a few of them.
 func TestConvertedTooManyParts(t *testing.T) {
 	dir := t.TempDir()
 	js := fmt.Sprintf(`{"version": 3, "format_version": %d, "spec": "x", "codec": "s2", "parts": 2000000000}`, cache.FormatVersion)
@@ -113,9 +114,20 @@ func TestConvertedTooManyParts(t *testing.T) {
 	if _, err := OpenConverted(dir, ConvertedOptions{Logf: quiet}); err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), filepath.Join(dir, cache.InfoName)) {
 		t.Errorf("local: %v", err)
 	}
+	// Many parts, none run: the error names a few, not each.
+	js = fmt.Sprintf(`{"version": 3, "format_version": %d, "spec": "x", "codec": "s2", "parts": 5000}`, cache.FormatVersion)
+	many := t.TempDir()
+	if err := os.WriteFile(filepath.Join(many, cache.InfoName), []byte(js), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := OpenConverted(many, ConvertedOptions{Logf: quiet})
+	if !errors.Is(err, ErrIncomplete) || len(err.Error()) > 4096 || !strings.Contains(err.Error(), "--part 0/5000, ") || !strings.Contains(err.Error(), "and the 4992 other unfinished parts") {
+		t.Errorf("5000 parts, none run: %.5000v", err)
+	}
+
 	var requests atomic.Int64
 	hs := endlessServer(t, dir, "", &requests)
-	_, err := OpenDataset(context.Background(), hs.URL+"/", &DatasetOptions{Store: fastStore, Cache: &objstore.CacheOptions{Dir: t.TempDir()}, Converted: ConvertedOptions{Logf: quiet}})
+	_, err = OpenDataset(context.Background(), hs.URL+"/", &DatasetOptions{Store: fastStore, Cache: &objstore.CacheOptions{Dir: t.TempDir()}, Converted: ConvertedOptions{Logf: quiet}})
 	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), hs.URL+"/"+cache.InfoName) {
 		t.Errorf("over HTTP: %v", err)
 	}
