@@ -132,6 +132,10 @@ func OpenConverted(dir string, opts ...ConvertedOptions) (*Converted, error) {
 		// as a manifest of integer labels names them.
 		top := 0
 		for _, r := range refs {
+			if r.Label < 0 || r.Label > maxLabel {
+				c.Close()
+				return nil, fmt.Errorf("pipeline: %s: label %d of %s is not an integer in [0, %d], which a dataset without class names (%s records none) numbers its classes by; the record is damaged, or the dataset not conveyor's: convert it again", dir, r.Label, r.Path, maxLabel, cache.InfoName)
+			}
 			top = max(top, int(r.Label))
 		}
 		classes = make([]string, top+1)

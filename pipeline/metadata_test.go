@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/conveyor-ml/conveyor/cache"
+	"github.com/conveyor-ml/conveyor/decode"
 	"github.com/conveyor-ml/conveyor/internal/s3test"
 	"github.com/conveyor-ml/conveyor/objstore"
 )
@@ -181,5 +182,35 @@ func TestConvertedS3FetchesItsFilesOnly(t *testing.T) {
 	defer d.Close()
 	if st := d.Stats(); d.Source.Len() != 12 || st.BytesFetched >= unrelated {
 		t.Errorf("%d samples, %v", d.Source.Len(), st)
+	}
+}
+
+// A dataset without class names, whose record carries a label of 2^31-1, is refused
+// naming the record, rather than making 2^31 class names.
+func TestConvertedHugeLabel(t *testing.T) {
+	dir := t.TempDir()
+	c, err := cache.Open(dir, &cache.Options{Logf: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := c.NewCoder()
+	const spec = "huge-label"
+	img := &decode.Image{Width: 4, Height: 4, Stride: 12, Pix: make([]byte, 48)}
+	if err := d.Put(cache.Key{Spec: spec, Path: "a/x.jpg", Size: 1}, 1<<31-1, img); err != nil {
+		t.Fatal(err)
+	}
+	d.Close()
+	m, err := c.Manifest(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	info := &cache.Info{Version: cache.WholeInfoVersion, FormatVersion: cache.FormatVersion, Spec: spec, Codec: cache.S2, Samples: 1, Stored: 1, Complete: true, Shards: m}
+	if err := cache.WriteInfo(dir, info); err != nil {
+		t.Fatal(err)
+	}
+	_, err = OpenConverted(dir, ConvertedOptions{Logf: quiet})
+	if err == nil || !strings.Contains(err.Error(), "label 2147483647 of a/x.jpg") {
+		t.Errorf("open: %v", err)
 	}
 }
