@@ -276,7 +276,7 @@ func (c *Cache) Refresh() error {
 	}
 	var names []string
 	for _, e := range ents {
-		if name, ok := strings.CutSuffix(e.Name(), shardExt); ok && e.Type().IsRegular() {
+		if name, ok := strings.CutSuffix(e.Name(), shardExt); ok && regularFile(c.dir, e) {
 			names = append(names, name)
 		}
 	}

@@ -3,6 +3,10 @@ package cache
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/conveyor-ml/conveyor/decode"
@@ -114,6 +118,68 @@ func FuzzDecodeRecord(f *testing.F) {
 		}
 		if img.Width != int(r.Width) || lo < hi && (top > lo || top+img.Height < hi) || len(img.Pix) < 3*img.Width*img.Height || img.Stride < 3*img.Width {
 			t.Fatalf("%s record of %dx%d: rows %d to %d decode to %dx%d from row %d, stride %d, %d bytes", r.Codec, r.Width, r.Height, lo, hi, img.Width, img.Height, top, img.Stride, len(img.Pix))
+		}
+	})
+}
+
+// FuzzReadInfo feeds arbitrary bytes to ReadInfo as a dataset.json and as the record of
+// its first part. Whatever it accepts is within the format's bounds: parts a conversion
+// can have, manifests whose shards can hold what they say, a Stopped no longer than the
+// records it explains; and it writes back to a dataset.json that reads the same. The
+// datasets it reads have at most 64 parts: more only take longer.
+func FuzzReadInfo(f *testing.F) {
+	whole := Info{Version: WholeInfoVersion, FormatVersion: FormatVersion, Spec: testSpec, Codec: S2, Samples: 3, Stored: 3, Complete: true, Classes: []string{"a", "b"},
+		Shards: []ShardManifest{{Name: "x.shard", Codec: S2, Records: 3, Bytes: 30_000, HeaderCRC: 7, IndexBytes: 300, IndexCRC: 9}}}
+	parted := Info{Version: InfoVersion, FormatVersion: FormatVersion, Spec: testSpec, Codec: S2, Samples: 3, Parts: 2}
+	part := whole
+	part.Version, part.Part = InfoVersion, "0/2"
+	part.Shards = []ShardManifest{{Name: "part-0-of-2-x.shard", Codec: S2, Records: 1, Bytes: 10_000, IndexBytes: 100}}
+	for _, seed := range [][2]any{{whole, whole}, {parted, part}, {parted, whole}} {
+		a, _ := json.Marshal(seed[0])
+		b, _ := json.Marshal(seed[1])
+		f.Add(a, b)
+	}
+	f.Add([]byte(fmt.Sprintf(`{"format_version": %d, "spec": "s", "codec": "s2", "samples": 3, "stored": 3, "complete": true}`, FormatVersion)), []byte{})
+	f.Add([]byte(fmt.Sprintf(`{"version": 3, "format_version": %d, "spec": "s", "codec": "s2", "parts": 2000000000}`, FormatVersion)), []byte{})
+	f.Fuzz(func(t *testing.T, head, record []byte) {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, InfoName), head, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		h, err := parseInfo(InfoName, head)
+		if err != nil {
+			return
+		}
+		if h.Parts > 64 {
+			return
+		}
+		if h.Parts > 0 {
+			p := Part{Index: 0, Count: h.Parts}
+			if err := os.WriteFile(filepath.Join(dir, p.PartInfoName()), record, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		info, err := ReadInfo(dir)
+		if err != nil {
+			return
+		}
+		if info.Parts < 0 || info.Parts > maxParts || len(info.Unfinished) > info.Parts {
+			t.Fatalf("%d parts, %d unfinished", info.Parts, len(info.Unfinished))
+		}
+		for i := range info.Shards {
+			if err := info.Shards[i].check(); err != nil {
+				t.Fatalf("accepted shard %d: %v", i, err)
+			}
+		}
+		if len(info.Stopped) > len(head)+len(record)+maxReasons*200+100 {
+			t.Fatalf("Stopped of %d bytes from records of %d and %d", len(info.Stopped), len(head), len(record))
+		}
+		b, err := json.Marshal(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h2, err := parseInfo(InfoName, b); err != nil || h2.Parts != h.Parts || len(h2.Shards) != len(h.Shards) {
+			t.Fatalf("written back, %s reads as %+v, %v", b, h2, err)
 		}
 	})
 }

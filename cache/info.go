@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -139,13 +141,45 @@ func ReadInfo(dir string) (*Info, error) {
 	return info, nil
 }
 
-// readInfoFile reads and checks the Info in dir/name.
-func readInfoFile(dir, name string) (*Info, error) {
-	path := filepath.Join(dir, name)
-	b, err := os.ReadFile(path)
+// MaxInfoBytes is the most bytes a dataset.json or a part record may hold; a larger
+// one is refused, unread, as damaged or not written by conveyor. The bulk of the file is
+// the manifest, about 250 bytes of JSON a shard: 64 MiB holds a quarter of a million
+// shards (a quarter of a petabyte in shards of the default 1 GiB), and tens of thousands
+// of class names besides. A dataset that large is converted in parts, each recording its
+// own shards in its own file. The limit bounds what opening a dataset reads, from disk or
+// from object storage, before it can check anything.
+const MaxInfoBytes = 64 << 20
+
+// ReadInfoFile reads and checks one dataset.json or part record, path, without reading
+// the part records a dataset.json names (ReadInfo does): for a caller that fetches those
+// first. The error wraps fs.ErrNotExist when there is no file.
+func ReadInfoFile(path string) (*Info, error) {
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("cache: %w", err)
 	}
+	defer f.Close()
+	// Read one byte past the limit, so that a file growing as it is read is refused too.
+	b, err := io.ReadAll(io.LimitReader(f, MaxInfoBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("cache: %w", err)
+	}
+	if len(b) > MaxInfoBytes {
+		return nil, fmt.Errorf("cache: %s: more than %d bytes (cache.MaxInfoBytes), which no conversion writes: the file is damaged or not conveyor's; convert the dataset again (a very large one in parts, --part i/N)", path, MaxInfoBytes)
+	}
+	return parseInfo(path, b)
+}
+
+// readInfoFile reads and checks the Info in dir/name.
+func readInfoFile(dir, name string) (*Info, error) {
+	return ReadInfoFile(filepath.Join(dir, name))
+}
+
+// parseInfo parses and checks the Info in b, read from path (which errors name). Every
+// count and size is checked against what the format can hold before anything acts on it:
+// the number of parts against what a conversion can be split into, each shard's records
+// and index against its size, each shard's name against the directory's flat layout.
+func parseInfo(path string, b []byte) (*Info, error) {
 	var info Info
 	if err := json.Unmarshal(b, &info); err != nil {
 		return nil, fmt.Errorf("cache: %s: %w", path, err)
@@ -159,8 +193,50 @@ func readInfoFile(dir, name string) (*Info, error) {
 	if info.Spec == "" {
 		return nil, errors.New("cache: " + path + ": no spec")
 	}
-	if info.Parts < 0 || info.Parts > 0 && info.Version < 3 {
+	damaged := "the file is damaged or not conveyor's; convert the dataset again"
+	switch {
+	case info.Parts < 0 || info.Parts > 0 && info.Version < 3:
 		return nil, fmt.Errorf("cache: %s: version %d with %d parts", path, info.Version, info.Parts)
+	case info.Parts > maxParts:
+		return nil, fmt.Errorf("cache: %s: %d parts, more than the %d a conversion can be split into (conveyor convert --part i/N, N ≤ %d): %s", path, info.Parts, maxParts, maxParts, damaged)
+	case info.Samples < 0 || info.Stored < 0 || info.Bad < 0:
+		return nil, fmt.Errorf("cache: %s: %d samples, %d stored, %d bad: counts cannot be negative; %s", path, info.Samples, info.Stored, info.Bad, damaged)
+	}
+	for i := range info.Shards {
+		if err := info.Shards[i].check(); err != nil {
+			return nil, fmt.Errorf("cache: %s: shard %d of the manifest: %w; %s", path, i, err, damaged)
+		}
 	}
 	return &info, nil
+}
+
+// maxShardBytes bounds a recorded shard's size: a conversion starts a new shard at
+// Options.ShardBytes (1 GiB by default), so a shard of a tebibyte is a damaged record,
+// and the bound keeps sums of shard sizes far from overflowing.
+const maxShardBytes = 1 << 40
+
+// check reports a manifest entry that no shard could have: a name that is not a shard
+// file in the dataset's directory, or more records, or a larger index, than its size
+// can hold. A record takes at least its fixed header; an index entry is a record's
+// header and idxFixed bytes, so an index holds at most the shard's bytes plus idxFixed
+// a record, and a torn entry a writer was killed in.
+func (m *ShardManifest) check() error {
+	base, ok := strings.CutSuffix(m.Name, shardExt)
+	switch {
+	case !ok || base == "" || strings.ContainsAny(m.Name, "/\\\x00") || strings.HasPrefix(m.Name, "."):
+		return fmt.Errorf("name %q is not a shard file (NAME.shard) of the dataset's directory", m.Name)
+	case m.Bytes < 0 || m.Bytes > maxShardBytes:
+		return fmt.Errorf("%s: %d bytes, outside 0 to %d", m.Name, m.Bytes, int64(maxShardBytes))
+	case m.Records < 0 || int64(m.Records) > m.Bytes/recordFixed:
+		return fmt.Errorf("%s: %d records, more than its %d bytes can hold (each takes at least %d)", m.Name, m.Records, m.Bytes, recordFixed)
+	case m.IndexBytes < 0 || m.IndexBytes > maxIndexBytes(m.Bytes, m.Records):
+		return fmt.Errorf("%s: an index of %d bytes, more than the %d an index of %d records in %d bytes can hold", m.Name, m.IndexBytes, maxIndexBytes(m.Bytes, m.Records), m.Records, m.Bytes)
+	}
+	return nil
+}
+
+// maxIndexBytes is the largest index a shard of size bytes holding records records can
+// have (see ShardManifest.check).
+func maxIndexBytes(size int64, records int) int64 {
+	return size + int64(records+1)*idxFixed + recordFixed + maxPath
 }

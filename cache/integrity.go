@@ -57,6 +57,10 @@ type shardFiles struct {
 	hdrErr error // the header does not parse
 	hdrCut bool  // the shard ends inside its header
 
+	// dangling, when the shard is a symbolic link that does not open, says where it
+	// points and why it does not open.
+	dangling string
+
 	idxSize int64 // -1 when there is no index
 	idxCRC  uint32
 	entries []int64 // the record end of every whole entry that passes its checksum
@@ -77,7 +81,8 @@ func (f *shardFiles) past() int {
 // checkFiles reads name's shard header and whole index.
 func (c *Cache) checkFiles(name string) *shardFiles {
 	fc := &shardFiles{name: name, size: -1, idxSize: -1, idxBad: -1}
-	if f, err := os.Open(filepath.Join(c.dir, name+shardExt)); err == nil {
+	f, err := os.Open(filepath.Join(c.dir, name+shardExt))
+	if err == nil {
 		if fi, err := f.Stat(); err == nil {
 			fc.size = fi.Size()
 		}
@@ -91,6 +96,8 @@ func (c *Cache) checkFiles(name string) *shardFiles {
 			fc.codec, fc.spec, fc.hdrLen, fc.hdrCRC = codec, spec, int64(n), checksum(hdr)
 		}
 		f.Close()
+	} else if to, lerr := os.Readlink(filepath.Join(c.dir, name+shardExt)); lerr == nil {
+		fc.dangling = fmt.Sprintf("%s (%v)", to, errors.Unwrap(err))
 	}
 	data, err := os.ReadFile(filepath.Join(c.dir, name+indexExt))
 	if err != nil {
@@ -110,6 +117,20 @@ func (c *Cache) checkFiles(name string) *shardFiles {
 		pos += n
 	}
 	return fc
+}
+
+// regularFile reports whether the entry e of dir is a regular file or a symbolic link to
+// one. Datasets kept by git-annex or DVC, or assembled as a farm of links, hold their
+// shards as links to files elsewhere, and their users expect them read through the link.
+func regularFile(dir string, e fs.DirEntry) bool {
+	if e.Type().IsRegular() {
+		return true
+	}
+	if e.Type()&fs.ModeSymlink == 0 {
+		return false
+	}
+	fi, err := os.Stat(filepath.Join(dir, e.Name()))
+	return err == nil && fi.Mode().IsRegular()
 }
 
 // readShardHeader reads the header at the start of f: hdr is its bytes, nil (with no
@@ -144,7 +165,7 @@ func (c *Cache) fileNames() ([]string, error) {
 	}
 	var names []string
 	for _, e := range ents {
-		if !e.Type().IsRegular() {
+		if !regularFile(c.dir, e) {
 			continue
 		}
 		if name, ok := strings.CutSuffix(e.Name(), shardExt); ok {
@@ -238,7 +259,12 @@ func (c *Cache) checkShard(name, spec string, m *ShardManifest, fc *shardFiles) 
 	case fc.size < 0 && c.opts.Remote != nil:
 		return c.checkRemote(name, spec, m, fc)
 	case fc.size < 0:
-		ps = append(ps, problem(KindMissing, m.Records, "the dataset lists it with %d records", m.Records))
+		if fc.dangling != "" {
+			// git-annex and DVC leave such a link where they have not fetched the content.
+			ps = append(ps, problem(KindMissing, m.Records, "a symbolic link to %s: is its content fetched (git annex get, dvc pull)? The dataset lists it with %d records", fc.dangling, m.Records))
+		} else {
+			ps = append(ps, problem(KindMissing, m.Records, "the dataset lists it with %d records", m.Records))
+		}
 		c.adopt(name, spec, m, fc, errors.New("file missing"))
 		return ps // its index, when there is one, was read for adopt
 	case fc.size < m.Bytes:

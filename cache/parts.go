@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -193,16 +194,34 @@ func WritePartInfo(dir string, p Part, info *Info) error {
 func assembleParts(dir string, info *Info) error {
 	info.Shards = []ShardManifest{}
 	info.Stored, info.Bad, info.Complete, info.Stopped, info.Unfinished = 0, 0, true, "", nil
+	// One look at the directory finds the part records there: a dataset of many parts,
+	// most not yet run, costs no failed open for each of the others.
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("cache: %w", err)
+	}
+	present := map[string]bool{}
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), "dataset.part-") {
+			present[e.Name()] = true
+		}
+	}
 	var why []string
 	for i := range info.Parts {
 		p := Part{Index: i, Count: info.Parts}
-		pi, err := readInfoFile(dir, p.PartInfoName())
+		err := error(fs.ErrNotExist)
+		var pi *Info
+		if name := p.PartInfoName(); present[name] {
+			pi, err = readInfoFile(dir, name)
+		}
 		if errors.Is(err, fs.ErrNotExist) {
-			what := "has not run, or was killed before it recorded anything (no " + p.PartInfoName() + ")"
-			if holder, running := converting(dir, p.lockName()); running {
-				what = "is still running (" + holder + ")"
+			if len(why) < maxReasons {
+				what := "has not run, or was killed before it recorded anything (no " + p.PartInfoName() + ")"
+				if holder, running := converting(dir, p.lockName()); running {
+					what = "is still running (" + holder + ")"
+				}
+				why = append(why, fmt.Sprintf("part %s %s", p, what))
 			}
-			why = append(why, fmt.Sprintf("part %s %s", p, what))
 			info.Unfinished = append(info.Unfinished, p.String())
 			continue
 		}
@@ -220,23 +239,33 @@ func assembleParts(dir string, info *Info) error {
 			info.Updated = pi.Updated
 		}
 		if !pi.Complete {
-			what := "did not finish (it was killed, or could not record why)"
-			switch holder, running := converting(dir, p.lockName()); {
-			case running:
-				what = "is still running (" + holder + ")"
-			case pi.Stopped != "":
-				what = pi.Stopped
+			if len(why) < maxReasons {
+				what := "did not finish (it was killed, or could not record why)"
+				switch holder, running := converting(dir, p.lockName()); {
+				case running:
+					what = "is still running (" + holder + ")"
+				case pi.Stopped != "":
+					what = pi.Stopped
+				}
+				why = append(why, fmt.Sprintf("part %s %s", p, what))
 			}
-			why = append(why, fmt.Sprintf("part %s %s", p, what))
 			info.Unfinished = append(info.Unfinished, p.String())
 		}
 	}
-	if len(why) > 0 {
+	if len(info.Unfinished) > 0 {
 		info.Complete = false
-		info.Stopped = fmt.Sprintf("in %d parts has %d unfinished: %s", info.Parts, len(why), strings.Join(why, "; "))
+		info.Stopped = fmt.Sprintf("in %d parts has %d unfinished: %s", info.Parts, len(info.Unfinished), strings.Join(why, "; "))
+		if n := len(info.Unfinished) - len(why); n > 0 {
+			info.Stopped += fmt.Sprintf("; and %d more", n)
+		}
 	}
 	return nil
 }
+
+// maxReasons bounds how many unfinished parts an assembled Info's Stopped explains one
+// by one: a dataset of many parts, most not yet run, would otherwise carry a message
+// as long as its parts are many.
+const maxReasons = 8
 
 // LockPart takes part p's conversion lock, as LockConversion takes the whole
 // directory's: parts lock separately, so that they run at once, and a part started twice

@@ -20,7 +20,8 @@ var ErrTruncated = errors.New("objstore: truncated or corrupt body")
 // Retry.MinProgressBytes in a Retry.ProgressInterval; it is retried.
 var errTooSlow = errors.New("too slow")
 
-// ErrTooLarge is returned when an object is larger than the cache's whole byte limit.
+// ErrTooLarge is returned when an object is larger than the cache's whole byte limit, or
+// than the limit a capped download was given (Bucket.DownloadMax, Mirror).
 var ErrTooLarge = errors.New("objstore: object larger than the cache limit")
 
 // An Error is a request that failed for good: the object's URL, the operation and, when

@@ -52,8 +52,8 @@ func (l localBackend) listEach(ctx context.Context, prefix string, _ func(contex
 	return l.list(ctx, prefix)
 }
 
-// list walks the directory part of prefix and keeps the regular files whose paths start
-// with prefix.
+// list walks the directory part of prefix and keeps the regular files, and the symbolic
+// links but those to directories, whose paths start with prefix.
 func (localBackend) list(ctx context.Context, prefix string) ([]Object, error) {
 	dir := prefix
 	if !strings.HasSuffix(dir, "/") {
@@ -70,7 +70,7 @@ func (localBackend) list(ctx context.Context, prefix string) ([]Object, error) {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if !d.Type().IsRegular() {
+		if !d.Type().IsRegular() && d.Type()&fs.ModeSymlink == 0 {
 			return nil
 		}
 		if dir == "." {
@@ -82,6 +82,18 @@ func (localBackend) list(ctx context.Context, prefix string) ([]Object, error) {
 		fi, err := d.Info()
 		if err != nil {
 			return err
+		}
+		if d.Type()&fs.ModeSymlink != 0 {
+			// Shards kept by git-annex or DVC are links to files elsewhere: follow them.
+			// A link to nothing (content not fetched) is listed, so that reading it
+			// fails naming it rather than the dataset silently lacking it; a link to a
+			// directory is not walked.
+			switch target, err := os.Stat(p); {
+			case err == nil && !target.Mode().IsRegular():
+				return nil
+			case err == nil:
+				fi = target
+			}
 		}
 		out = append(out, Object{Name: p, Size: fi.Size(), ModTime: fi.ModTime()})
 		return nil

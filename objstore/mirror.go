@@ -11,9 +11,12 @@ import (
 
 // Mirror downloads the objects objs of b (names relative to its root, flat: no '/')
 // into the existing directory dir, each under its name, at most concurrency at a time
-// (values below 1 mean 1). Each object is written to a temporary file and renamed when
-// whole, so dir never holds a partial object under its name. The first error cancels the
-// rest and is returned naming the URL.
+// (values below 1 mean 1). Each object's Size is the most bytes it may hold: a larger
+// one fails with an error wrapping ErrTooLarge (see Bucket.DownloadMax), so callers pass
+// the size a manifest recorded or the most the format allows, and a server that streams
+// without end costs no more than that. Each object is written to a temporary file and
+// renamed when whole, so dir never holds a partial object under its name, and a failed
+// one leaves nothing. The first error cancels the rest and is returned naming the URL.
 func Mirror(ctx context.Context, b *Bucket, objs []Object, dir string, concurrency int) error {
 	for _, o := range objs {
 		if o.Name == "" || strings.ContainsAny(o.Name, `/\`) || o.Name == "." || o.Name == ".." {
@@ -45,7 +48,7 @@ func Mirror(ctx context.Context, b *Bucket, objs []Object, dir string, concurren
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			if err := mirrorOne(ctx, b, o.Name, dir); err != nil {
+			if err := mirrorOne(ctx, b, o, dir); err != nil {
 				fail(err)
 			}
 		}()
@@ -57,13 +60,14 @@ func Mirror(ctx context.Context, b *Bucket, objs []Object, dir string, concurren
 	return first
 }
 
-func mirrorOne(ctx context.Context, b *Bucket, name, dir string) error {
+func mirrorOne(ctx context.Context, b *Bucket, o Object, dir string) error {
+	name := o.Name
 	f, err := os.CreateTemp(dir, "."+name+".*")
 	if err != nil {
 		return fmt.Errorf("objstore: %s: %w", b.URL(name), err)
 	}
 	tmp := f.Name()
-	_, err = b.Download(ctx, name, f, nil)
+	_, err = b.DownloadMax(ctx, name, f, o.Size)
 	if cerr := f.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("objstore: %s: %w", b.URL(name), cerr)
 	}

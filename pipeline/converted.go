@@ -132,6 +132,10 @@ func OpenConverted(dir string, opts ...ConvertedOptions) (*Converted, error) {
 		// as a manifest of integer labels names them.
 		top := 0
 		for _, r := range refs {
+			if r.Label < 0 || r.Label > maxLabel {
+				c.Close()
+				return nil, fmt.Errorf("pipeline: %s: label %d of %s is not an integer in [0, %d], which a dataset without class names (%s records none) numbers its classes by; the record is damaged, or the dataset not conveyor's: convert it again", dir, r.Label, r.Path, maxLabel, cache.InfoName)
+			}
 			top = max(top, int(r.Label))
 		}
 		classes = make([]string, top+1)
@@ -200,8 +204,11 @@ func incomplete(dir string, info *cache.Info, listed int, problems []cache.Probl
 	switch {
 	case !info.Complete && info.Parts > 0:
 		var runs []string
-		for _, p := range info.Unfinished {
+		for _, p := range info.Unfinished[:min(len(info.Unfinished), maxRuns)] {
 			runs = append(runs, fmt.Sprintf("--part %s", p))
+		}
+		if n := len(info.Unfinished) - maxRuns; n > 0 {
+			runs = append(runs, fmt.Sprintf("and the %d other unfinished parts", n))
 		}
 		return fmt.Sprintf("its conversion %s; run %s with %s to finish them (each resumes where it stopped, and the dataset opens once every part has finished), %s",
 			info.Stopped, convert, strings.Join(runs, ", "), allow)
@@ -224,11 +231,20 @@ func incomplete(dir string, info *cache.Info, listed int, problems []cache.Probl
 				shards = append(shards, fmt.Sprintf("%s %s", p.Kind, filepath.Base(p.Shard)))
 			}
 		}
+		what := strings.Join(shards, ", ")
+		if len(shards) == 0 {
+			// Every recorded shard looks as recorded, yet holds fewer records than
+			// dataset.json counts: the count is what is wrong, or the records are.
+			what = fmt.Sprintf("no shard is missing or damaged, but %s counts %d stored and its shards hold %d", cache.InfoName, info.Stored, listed)
+		}
 		return fmt.Sprintf("%d of its %d samples are lost (%s); conveyor verify %s lists the damage and %s again stores them again, %s",
-			info.Stored-listed, info.Stored, strings.Join(shards, ", "), dir, convert, allow)
+			info.Stored-listed, info.Stored, what, dir, convert, allow)
 	}
 	return ""
 }
+
+// maxRuns bounds the unfinished parts incomplete names one by one.
+const maxRuns = 8
 
 // firstClause is why up to its first semicolon: the reason without the advice.
 func firstClause(why string) string {

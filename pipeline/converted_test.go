@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -419,5 +420,60 @@ func TestConvertedCropReadsBands(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A converted dataset whose files are symbolic links (git-annex, DVC, a farm of links)
+// opens and trains as the dataset itself; it was refused as "2000 of its 2000 samples
+// are lost ()".
+func TestConvertedSymlinks(t *testing.T) {
+	dst := convertTree(t, 2, 10)
+	farm := t.TempDir()
+	ents, err := os.ReadDir(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if n := e.Name(); n == cache.InfoName || strings.HasSuffix(n, ".shard") || strings.HasSuffix(n, ".idx") {
+			if err := os.Symlink(filepath.Join(dst, n), filepath.Join(farm, n)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	conv, err := OpenConverted(farm, ConvertedOptions{Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conv.Close()
+	if conv.Len() != 20 || len(conv.Problems()) != 0 {
+		t.Fatalf("%d samples, problems %+v", conv.Len(), conv.Problems())
+	}
+	local, err := OpenConverted(dst, ConvertedOptions{Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer local.Close()
+	ctx := context.Background()
+	got, want := collect(t, newLoader(t, conv, testConfig(2)), ctx, 0, 0), collect(t, newLoader(t, local, testConfig(2)), ctx, 0, 0)
+	if !bytes.Equal(got.data, want.data) {
+		t.Error("batches differ from the dataset's own")
+	}
+}
+
+// A dataset.json counting more records than its intact shards hold says so, rather than
+// naming no damage at all ("lost ()").
+func TestConvertedLostWithoutDamage(t *testing.T) {
+	dst := convertTree(t, 2, 10)
+	info, err := cache.ReadInfo(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info.Stored += 5
+	if err := cache.WriteInfo(dst, info); err != nil {
+		t.Fatal(err)
+	}
+	_, err = OpenConverted(dst, ConvertedOptions{Logf: t.Logf})
+	if !errors.Is(err, ErrIncomplete) || strings.Contains(err.Error(), "()") || !strings.Contains(err.Error(), "counts 25 stored and its shards hold 20") {
+		t.Errorf("open: %v", err)
 	}
 }

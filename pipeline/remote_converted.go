@@ -7,11 +7,12 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"slices"
+	"path/filepath"
 	"strings"
 
 	"github.com/conveyor-ml/conveyor/cache"
 	"github.com/conveyor-ml/conveyor/objstore"
+	"golang.org/x/sync/errgroup"
 )
 
 // datasetFile reports whether the object name belongs to a converted dataset's files to
@@ -23,79 +24,125 @@ func datasetFile(name string) bool {
 
 // FetchConvertedIndex fetches what describes the converted dataset stored under b (an
 // s3:// or http(s):// prefix holding dataset.json) into the directory dir, but not its
-// shards: dataset.json, the part records and the shards' indexes, concurrency objects at
-// a time. A ReadOnly cache.Open of dir with Options.Remote set to a shard cache of b
+// shards: dataset.json, the part records it names and the indexes of the shards their
+// manifests record, concurrency objects at a time, and nothing else under the prefix. A
+// ReadOnly cache.Open of dir with Options.Remote set to a shard cache of b
 // (objstore.NewCache) then lists every record and reads each from its shard, fetched
-// whole when first read. From S3 the files are those listed under the prefix; from a
-// web server, which cannot be listed, those the manifests name (so a dataset whose
-// conversion recorded no manifest cannot be read over HTTP). OpenDataset reads a
-// dataset URL this way; so do conveyor inspect (indexes only) and verify.
+// whole when first read. OpenDataset reads a dataset URL this way; so do conveyor
+// inspect (indexes only) and verify.
+//
+// What is fetched is bounded before it is fetched: dataset.json and each part record at
+// cache.MaxInfoBytes, each index at the size its manifest recorded, and the counts and
+// sizes the records hold are checked (cache.ReadInfo) before the files they name are
+// asked for. A part record or an index that is not stored is left for opening to
+// report, as for a local dataset; so a dataset whose conversion recorded no manifest
+// cannot be read from object storage. Errors name the URL.
 func FetchConvertedIndex(ctx context.Context, b *objstore.Bucket, dir string, concurrency int) error {
-	var objs []objstore.Object
-	var err error
-	if strings.HasPrefix(b.String(), "http") {
-		objs, err = manifestObjects(ctx, b, dir)
-	} else {
-		objs, err = listedObjects(ctx, b)
-	}
-	if err != nil {
-		return err
-	}
-	objs = slices.DeleteFunc(objs, func(ob objstore.Object) bool { return strings.HasSuffix(ob.Name, ".shard") })
-	if err := objstore.Mirror(ctx, b, objs, dir, max(concurrency, 1)); err != nil {
-		return fmt.Errorf("pipeline: %w", err)
-	}
-	return nil
+	_, err := fetchConverted(ctx, b, dir, concurrency, nil)
+	return err
 }
 
-// listedObjects lists the dataset's files in an S3 prefix.
-func listedObjects(ctx context.Context, b *objstore.Bucket) ([]objstore.Object, error) {
-	all, err := b.List(ctx, "")
-	if err != nil {
-		return nil, fmt.Errorf("pipeline: %w", err)
+// fetchConverted is FetchConvertedIndex; check, when not nil, sees the dataset's Info
+// before its indexes are fetched, and an error from it is returned as is.
+func fetchConverted(ctx context.Context, b *objstore.Bucket, dir string, concurrency int, check func(*cache.Info) error) (*cache.Info, error) {
+	url := strings.TrimSuffix(b.URL(""), "/")
+	named := func(err error) error { // the URL, where cache named the local copy
+		return fmt.Errorf("pipeline: %w", &renamedError{msg: strings.ReplaceAll(err.Error(), dir, url), err: err})
 	}
-	var objs []objstore.Object
-	hasInfo := false
-	for _, ob := range all {
-		if datasetFile(ob.Name) {
-			hasInfo = hasInfo || ob.Name == cache.InfoName
-			objs = append(objs, ob)
+	err := objstore.Mirror(ctx, b, []objstore.Object{{Name: cache.InfoName, Size: cache.MaxInfoBytes}}, dir, 1)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("pipeline: %s is not a converted dataset (no %s): %w", url, b.URL(cache.InfoName), err)
+	}
+	if err != nil {
+		return nil, fetchError(err)
+	}
+	head, err := cache.ReadInfoFile(filepath.Join(dir, cache.InfoName))
+	if err != nil {
+		return nil, named(err)
+	}
+	if head.Parts > 0 {
+		records, err := partRecords(ctx, b, head.Parts)
+		if err != nil {
+			return nil, err
 		}
-	}
-	if !hasInfo {
-		return nil, fmt.Errorf("pipeline: %s is not a converted dataset (no %s)", b, b.URL(cache.InfoName))
-	}
-	return objs, nil
-}
-
-// manifestObjects fetches dataset.json and the part records of the dataset in b into
-// dir and returns the shards and indexes their manifests name.
-func manifestObjects(ctx context.Context, b *objstore.Bucket, dir string) ([]objstore.Object, error) {
-	if err := objstore.Mirror(ctx, b, []objstore.Object{{Name: cache.InfoName}}, dir, 1); err != nil {
-		return nil, fmt.Errorf("pipeline: %w", err)
+		if err := fetchEach(ctx, b, records, dir, concurrency); err != nil {
+			return nil, err
+		}
 	}
 	info, err := cache.ReadInfo(dir)
 	if err != nil {
-		return nil, fmt.Errorf("pipeline: %s: %w", b.URL(cache.InfoName), err)
+		return nil, named(err)
 	}
-	if info.Parts > 0 {
-		for i := range info.Parts {
-			name := cache.Part{Index: i, Count: info.Parts}.PartInfoName()
-			err := objstore.Mirror(ctx, b, []objstore.Object{{Name: name}}, dir, 1)
-			if err != nil && !errors.Is(err, fs.ErrNotExist) { // a missing part is named when the dataset is opened
-				return nil, fmt.Errorf("pipeline: %w", err)
+	if check != nil {
+		if err := check(info); err != nil {
+			return nil, err
+		}
+	}
+	var indexes []objstore.Object
+	seen := map[string]bool{}
+	for _, m := range info.Shards {
+		name := strings.TrimSuffix(m.Name, ".shard") + ".idx"
+		if m.IndexBytes > 0 && !seen[name] { // an index of 0 bytes is recorded as absent
+			seen[name] = true
+			indexes = append(indexes, objstore.Object{Name: name, Size: m.IndexBytes})
+		}
+	}
+	return info, fetchEach(ctx, b, indexes, dir, concurrency)
+}
+
+// partRecords names the part records of a dataset converted in parts parts, each at
+// most cache.MaxInfoBytes: from a store that lists, those it holds (a dataset whose
+// parts have not all run asks for no record that is not there); from a web server, all.
+func partRecords(ctx context.Context, b *objstore.Bucket, parts int) ([]objstore.Object, error) {
+	var stored map[string]bool
+	if !strings.HasPrefix(b.String(), "http") {
+		objs, err := b.List(ctx, "dataset.part-")
+		if err != nil {
+			return nil, fmt.Errorf("pipeline: %w", err)
+		}
+		stored = map[string]bool{}
+		for _, o := range objs {
+			stored[o.Name] = true
+		}
+	}
+	var records []objstore.Object
+	for i := range parts {
+		name := cache.Part{Index: i, Count: parts}.PartInfoName()
+		if stored == nil || stored[name] {
+			records = append(records, objstore.Object{Name: name, Size: cache.MaxInfoBytes})
+		}
+	}
+	return records, nil
+}
+
+// fetchEach mirrors objs into dir, concurrency at a time (at least one), leaving out
+// those not stored.
+func fetchEach(ctx context.Context, b *objstore.Bucket, objs []objstore.Object, dir string, concurrency int) error {
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(concurrency, 1))
+	for _, o := range objs {
+		if ctx.Err() != nil {
+			break // an earlier fetch failed
+		}
+		g.Go(func() error {
+			err := objstore.Mirror(ctx, b, []objstore.Object{o}, dir, 1)
+			if err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fetchError(err)
 			}
-		}
-		if info, err = cache.ReadInfo(dir); err != nil {
-			return nil, fmt.Errorf("pipeline: %s: %w", b, err)
-		}
+			return nil
+		})
 	}
-	var objs []objstore.Object
-	for _, sh := range info.Shards {
-		objs = append(objs, objstore.Object{Name: sh.Name, Size: sh.Bytes},
-			objstore.Object{Name: strings.TrimSuffix(sh.Name, ".shard") + ".idx", Size: sh.IndexBytes})
+	return g.Wait()
+}
+
+// fetchError is err, from fetching a file of a converted dataset, with what to do when
+// the file was larger than a conversion writes it (dataset.json and part records of at
+// most cache.MaxInfoBytes, indexes of the size their manifest records).
+func fetchError(err error) error {
+	if errors.Is(err, objstore.ErrTooLarge) {
+		return fmt.Errorf("pipeline: %w, which no conversion writes: the store holds something else under that name, or a damaged dataset; convert it again", err)
 	}
-	return objs, nil
+	return fmt.Errorf("pipeline: %w", err)
 }
 
 // openRemoteConverted opens the converted dataset in store's bucket without fetching its
@@ -126,7 +173,16 @@ func openRemoteConverted(ctx context.Context, url string, store *objstore.Datase
 	}
 	remove := func() error { return os.RemoveAll(dir) }
 	b := store.Bucket
-	if err := FetchConvertedIndex(ctx, b, dir, store.Cache.Options().Concurrency); err != nil {
+	limit := store.Cache.Options().MaxBytes
+	fits := func(info *cache.Info) error {
+		for _, m := range info.Shards {
+			if m.Bytes > limit {
+				return fmt.Errorf("pipeline: %s: shard %s holds %d bytes, more than the shard cache's limit of %d bytes (DatasetOptions.Cache.MaxBytes, --shard-cache-max-bytes); raise the limit", name, b.URL(m.Name), m.Bytes, limit)
+			}
+		}
+		return nil
+	}
+	if _, err := fetchConverted(ctx, b, dir, store.Cache.Options().Concurrency, fits); err != nil {
 		remove()
 		return fail(err)
 	}
@@ -138,14 +194,6 @@ func openRemoteConverted(ctx context.Context, url string, store *objstore.Datase
 		// Name the URL where OpenConverted named the local copy; errors.Is still
 		// sees what it wrapped (ErrIncomplete).
 		return fail(&renamedError{msg: strings.ReplaceAll(err.Error(), dir, name), err: err})
-	}
-	limit := store.Cache.Options().MaxBytes
-	for _, m := range c.info.Shards {
-		if m.Bytes > limit {
-			c.Close()
-			remove()
-			return fail(fmt.Errorf("pipeline: %s: shard %s holds %d bytes, more than the shard cache's limit of %d bytes (DatasetOptions.Cache.MaxBytes, --shard-cache-max-bytes); raise the limit", name, b.URL(m.Name), m.Bytes, limit))
-		}
 	}
 	c.planner.desc = "converted:" + name
 	closer := func() error {

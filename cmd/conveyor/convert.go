@@ -317,7 +317,7 @@ func checkResumable(ctx context.Context, b *objstore.Bucket, dir, url string, pa
 	}
 	defer os.Remove(tmp.Name())
 	defer tmp.Close()
-	_, err = b.Download(ctx, name, tmp, nil)
+	_, err = b.DownloadMax(ctx, name, tmp, cache.MaxInfoBytes)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return false, nil
@@ -361,7 +361,7 @@ func fetchRemoteInfo(ctx context.Context, b *objstore.Bucket, dir string) error 
 	} else if err != nil {
 		return err
 	}
-	return objstore.Mirror(ctx, b, []objstore.Object{{Name: cache.InfoName}}, dir, 1)
+	return objstore.Mirror(ctx, b, []objstore.Object{{Name: cache.InfoName, Size: cache.MaxInfoBytes}}, dir, 1)
 }
 
 // writeReport replaces path with the list of rep's bad files: a header line, then one

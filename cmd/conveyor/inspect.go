@@ -296,7 +296,12 @@ func printInspect(w io.Writer, r *inspectResult) {
 		line("samples", "%d stored of %d listed, %d bad", r.Samples, r.Listed, r.Bad)
 		switch {
 		case r.Parts > 0 && len(r.Unfinished) > 0:
-			line("parts", "%d, %d unfinished: %s", r.Parts, len(r.Unfinished), strings.Join(r.Unfinished, ", "))
+			const shown = 16 // --json lists every one
+			names := strings.Join(r.Unfinished[:min(len(r.Unfinished), shown)], ", ")
+			if n := len(r.Unfinished) - shown; n > 0 {
+				names += fmt.Sprintf(", ... %d more", n)
+			}
+			line("parts", "%d, %d unfinished: %s", r.Parts, len(r.Unfinished), names)
 		case r.Parts > 0:
 			line("parts", "%d, all complete", r.Parts)
 		}

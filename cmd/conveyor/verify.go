@@ -130,11 +130,21 @@ key, and exits 1 when there is any.
 	if rep.DamagedShards > 0 {
 		parts = append(parts, fmt.Sprintf("%d of %d shards are damaged or missing (%d records lost)", rep.DamagedShards, max(rep.Shards, rep.DamagedShards), rep.Lost))
 	}
+	if info.Manifested() && rep.DamagedShards == 0 {
+		// No shard is damaged, yet the dataset may hold fewer samples than it counts
+		// (opening it would refuse it): say so rather than pass it.
+		if n := len(c.Records(info.Spec)); n < info.Stored {
+			parts = append(parts, fmt.Sprintf("%d of the %d samples %s counts are in none of its shards", info.Stored-n, info.Stored, cache.InfoName))
+		}
+	}
 	if len(parts) > 0 {
 		const shown = 3
 		names := strings.Join(damaged[:min(len(damaged), shown)], ", ")
 		if len(damaged) > shown {
 			names += fmt.Sprintf(", ... %d more", len(damaged)-shown)
+		}
+		if names == "" {
+			return fmt.Errorf("%s in %s", strings.Join(parts, "; "), name)
 		}
 		return fmt.Errorf("%s in %s: %s", strings.Join(parts, "; "), name, names)
 	}

@@ -256,3 +256,52 @@ func TestVerifyAfterRepair(t *testing.T) {
 		t.Errorf("verify once it is deleted: %v\n%s", err, vout.String())
 	}
 }
+
+// A converted dataset whose shards are symbolic links (git-annex, DVC) is verified
+// record by record and inspected as the dataset itself: verify passed it having read
+// nothing (shards=0), and inspect called it complete with no records.
+func TestVerifySymlinks(t *testing.T) {
+	_, dst, _ := converted(t)
+	farm := t.TempDir()
+	ents, err := os.ReadDir(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if n := e.Name(); n == cache.InfoName || strings.HasSuffix(n, ".shard") || strings.HasSuffix(n, ".idx") {
+			if err := os.Symlink(filepath.Join(dst, n), filepath.Join(farm, n)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	var out bytes.Buffer
+	if err := verify([]string{farm}, &out, io.Discard); err != nil || !strings.Contains(out.String(), "shards=1 records=24 ") {
+		t.Errorf("verify of links: %v\n%s", err, out.String())
+	}
+	out.Reset()
+	if err := inspect([]string{"--json", farm}, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	var res inspectResult
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil || res.Shards != 1 || res.Samples != 24 || !res.Complete || len(res.Problems) != 0 {
+		t.Errorf("inspect of links: %v\n%s", err, out.String())
+	}
+}
+
+// A dataset.json counting more samples than its intact shards hold fails verify, which
+// opening would refuse, saying so.
+func TestVerifyCountsSamples(t *testing.T) {
+	_, dst, _ := converted(t)
+	info, err := cache.ReadInfo(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info.Stored += 3
+	if err := cache.WriteInfo(dst, info); err != nil {
+		t.Fatal(err)
+	}
+	err = verify([]string{dst}, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "3 of the 27 samples dataset.json counts are in none of its shards in "+dst) || strings.HasSuffix(err.Error(), ": ") {
+		t.Errorf("verify: %v", err)
+	}
+}
