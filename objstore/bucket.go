@@ -753,7 +753,8 @@ type uploader interface {
 }
 
 // Uploads lists the unfinished multipart uploads under the bucket's root whose names
-// start with prefix. Stores without multipart uploads (local, HTTP) have none.
+// start with prefix. Stores without multipart uploads (local, HTTP) have none; an S3
+// store that does not list them gives an error wrapping [ErrNoUploadList].
 func (b *Bucket) Uploads(ctx context.Context, prefix string) ([]Upload, error) {
 	u, ok := b.be.(uploader)
 	if !ok {

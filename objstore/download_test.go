@@ -376,8 +376,9 @@ func TestCachePrefetchKeepsLocalObject(t *testing.T) {
 
 // A listing longer than one page (1000 keys) is fetched page by page, each page its own
 // request, and comes back whole and sorted.
-func TestS3ListPages(t *testing.T) {
-	srv := s3test.Start(t)
+func TestS3ListPages(t *testing.T) { s3test.Each(t, testS3ListPages) }
+
+func testS3ListPages(t *testing.T, srv *s3test.Server) {
 	srv.Env(t, "")
 	ctx := context.Background()
 	b, err := objstore.OpenBucket(ctx, srv.URL("many/"), fastRetry)

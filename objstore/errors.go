@@ -24,6 +24,12 @@ var errTooSlow = errors.New("too slow")
 // than the limit a capped download was given (Bucket.DownloadMax, Mirror).
 var ErrTooLarge = errors.New("objstore: object larger than the cache limit")
 
+// ErrNoUploadList is wrapped by [Bucket.Uploads] when the store answers the listing of
+// multipart uploads with 404 NoSuchUpload, as gofakes3 does in a bucket without
+// uploads: no upload can be found or aborted there. [Bucket.Put] takes it as "no upload
+// to resume".
+var ErrNoUploadList = errors.New("objstore: the store does not list multipart uploads")
+
 // An Error is a request that failed for good: the object's URL, the operation and, when
 // the server answered, its HTTP status. It matches [fs.ErrNotExist] for 404 and
 // [fs.ErrPermission] for 401 and 403, and [fs.ErrExist] for 412 (a [Bucket.Create] of an

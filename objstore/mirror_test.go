@@ -16,8 +16,9 @@ import (
 
 // Create stores an object only when its name is free, in S3 (If-None-Match: *) and on
 // local disk; Mirror copies a flat listing into a directory and refuses nested names.
-func TestCreateAndMirror(t *testing.T) {
-	srv := s3test.Start(t)
+func TestCreateAndMirror(t *testing.T) { s3test.Each(t, testCreateAndMirror) }
+
+func testCreateAndMirror(t *testing.T, srv *s3test.Server) {
 	srv.Env(t, "")
 	ctx := context.Background()
 	for _, root := range []string{srv.URL("create/"), t.TempDir() + "/"} {

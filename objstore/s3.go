@@ -339,6 +339,9 @@ func (s *s3Backend) uploads(ctx context.Context, prefix string) ([]Upload, error
 			}
 			return nil
 		})
+		if noUploadList(err) {
+			return nil, fmt.Errorf("%w: %w", ErrNoUploadList, err)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -361,6 +364,13 @@ func (s *s3Backend) abort(ctx context.Context, key, id string) error {
 	})
 }
 
+// noUploadList reports whether err, a ListMultipartUploads that failed, says that the
+// store does not list uploads rather than that the listing failed (see ErrNoUploadList).
+func noUploadList(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Status == http.StatusNotFound && e.Code == "NoSuchUpload"
+}
+
 // findUpload returns the newest unfinished multipart upload of key and its parts.
 func (s *s3Backend) findUpload(ctx context.Context, key string) (string, map[int32]partInfo, error) {
 	var id string
@@ -376,6 +386,9 @@ func (s *s3Backend) findUpload(ctx context.Context, key string) (string, map[int
 		}
 		return nil
 	})
+	if noUploadList(err) {
+		return "", nil, nil // none to resume: a new upload
+	}
 	if err != nil || id == "" {
 		return "", nil, err
 	}

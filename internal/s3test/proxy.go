@@ -38,6 +38,9 @@ type Faults struct {
 	// Corrupt sends every Corrupt-th GET whole but with its middle byte changed: only
 	// a checksum can tell.
 	Corrupt int
+	// NoUploadList answers every listing of multipart uploads (GET ?uploads) with
+	// 404 NoSuchUpload, as gofakes3 does in a bucket without uploads.
+	NoUploadList bool
 }
 
 // A Proxy is a fault-injecting reverse proxy in front of one HTTP server (S3 or not).
@@ -101,6 +104,13 @@ func (p *Proxy) count(name string) {
 func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 	if p.faults.Latency > 0 {
 		time.Sleep(p.faults.Latency)
+	}
+	if _, ok := r.URL.Query()["uploads"]; ok && p.faults.NoUploadList && r.Method == http.MethodGet {
+		p.count("nouploadlist")
+		w.Header().Set("Content-Type", "application/xml")
+		w.WriteHeader(http.StatusNotFound)
+		io.WriteString(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>NoSuchUpload</Code><Message>The specified upload does not exist.</Message></Error>`)
+		return
 	}
 	out, err := http.NewRequestWithContext(r.Context(), r.Method, p.target+r.URL.RequestURI(), r.Body)
 	if err != nil {

@@ -1,12 +1,16 @@
-// Package s3test starts a real S3-compatible server for tests — versitygw with its posix
-// backend on 127.0.0.1 over a temporary directory — and puts a fault-injecting proxy in
-// front of any HTTP server.
+// Package s3test starts a real S3-compatible server for tests on 127.0.0.1, and puts a
+// fault-injecting proxy in front of any HTTP server.
 //
-// The server binary is found as $CONVEYOR_VERSITYGW, then versitygw in PATH, then in
-// $GOBIN, $GOPATH/bin and ~/go/bin; a test is skipped with a message saying how to
-// install it when none is there:
+// Two servers are known, each its own binary run as its own process (neither is a
+// dependency of this module): versitygw with its posix backend over a temporary
+// directory, and gofakes3 with its memory backend. [Start] starts versitygw; [Each] runs
+// a test once against every server, as subtests named after them. A binary is found as
+// $CONVEYOR_VERSITYGW or $CONVEYOR_GOFAKES3, then by name in PATH, then in $GOBIN,
+// $GOPATH/bin and ~/go/bin; a test is skipped with a message saying how to install it
+// when none is there:
 //
 //	go install github.com/versity/versitygw/cmd/versitygw@v1.8.0
+//	go install github.com/johannesboyne/gofakes3/cmd/gofakes3@v1.2.0
 package s3test
 
 import (
@@ -27,8 +31,61 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 )
 
-// Install is the command that installs the server the tests use.
+// Install is the command that installs the server [Start] uses.
 const Install = "go install github.com/versity/versitygw/cmd/versitygw@v1.8.0"
+
+// An Impl is an S3-compatible server the tests can run against.
+type Impl struct {
+	Name    string // the binary's name, and the subtest's
+	Env     string // the variable naming the binary's path, looked at first
+	Install string // the command that installs the binary
+	Files   bool   // objects are files under Server.Dir
+	// Checksums: the server gives every object a full-object checksum, CRC64NVME
+	// when its upload asked for none, and returns it with the object.
+	Checksums bool
+	Auth      bool // the server checks request signatures against its keys
+	// args returns the command line that serves on addr, keeping what it stores
+	// under dir (when it stores files) and accepting s's keys.
+	args func(addr, dir string, s *Server) []string
+}
+
+// Versitygw serves its posix backend: each object is a file under Server.Dir.
+var Versitygw = Impl{
+	Name:      "versitygw",
+	Env:       "CONVEYOR_VERSITYGW",
+	Install:   Install,
+	Files:     true,
+	Checksums: true,
+	Auth:      true,
+	args: func(addr, dir string, s *Server) []string {
+		return []string{"--port", addr, "--quiet", "posix", "--sidecar", filepath.Join(dir, "meta"), s.Dir}
+	},
+}
+
+// Gofakes3 serves from memory (Server.Dir is empty). It does not check request
+// signatures, and records a full-object checksum only when the upload sends one.
+var Gofakes3 = Impl{
+	Name:    "gofakes3",
+	Env:     "CONVEYOR_GOFAKES3",
+	Install: "go install github.com/johannesboyne/gofakes3/cmd/gofakes3@v1.2.0",
+	args: func(addr, dir string, s *Server) []string {
+		return []string{"-host", addr, "-backend", "memory", "-quiet"}
+	},
+}
+
+// Impls lists the servers [Each] runs tests against.
+var Impls = []Impl{Versitygw, Gofakes3}
+
+// Each runs f against every server in Impls, each in a subtest named after it and with
+// a bucket of its own; a subtest whose server is not installed is skipped.
+func Each(t *testing.T, f func(t *testing.T, srv *Server)) {
+	t.Helper()
+	for _, impl := range Impls {
+		t.Run(impl.Name, func(t *testing.T) {
+			f(t, impl.Start(t))
+		})
+	}
+}
 
 // A Server is a running S3-compatible server with one empty bucket.
 type Server struct {
@@ -36,16 +93,24 @@ type Server struct {
 	Bucket    string
 	AccessKey string
 	SecretKey string
-	Dir       string // the posix backend's root: Dir/Bucket/key holds each object
-	client    *s3.Client
+	Impl      string // the server's name: "versitygw", "gofakes3"
+	Checksums bool   // Impl.Checksums
+	Auth      bool   // Impl.Auth
+	// Dir is the posix backend's root, where Dir/Bucket/key holds each object; it is
+	// empty for a server that keeps objects elsewhere.
+	Dir    string
+	client *s3.Client
 }
 
 // Binary returns the versitygw binary's path, or "" when it is not installed.
-func Binary() string {
-	if p := os.Getenv("CONVEYOR_VERSITYGW"); p != "" {
+func Binary() string { return Versitygw.Binary() }
+
+// Binary returns the server's binary's path, or "" when it is not installed.
+func (impl Impl) Binary() string {
+	if p := os.Getenv(impl.Env); p != "" {
 		return p
 	}
-	if p, err := exec.LookPath("versitygw"); err == nil {
+	if p, err := exec.LookPath(impl.Name); err == nil {
 		return p
 	}
 	var dirs []string
@@ -61,7 +126,7 @@ func Binary() string {
 		dirs = append(dirs, filepath.Join(h, "go", "bin"))
 	}
 	for _, d := range dirs {
-		p := filepath.Join(d, "versitygw")
+		p := filepath.Join(d, impl.Name)
 		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
 			return p
 		}
@@ -69,22 +134,28 @@ func Binary() string {
 	return ""
 }
 
-// Start starts a server on a free port with a bucket named "conveyor-test", and stops
+// Start starts versitygw on a free port with a bucket named "conveyor-test", and stops
 // it when the test ends. It skips the test when versitygw is not installed.
-func Start(t testing.TB) *Server {
+func Start(t testing.TB) *Server { return Versitygw.Start(t) }
+
+// Start starts the server on a free port with a bucket named "conveyor-test", and stops
+// it when the test ends. It skips the test when the server is not installed.
+func (impl Impl) Start(t testing.TB) *Server {
 	t.Helper()
-	bin := Binary()
+	bin := impl.Binary()
 	if bin == "" {
-		t.Skipf("s3test: versitygw not found (PATH, GOBIN, GOPATH/bin, ~/go/bin); install it with: %s", Install)
+		t.Skipf("s3test: %s not found ($%s, PATH, GOBIN, GOPATH/bin, ~/go/bin); install it with: %s", impl.Name, impl.Env, impl.Install)
 	}
 	dir := t.TempDir()
-	root, side := filepath.Join(dir, "root"), filepath.Join(dir, "meta")
-	for _, d := range []string{root, side} {
-		if err := os.Mkdir(d, 0o755); err != nil {
-			t.Fatal(err)
+	s := &Server{Impl: impl.Name, Checksums: impl.Checksums, Auth: impl.Auth, Bucket: "conveyor-test", AccessKey: "conveyortest", SecretKey: "conveyor-test-secret"}
+	if impl.Files {
+		s.Dir = filepath.Join(dir, "root")
+		for _, d := range []string{s.Dir, filepath.Join(dir, "meta")} {
+			if err := os.Mkdir(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
-	s := &Server{Bucket: "conveyor-test", AccessKey: "conveyortest", SecretKey: "conveyor-test-secret", Dir: root}
 	var lastErr error
 	for try := 0; try < 3; try++ {
 		addr, err := freeAddr()
@@ -92,7 +163,7 @@ func Start(t testing.TB) *Server {
 			t.Fatal(err)
 		}
 		var log bytes.Buffer
-		cmd := exec.Command(bin, "--port", addr, "--quiet", "posix", "--sidecar", side, root)
+		cmd := exec.Command(bin, impl.args(addr, dir, s)...)
 		cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY="+s.AccessKey, "ROOT_SECRET_KEY="+s.SecretKey)
 		cmd.Stdout, cmd.Stderr = &log, &log
 		if err := cmd.Start(); err != nil {
@@ -114,7 +185,7 @@ func Start(t testing.TB) *Server {
 		break
 	}
 	if s.Endpoint == "" {
-		t.Fatalf("s3test: versitygw did not start: %v", lastErr)
+		t.Fatalf("s3test: %s did not start: %v", impl.Name, lastErr)
 	}
 	s.client = s3.New(s3.Options{
 		Region:       "us-east-1",
@@ -125,7 +196,7 @@ func Start(t testing.TB) *Server {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if _, err := s.client.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: &s.Bucket}); err != nil {
-		t.Fatalf("s3test: creating bucket %s: %v", s.Bucket, err)
+		t.Fatalf("s3test: creating bucket %s on %s: %v", s.Bucket, impl.Name, err)
 	}
 	return s
 }
@@ -228,6 +299,14 @@ func (s *Server) StartUpload(t testing.TB, key string, data []byte) string {
 		t.Fatalf("s3test: upload part of %s: %v", key, err)
 	}
 	return aws.ToString(up.UploadId)
+}
+
+// Delete deletes an object directly, bypassing the code under test.
+func (s *Server) Delete(t testing.TB, key string) {
+	t.Helper()
+	if _, err := s.client.DeleteObject(context.Background(), &s3.DeleteObjectInput{Bucket: &s.Bucket, Key: &key}); err != nil {
+		t.Fatalf("s3test: delete %s: %v", key, err)
+	}
 }
 
 // Get reads an object directly, bypassing the code under test.
