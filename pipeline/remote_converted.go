@@ -347,6 +347,9 @@ func (e *renamedError) Unwrap() error { return e.err }
 type Orphans struct {
 	Objects []objstore.Object
 	Uploads []objstore.Upload
+	// Unlisted, when not nil, says why unfinished uploads could not be looked for: the
+	// store does not list them (it wraps objstore.ErrNoUploadList), so Uploads is empty.
+	Unlisted error
 }
 
 // Bytes is the orphan objects' total size (uploads' parts are not counted).
@@ -366,7 +369,8 @@ func (o *Orphans) Len() int { return len(o.Objects) + len(o.Uploads) }
 // every file it uploaded: shard and index files of p's naming (cache.ShardPart) that dir
 // does not hold, and unfinished uploads of such files. Run it after UploadConverted: a
 // conversion of the same part still running from another staging directory would have
-// its files listed.
+// its files listed. A store that does not list uploads is taken to have none, and
+// Orphans.Unlisted says so.
 func ConvertedOrphans(ctx context.Context, b *objstore.Bucket, dir string, p cache.Part) (*Orphans, error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -397,6 +401,9 @@ func ConvertedOrphans(ctx context.Context, b *objstore.Bucket, dir string, p cac
 		}
 	}
 	ups, err := b.Uploads(ctx, "")
+	if errors.Is(err, objstore.ErrNoUploadList) {
+		o.Unlisted, err = err, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: %w", err)
 	}

@@ -252,6 +252,9 @@ func orphans(ctx context.Context, b *objstore.Bucket, dir, url string, part cach
 	if err != nil {
 		return fmt.Errorf("looking for orphaned files under %s: %w", url, err)
 	}
+	if o.Unlisted != nil {
+		fmt.Fprintf(stderr, "conveyor convert: %v; taken as none under %s, so uploads a lost run left unfinished are neither reported nor aborted\n", o.Unlisted, url)
+	}
 	if o.Len() == 0 {
 		return nil
 	}

@@ -72,8 +72,9 @@ var fastS3 = &objstore.Options{Retry: objstore.RetryPolicy{BaseDelay: time.Milli
 // as a local conversion of the same tree, also through a proxy injecting faults. A rerun
 // uploads nothing; a deleted shard is uploaded again; a missing part is named by verify
 // and by OpenDataset; inspect and verify read the dataset from its URL.
-func TestConvertS3(t *testing.T) {
-	srv := s3test.Start(t)
+func TestConvertS3(t *testing.T) { s3test.Each(t, testConvertS3) }
+
+func testConvertS3(t *testing.T, srv *s3test.Server) {
 	srv.Env(t, "")
 	t.Setenv("TMPDIR", t.TempDir()) // default staging directories
 	src, _ := badTree(t)
@@ -123,7 +124,7 @@ func TestConvertS3(t *testing.T) {
 	if shard == "" {
 		t.Fatalf("no shard among %v", objs)
 	}
-	srvDelete(t, srv, "whole/"+shard)
+	srv.Delete(t, "whole/"+shard)
 	out, _, err = runConvert(t, append([]string{src, whole, "--staging", staging}, flags...)...)
 	if err != nil || !strings.Contains(out, "stored=0 ") || !strings.Contains(out, "uploaded=3 ") {
 		t.Fatalf("resume: %v\n%s", err, out)
@@ -259,14 +260,6 @@ func shardFiles(t *testing.T, b *objstore.Bucket) []string {
 	return names
 }
 
-// srvDelete deletes key from the server's posix backend, bypassing the code under test.
-func srvDelete(t *testing.T, srv *s3test.Server, key string) {
-	t.Helper()
-	if err := os.Remove(filepath.Join(srv.Dir, srv.Bucket, filepath.FromSlash(key))); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // A converted dataset served by a plain web server (no listing) is read from its
 // manifests: whole and in parts, the same batches as on local disk; verify takes the URL.
 func TestConvertedHTTP(t *testing.T) {
@@ -344,5 +337,38 @@ func TestConvertedHTTP(t *testing.T) {
 	defer hs.Close()
 	if _, err := pipeline.OpenDataset(context.Background(), hs.URL+"/", &pipeline.DatasetOptions{Store: fastS3}); !errors.Is(err, pipeline.ErrIncomplete) || !strings.Contains(err.Error(), "part 1/2") || !strings.Contains(err.Error(), hs.URL) || strings.Contains(err.Error(), "conveyor-converted-") {
 		t.Fatalf("OpenDataset over HTTP with part 1/2 missing: %v", err)
+	}
+}
+
+// convert into a store that answers the listing of multipart uploads with 404
+// NoSuchUpload (gofakes3, in a bucket without uploads) takes it as no uploads: each
+// part converts, says so once, and with --delete-orphans still deletes an orphaned
+// shard; the dataset reads back whole.
+func TestConvertS3NoUploadList(t *testing.T) { s3test.Each(t, testConvertS3NoUploadList) }
+
+func testConvertS3NoUploadList(t *testing.T, srv *s3test.Server) {
+	p := s3test.NewProxy(t, srv.Endpoint, s3test.Faults{NoUploadList: true})
+	srv.Env(t, p.URL)
+	src, _ := badTree(t)
+	flags := []string{"--size", "32", "--workers", "2", "--delete-orphans"}
+	url := srv.URL("nolist/")
+	srv.Put(t, "nolist/part-0-of-2-00000000000000ff-00000000.shard", []byte("left by a lost run"))
+	const said = "does not list multipart uploads"
+	for _, part := range []string{"0/2", "1/2"} {
+		out, stderr, err := runConvert(t, append([]string{src, url, "--part", part}, flags...)...)
+		if err != nil || strings.Count(stderr, said) != 1 || !strings.Contains(stderr, url) {
+			t.Fatalf("convert --part %s: %v, want it said once that the store %s\n%s%s", part, err, said, out, stderr)
+		}
+		if part == "0/2" && !strings.Contains(out, "deleted=1 ") {
+			t.Errorf("convert --part %s: the orphaned shard not deleted\n%s", part, out)
+		}
+	}
+	if n := p.Counts()["nouploadlist"]; n < 2 {
+		t.Errorf("%d listings of uploads answered 404, want one per part at least", n)
+	}
+	srv.Env(t, "")
+	var vout bytes.Buffer
+	if err := verify([]string{url}, &vout, io.Discard); err != nil || !strings.Contains(vout.String(), "records=") {
+		t.Fatalf("verify %s: %v\n%s", url, err, vout.String())
 	}
 }
