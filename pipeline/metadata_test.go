@@ -141,7 +141,10 @@ func TestConvertedTooManyParts(t *testing.T) {
 // and nothing else under its prefix: an unrelated object beside it was fetched too, at
 // every open, outside the shard cache's limit.
 func TestConvertedS3FetchesItsFilesOnly(t *testing.T) {
-	srv := s3test.Start(t)
+	s3test.Each(t, testConvertedS3FetchesItsFilesOnly)
+}
+
+func testConvertedS3FetchesItsFilesOnly(t *testing.T, srv *s3test.Server) {
 	srv.Env(t, "")
 	dir := partedDataset(t)
 	uploadConverted(t, srv, dir, "conv/")

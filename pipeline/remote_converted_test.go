@@ -98,8 +98,9 @@ func uploadConverted(t *testing.T, srv *s3test.Server, dir, prefix string) map[s
 // within its limit, and the epochs are the local dataset's, in the shard order over
 // ByShard and (fetching shards again, with a warning) in the sample order. A shard
 // larger than the cache is refused at open, naming its URL.
-func TestConvertedS3Streaming(t *testing.T) {
-	srv := s3test.Start(t)
+func TestConvertedS3Streaming(t *testing.T) { s3test.Each(t, testConvertedS3Streaming) }
+
+func testConvertedS3Streaming(t *testing.T, srv *s3test.Server) {
 	dir := convertTree(t, 4, 40)
 	sizes := uploadConverted(t, srv, dir, "conv/")
 	var total, largest int64

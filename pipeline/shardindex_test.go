@@ -123,8 +123,9 @@ func TestOpenShardIndexErrors(t *testing.T) {
 // A shard index in S3 opens the shards beside it without fetching any: the first batch
 // waits for its own shards, the prefetcher knows every shard's size, and the epoch is
 // the same as the local eager index's.
-func TestOpenShardIndexS3(t *testing.T) {
-	srv := s3test.Start(t)
+func TestOpenShardIndexS3(t *testing.T) { s3test.Each(t, testOpenShardIndexS3) }
+
+func testOpenShardIndexS3(t *testing.T, srv *s3test.Server) {
 	dir, names, _ := remoteShards(t, srv, "wds/", 3, 16, 4) // 12 shards
 	ctx := context.Background()
 	eager, err := WebDatasetGlob(filepath.Join(dir, "*.tar"), &WebDatasetOptions{Logf: quiet})

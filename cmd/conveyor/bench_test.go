@@ -458,8 +458,9 @@ func TestBenchWebDataset(t *testing.T) {
 
 // bench reads WebDataset shards from a real S3 server by URL and reports the object
 // store's counters; a local brace list works too.
-func TestBenchS3(t *testing.T) {
-	srv := s3test.Start(t)
+func TestBenchS3(t *testing.T) { s3test.Each(t, testBenchS3) }
+
+func testBenchS3(t *testing.T, srv *s3test.Server) {
 	dir, shards := wdsShards(t, [][2]int{{0, 6}, {6, 12}, {12, 18}})
 	for _, name := range shards {
 		data, err := os.ReadFile(name)

@@ -100,8 +100,9 @@ func checkDamaged(t *testing.T, err error, out, shard string) {
 }
 
 // verify reads WebDataset shards from a real S3 server by a brace URL.
-func TestVerifyWebDatasetS3(t *testing.T) {
-	srv := s3test.Start(t)
+func TestVerifyWebDatasetS3(t *testing.T) { s3test.Each(t, testVerifyWebDatasetS3) }
+
+func testVerifyWebDatasetS3(t *testing.T, srv *s3test.Server) {
 	_, shards := wdsShards(t, [][2]int{{0, 9}, {9, 18}})
 	for _, name := range shards {
 		data, err := os.ReadFile(name)
