@@ -12,9 +12,10 @@ import (
 	"go.yaml.in/yaml/v2"
 )
 
-// The Slurm script is valid bash, and run as array task 7 of 0-15 it execs conveyor
-// convert SRC DST with --part env/16, which reads that task's part from Slurm's
-// variables; rerun alone (sbatch --array=7) it gives the same --part.
+// The Slurm script is valid bash and, run as an array task, execs conveyor convert SRC
+// DST --part env/N with N the array's size, or PARTS for a rerun of some tasks, refusing
+// an array and PARTS that disagree; the script's arguments follow, and an s3:// DST gets
+// a staging directory that outlives the job unless the arguments name one.
 func TestSlurmArray(t *testing.T) {
 	bash, err := exec.LookPath("bash")
 	if err != nil {
@@ -24,24 +25,63 @@ func TestSlurmArray(t *testing.T) {
 		t.Fatalf("bash -n slurm-array.sh: %v\n%s", err, out)
 	}
 	dir := t.TempDir()
-	args := filepath.Join(dir, "args")
+	argsFile := filepath.Join(dir, "args")
 	fake := filepath.Join(dir, "conveyor")
-	if err := os.WriteFile(fake, []byte("#!/bin/bash\nprintf '%s\\n' \"$@\" > \""+args+"\"\n"), 0o755); err != nil {
+	if err := os.WriteFile(fake, []byte("#!/bin/bash\nprintf '%s\\n' \"$@\" > \""+argsFile+"\"\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bash, "slurm-array.sh")
-	cmd.Env = append(os.Environ(), "CONVEYOR="+fake, "SRC=/src", "DST=/dst",
-		"SLURM_ARRAY_TASK_ID=7", "SLURM_ARRAY_TASK_MIN=0", "SLURM_ARRAY_TASK_COUNT=16", "SLURM_CPUS_PER_TASK=4")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("slurm-array.sh: %v\n%s", err, out)
+	// task is SLURM_ARRAY_TASK_ID, _MIN, _MAX and _COUNT.
+	task := func(id, lo, hi, n int) []string {
+		return []string{"SLURM_ARRAY_TASK_ID=" + strconv.Itoa(id), "SLURM_ARRAY_TASK_MIN=" + strconv.Itoa(lo),
+			"SLURM_ARRAY_TASK_MAX=" + strconv.Itoa(hi), "SLURM_ARRAY_TASK_COUNT=" + strconv.Itoa(n)}
 	}
-	b, err := os.ReadFile(args)
-	if err != nil {
-		t.Fatal(err)
+	conv := func(dst string, rest ...string) []string {
+		return append([]string{"convert", "/src", dst, "--size", "256", "--workers", "4"}, rest...)
 	}
-	got := strings.Fields(string(b))
-	if want := []string{"convert", "/src", "/dst", "--size", "256", "--workers", "4", "--part", "env/16"}; !slices.Equal(got, want) {
-		t.Fatalf("slurm-array.sh ran conveyor %q, want %q", got, want)
+	for _, tc := range []struct {
+		name    string
+		env     []string
+		args    []string
+		want    []string // conveyor's arguments, or nil when the script must refuse
+		wantErr string   // in the refusal
+	}{
+		{"full array", task(7, 0, 15, 16), nil, conv("/dst", "--part", "env/16"), ""},
+		{"smaller array", task(3, 0, 3, 4), nil, conv("/dst", "--part", "env/4"), ""},
+		{"arguments", task(3, 0, 3, 4), []string{"--codec", "jpeg", "--workers", "2"},
+			conv("/dst", "--part", "env/4", "--codec", "jpeg", "--workers", "2"), ""},
+		{"rerun", append(task(7, 7, 7, 1), "PARTS=16"), nil, conv("/dst", "--part", "env/16"), ""},
+		{"rerun without PARTS", task(7, 7, 7, 1), nil, nil, "PARTS=N"},
+		{"array beyond PARTS", append(task(3, 0, 3, 4), "PARTS=3"), nil, nil, "PARTS=3"},
+		{"not an array", nil, nil, nil, "SLURM_ARRAY_TASK_ID"},
+		{"s3", append(task(2, 0, 3, 4), "DST=s3://b/p/", "SLURM_SUBMIT_DIR=/home/u"), nil,
+			conv("s3://b/p/", "--part", "env/4", "--staging", "/home/u/conveyor-staging/b_p/part-2-of-4"), ""},
+		{"s3 STAGING", append(task(2, 0, 3, 4), "DST=s3://b/p", "STAGING=/scratch/s"), nil,
+			conv("s3://b/p", "--part", "env/4", "--staging", "/scratch/s/part-2-of-4"), ""},
+		{"s3 --staging", append(task(2, 0, 3, 4), "DST=s3://b/p"), []string{"--staging=/x"},
+			conv("s3://b/p", "--part", "env/4", "--staging=/x"), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			os.Remove(argsFile)
+			cmd := exec.Command(bash, append([]string{"slurm-array.sh"}, tc.args...)...)
+			cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "CONVEYOR=" + fake, "SRC=/src", "DST=/dst", "SLURM_CPUS_PER_TASK=4"}, tc.env...)
+			out, err := cmd.CombinedOutput()
+			if tc.want == nil {
+				if err == nil || !strings.Contains(string(out), tc.wantErr) {
+					t.Fatalf("slurm-array.sh: %v, %s; want it to stop naming %s", err, out, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("slurm-array.sh: %v\n%s", err, out)
+			}
+			b, err := os.ReadFile(argsFile)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n"); !slices.Equal(got, tc.want) {
+				t.Fatalf("slurm-array.sh ran conveyor %q, want %q", got, tc.want)
+			}
+		})
 	}
 	if out, err := exec.Command(bash, "slurm-array.sh").CombinedOutput(); err == nil || !strings.Contains(string(out), "SRC") {
 		t.Fatalf("slurm-array.sh without SRC: %v, %s; want it to stop naming SRC", err, out)
