@@ -85,6 +85,30 @@ func pool(t *testing.T, d *Device, n, size int) *pinned.Pool {
 	return p
 }
 
+// pinnedBufs returns n buffers of size bytes from a pool registered with d, buffer i
+// filled with fill(·, i), and the function that gives them back and closes the pool
+// (before d closes).
+func pinnedBufs(t *testing.T, d *Device, n, size int) ([][]byte, func()) {
+	t.Helper()
+	p := pool(t, d, n, size)
+	bufs := make([][]byte, n)
+	held := make([]*pinned.Buffer, n)
+	for i := range bufs {
+		b, err := p.Get(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		held[i], bufs[i] = b, b.Bytes()
+		fill(bufs[i], i)
+	}
+	return bufs, func() {
+		for _, b := range held {
+			b.Release()
+		}
+		closePool(t, p)
+	}
+}
+
 func closePool(t *testing.T, p *pinned.Pool) {
 	t.Helper()
 	if err := p.Close(); err != nil {

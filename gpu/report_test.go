@@ -33,18 +33,8 @@ func TestGPUReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	size := conv.OutBytes(batch)
-	p := pool(t, d, 3, size)
-	defer closePool(t, p)
-	bufs := make([][]byte, 3)
-	for i := range bufs {
-		b, err := p.Get(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer b.Release()
-		bufs[i] = b.Bytes()
-		fill(bufs[i], i)
-	}
+	bufs, done := pinnedBufs(t, d, 3, size)
+	defer done()
 	const reps = 30
 	gbps := func(bytes int, d time.Duration) float64 { return float64(bytes) / d.Seconds() / 1e9 }
 

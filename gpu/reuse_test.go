@@ -24,18 +24,8 @@ func TestSlotReuseWaitsForConsumer(t *testing.T) {
 	d := openT(t, "cuda:0")
 	defer d.Close()
 	const size = 1 << 20
-	p := pool(t, d, 2, size)
-	defer closePool(t, p)
-	bufs := make([][]byte, 2)
-	for i := range bufs {
-		b, err := p.Get(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer b.Release()
-		bufs[i] = b.Bytes()
-		fill(bufs[i], i)
-	}
+	bufs, done := pinnedBufs(t, d, 2, size)
+	defer done()
 	step := f.Stream()
 	defer f.DestroyStream(step)
 	const read = 150 * time.Millisecond
@@ -115,17 +105,15 @@ func TestNotReadyPollAllocates(t *testing.T) {
 	d := openT(t, "cuda:0")
 	defer d.Close()
 	const size = 4096
-	p := pool(t, d, 1, size)
-	defer closePool(t, p)
-	b, err := p.Get(context.Background())
-	must(t, err)
-	defer b.Release()
+	bufs, done := pinnedBufs(t, d, 1, size)
+	defer done()
+	buf := bufs[0]
 	r := newRing(t, d, RingOptions{Slots: 1, Bytes: size})
 	defer closeRing(t, r)
 	s, _ := r.TryAcquire()
 	defer s.Release()
 	f.Delay(300 * time.Millisecond)
-	must(t, s.Upload(b.Bytes()))
+	must(t, s.Upload(buf))
 	notReady := 0
 	allocs := testing.AllocsPerRun(50, func() {
 		if ok, err := s.Ready(); !ok && err == nil {
@@ -274,16 +262,9 @@ func TestSlotReuseKernelOrder(t *testing.T) {
 		must(t, err)
 		const samples = 64
 		in := conv.InBytes(samples)
-		p := pool(t, d, 2, in)
-		defer closePool(t, p)
-		a, err := p.Get(context.Background())
-		must(t, err)
-		defer a.Release()
-		b, err := p.Get(context.Background())
-		must(t, err)
-		defer b.Release()
-		fill(a.Bytes(), 1)
-		fill(b.Bytes(), 2)
+		bufs, done := pinnedBufs(t, d, 2, in)
+		defer done()
+		a, b := bufs[0], bufs[1]
 		must(t, c.loadConverter())
 		out, err := d.alloc(int64(conv.OutBytes(samples)), "test output")
 		must(t, err)
@@ -294,7 +275,7 @@ func TestSlotReuseKernelOrder(t *testing.T) {
 		r := newRing(t, d, RingOptions{Slots: 1, Bytes: in})
 		defer closeRing(t, r)
 		s, _ := r.TryAcquire()
-		must(t, s.Upload(a.Bytes()))
+		must(t, s.Upload(a))
 		must(t, s.WaitOn(step))
 		plane := int64(224 * 224)
 		for range 20 { // the step: kernels reading the slot for a while
@@ -302,12 +283,12 @@ func TestSlotReuseKernelOrder(t *testing.T) {
 		}
 		s.Release()
 		s, _ = r.TryAcquire()
-		must(t, s.Upload(b.Bytes()))
+		must(t, s.Upload(b))
 		must(t, c.syncStream(step))
 		got := make([]byte, conv.OutBytes(samples))
 		must(t, c.copyDtoH(got, out))
 		want := make([]byte, len(got))
-		must(t, conv.Host(want, a.Bytes()))
+		must(t, conv.Host(want, a))
 		if i := firstDiff(got, want); i >= 0 {
 			t.Errorf("the step's output differs from the first batch's conversion at byte %d: the next upload wrote under it", i)
 		}
