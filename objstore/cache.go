@@ -107,6 +107,17 @@ type Cache struct {
 	unsized int   // fetches started whose size is not known yet
 	sizeSum int64 // sizes seen, for the estimate that admits prefetches
 	sizeN   int64
+	// pins holds the ETag and size of each object when it was first fetched, kept
+	// across evictions: an index of a shard's members (the WebDataset index, a
+	// converted dataset's) holds byte offsets into that version, so a later fetch of
+	// a different one is refused rather than read at the old offsets.
+	pins map[string]pin
+}
+
+// A pin is an object's identity when the cache first fetched it.
+type pin struct {
+	etag string
+	size int64
 }
 
 // NewCache returns a cache of b's objects.
@@ -139,7 +150,7 @@ func NewCache(b *Bucket, opts *CacheOptions) (*Cache, error) {
 	if err != nil {
 		return nil, fmt.Errorf("objstore: CacheOptions.Dir: %w", err)
 	}
-	c := &Cache{b: b, opts: o, dir: dir, entries: map[string]*entry{}, lru: list.New()}
+	c := &Cache{b: b, opts: o, dir: dir, entries: map[string]*entry{}, lru: list.New(), pins: map[string]pin{}}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	return c, nil
 }
@@ -576,6 +587,7 @@ func (c *Cache) fetch(e *entry) {
 				e.size = obj.Size
 			}
 			e.mtime = obj.ModTime
+			err = c.checkPin(e.name, obj)
 			c.mu.Unlock()
 		}
 		if cerr := f.Close(); err == nil && cerr != nil {
@@ -630,6 +642,22 @@ func (c *Cache) fetch(e *entry) {
 		}
 	}
 	c.kick()
+}
+
+// checkPin pins an object's ETag and size on its first fetch and refuses a later fetch
+// that brought another version. An object without an ETag is pinned by its size alone.
+// Locked.
+func (c *Cache) checkPin(name string, obj Object) error {
+	p, ok := c.pins[name]
+	if !ok {
+		c.pins[name] = pin{etag: obj.ETag, size: obj.Size}
+		return nil
+	}
+	if p.size == obj.Size && (p.etag == "" || obj.ETag == "" || p.etag == obj.ETag) {
+		return nil
+	}
+	return fmt.Errorf("objstore: %s: %w: first fetched as ETag %q, %d bytes; now ETag %q, %d bytes (an index of it holds the old offsets; rebuild the index or restart)",
+		c.b.URL(name), ErrChanged, p.etag, p.size, obj.ETag, obj.Size)
 }
 
 // Stats returns the bucket's counters and the cache's.

@@ -24,6 +24,11 @@ var errTooSlow = errors.New("too slow")
 // than the limit a capped download was given (Bucket.DownloadMax, Mirror).
 var ErrTooLarge = errors.New("objstore: object larger than the cache limit")
 
+// ErrChanged is wrapped by a [Cache] fetch of an object whose ETag or size differs
+// from the first fetch's: the object was replaced in the store since, and offsets
+// taken from the old version (a shard's index) would read the wrong bytes.
+var ErrChanged = errors.New("objstore: object changed since it was first fetched (and indexed)")
+
 // ErrNoUploadList is wrapped by [Bucket.Uploads] when the store answers the listing of
 // multipart uploads with 404 NoSuchUpload, as gofakes3 does in a bucket without
 // uploads: no upload can be found or aborted there. [Bucket.Put] takes it as "no upload
