@@ -7,11 +7,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/crc32"
+	"io"
 	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 )
@@ -107,17 +110,20 @@ type Cache struct {
 	unsized int   // fetches started whose size is not known yet
 	sizeSum int64 // sizes seen, for the estimate that admits prefetches
 	sizeN   int64
-	// pins holds the ETag and size of each object when it was first fetched, kept
+	// pins holds each object's Identity as first fetched (or as Expect gave it), kept
 	// across evictions: an index of a shard's members (the WebDataset index, a
 	// converted dataset's) holds byte offsets into that version, so a later fetch of
 	// a different one is refused rather than read at the old offsets.
-	pins map[string]pin
+	pins map[string]Identity
 }
 
-// A pin is an object's identity when the cache first fetched it.
-type pin struct {
-	etag string
-	size int64
+// An Identity is what tells one version of an object from another: its size, ETag and
+// the CRC-32C of its bytes. A shard index records it when it is made, and a [Cache]
+// checks every fetch against it. Empty fields are unknown and not checked.
+type Identity struct {
+	Size   int64  // bytes; 0: unknown
+	ETag   string // as the store sends it, quotes removed; "": unknown
+	CRC32C string // CRC-32C (Castagnoli) of the bytes, 8 hex digits; "": unknown
 }
 
 // NewCache returns a cache of b's objects.
@@ -150,7 +156,7 @@ func NewCache(b *Bucket, opts *CacheOptions) (*Cache, error) {
 	if err != nil {
 		return nil, fmt.Errorf("objstore: CacheOptions.Dir: %w", err)
 	}
-	c := &Cache{b: b, opts: o, dir: dir, entries: map[string]*entry{}, lru: list.New(), pins: map[string]pin{}}
+	c := &Cache{b: b, opts: o, dir: dir, entries: map[string]*entry{}, lru: list.New(), pins: map[string]Identity{}}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	return c, nil
 }
@@ -587,8 +593,17 @@ func (c *Cache) fetch(e *entry) {
 				e.size = obj.Size
 			}
 			e.mtime = obj.ModTime
-			err = c.checkPin(e.name, obj)
 			c.mu.Unlock()
+			// CRC-32C runs at tens of GB/s on one core: reading the file back from
+			// the page cache costs far less than fetching it.
+			var crc string
+			if crc, err = fileCRC32C(f); err != nil {
+				err = fmt.Errorf("objstore: %s: reading the cache file back: %w", c.b.URL(e.name), err)
+			} else {
+				c.mu.Lock()
+				err = c.checkPin(e.name, Identity{Size: obj.Size, ETag: obj.ETag, CRC32C: crc})
+				c.mu.Unlock()
+			}
 		}
 		if cerr := f.Close(); err == nil && cerr != nil {
 			err = fmt.Errorf("objstore: %s: writing the cache file: %w", c.b.URL(e.name), cerr)
@@ -644,20 +659,73 @@ func (c *Cache) fetch(e *entry) {
 	c.kick()
 }
 
-// checkPin pins an object's ETag and size on its first fetch and refuses a later fetch
-// that brought another version. An object without an ETag is pinned by its size alone.
-// Locked.
-func (c *Cache) checkPin(name string, obj Object) error {
+// checkPin pins an object's Identity on its first fetch and refuses a fetch whose
+// known fields differ from the pin's; fields the pin lacks (one Expect left empty) are
+// filled from the first fetch that has them. Locked.
+func (c *Cache) checkPin(name string, got Identity) error {
 	p, ok := c.pins[name]
 	if !ok {
-		c.pins[name] = pin{etag: obj.ETag, size: obj.Size}
+		c.pins[name] = got
 		return nil
 	}
-	if p.size == obj.Size && (p.etag == "" || obj.ETag == "" || p.etag == obj.ETag) {
+	if (p.Size == 0 || p.Size == got.Size) && (p.ETag == "" || got.ETag == "" || p.ETag == got.ETag) &&
+		(p.CRC32C == "" || got.CRC32C == "" || strings.EqualFold(p.CRC32C, got.CRC32C)) {
+		if p.Size == 0 {
+			p.Size = got.Size
+		}
+		if p.ETag == "" {
+			p.ETag = got.ETag
+		}
+		if p.CRC32C == "" {
+			p.CRC32C = got.CRC32C
+		}
+		c.pins[name] = p
 		return nil
 	}
-	return fmt.Errorf("objstore: %s: %w: first fetched as ETag %q, %d bytes; now ETag %q, %d bytes (an index of it holds the old offsets; rebuild the index or restart)",
-		c.b.URL(name), ErrChanged, p.etag, p.size, obj.ETag, obj.Size)
+	return fmt.Errorf("objstore: %s: %w: indexed as %s; fetched as %s (an index of it holds the old offsets: index it again)",
+		c.b.URL(name), ErrChanged, p, got)
+}
+
+// String prints an Identity's known fields.
+func (id Identity) String() string {
+	s := fmt.Sprintf("%d bytes", id.Size)
+	if id.ETag != "" {
+		s += fmt.Sprintf(", ETag %q", id.ETag)
+	}
+	if id.CRC32C != "" {
+		s += ", CRC-32C " + id.CRC32C
+	}
+	return s
+}
+
+// Expect tells the cache what an object should be, from an index made before (a shard
+// index's size, ETag and checksum): its first fetch is checked against it as a later
+// fetch is against the first, and refused by name with [ErrChanged] when they differ.
+// An object already fetched keeps its pin.
+func (c *Cache) Expect(name string, id Identity) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.pins[name]; !ok {
+		c.pins[name] = id
+	}
+}
+
+// Identity returns an object's Identity as first fetched (or expected), and whether it
+// has one: an index made from the cache's files records it.
+func (c *Cache) Identity(name string) (Identity, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	id, ok := c.pins[name]
+	return id, ok
+}
+
+// fileCRC32C returns the CRC-32C of f's bytes from its start, as 8 hex digits.
+func fileCRC32C(f *os.File) (string, error) {
+	h := crc32.New(castagnoli)
+	if _, err := io.Copy(h, io.NewSectionReader(f, 0, 1<<62)); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%08x", h.Sum32()), nil
 }
 
 // Stats returns the bucket's counters and the cache's.

@@ -26,7 +26,7 @@ func readCached(c *objstore.Cache, name string) ([]byte, error) {
 
 // An object replaced in the store after the cache first fetched it (and a reader
 // indexed it) is refused by name when it is fetched again after eviction, whether its
-// ETag or only its size changed; an unchanged object is fetched again as before.
+// ETag, its size or only its bytes changed; an unchanged object is fetched again as before.
 func TestCacheRefusesChangedObject(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -36,6 +36,7 @@ func TestCacheRefusesChangedObject(t *testing.T) {
 	}{
 		{"etag", []byte("version one"), []byte("version two"), true, true},
 		{"size", []byte("version one"), []byte("version three"), false, true},
+		{"bytes", []byte("version one"), []byte("version 1ne"), false, true},
 		{"same", []byte("version one"), []byte("version one"), true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -110,5 +111,42 @@ func testS3CacheRefusesReplacedShard(t *testing.T, srv *s3test.Server) {
 	}
 	if got, err := readCached(c, "1.tar"); err != nil || !bytes.Equal(got, z) {
 		t.Fatalf("unchanged shard: %v", err)
+	}
+}
+
+// A store that sends neither a checksum nor an MD5 ETag (plain HTTP, multipart objects)
+// lets a flipped byte through the download; the CRC-32C an index recorded catches it,
+// naming the URL, and the Identity the cache reports is the one to record.
+func TestCacheExpectCatchesFlippedByte(t *testing.T) {
+	good := bytes.Repeat([]byte("0123456789"), 100)
+	bad := bytes.Clone(good)
+	bad[500] ^= 1
+	b, _ := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/bad.tar" {
+			w.Write(bad)
+			return
+		}
+		w.Write(good)
+	})
+	c, err := objstore.NewCache(b, &objstore.CacheOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := readCached(c, "good.tar"); err != nil {
+		t.Fatal(err)
+	}
+	id, ok := c.Identity("good.tar")
+	if !ok || id.Size != int64(len(good)) || len(id.CRC32C) != 8 {
+		t.Fatalf("Identity: %+v, %v", id, ok)
+	}
+	c.Expect("bad.tar", objstore.Identity{Size: id.Size, CRC32C: id.CRC32C})
+	got, err := readCached(c, "bad.tar")
+	if !errors.Is(err, objstore.ErrChanged) || !strings.Contains(err.Error(), b.URL("bad.tar")) || !strings.Contains(err.Error(), id.CRC32C) {
+		t.Fatalf("flipped byte: read %d bytes, %v; want ErrChanged naming the URL and the CRC-32C", len(got), err)
+	}
+	c.Expect("old.tar", objstore.Identity{Size: id.Size}) // an index without a checksum
+	if _, err := readCached(c, "old.tar"); err != nil {
+		t.Fatalf("index without a checksum: %v", err)
 	}
 }
