@@ -215,6 +215,11 @@ func openShardIndex(ctx context.Context, url string, o *DatasetOptions) (*Datase
 	}
 	store.Release(store.Names[0]) // the cache needs no room for it any more
 	store.Names = names
+	if store.Cache != nil {
+		for k, e := range x.Shards {
+			store.Cache.Expect(names[k], objstore.Identity{Size: e.Bytes, ETag: e.ETag, CRC32C: e.CRC32C})
+		}
+	}
 	var wo WebDatasetOptions
 	if o.WebDataset != nil {
 		wo = *o.WebDataset

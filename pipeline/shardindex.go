@@ -1,12 +1,17 @@
 package pipeline
 
 import (
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
+	"io"
 	"io/fs"
 	"path"
 	"strings"
+
+	"github.com/conveyor-ml/conveyor/objstore"
 )
 
 // ShardIndexKind is the "__kind__" of a WebDataset shard index (the wids format).
@@ -34,6 +39,18 @@ type ShardEntry struct {
 	URL     string `json:"url"`
 	Samples int    `json:"nsamples"`
 	Bytes   int64  `json:"filesize,omitempty"` // 0: unknown
+	// ETag and CRC32C (8 hex digits) are the shard's as indexed, where the shards
+	// were read through a shard cache; empty: unknown. OpenDataset has the shard
+	// cache refuse a shard that differs from them by name (objstore.ErrChanged),
+	// never reading it with this index's counts.
+	ETag   string `json:"etag,omitempty"`
+	CRC32C string `json:"crc32c,omitempty"`
+}
+
+// identifier is an fs.FS that knows the Identity of the files it has opened: an
+// *objstore.Cache.
+type identifier interface {
+	Identity(name string) (objstore.Identity, bool)
 }
 
 // ShardIndex returns s's index: its shards (named as given to WebDataset), their sample
@@ -44,6 +61,13 @@ func (s *WebDatasetSource) ShardIndex() *ShardIndex {
 		e := ShardEntry{URL: s.shards[k], Samples: n}
 		if s.bytes != nil {
 			e.Bytes = s.bytes[k]
+		}
+		if ider, ok := s.fsys.(identifier); ok {
+			if id, ok := ider.Identity(s.shards[k]); ok {
+				e.ETag, e.CRC32C = id.ETag, id.CRC32C
+			}
+		} else {
+			e.CRC32C = fileCRC32C(s.fsys, s.shards[k])
 		}
 		x.Shards = append(x.Shards, e)
 	}
@@ -85,6 +109,8 @@ func ParseShardIndex(data []byte) (*ShardIndex, error) {
 			return nil, fmt.Errorf("WebDataset shard index: shardlist[%d] is %+v", k, e)
 		case e.Samples > maxShardSamples:
 			return nil, fmt.Errorf("WebDataset shard index: shard %s: nsamples %d is more than %d", e.URL, e.Samples, maxShardSamples)
+		case e.CRC32C != "" && !isCRC32C(e.CRC32C):
+			return nil, fmt.Errorf("WebDataset shard index: shard %s: crc32c %q is not 8 hex digits", e.URL, e.CRC32C)
 		case e.Bytes > maxShardBytes:
 			return nil, fmt.Errorf("WebDataset shard index: shard %s: filesize %d is more than %d", e.URL, e.Bytes, int64(maxShardBytes))
 		case e.Bytes > 0 && int64(e.Samples) > e.Bytes/minSampleBytes:
@@ -102,6 +128,27 @@ func ParseShardIndex(data []byte) (*ShardIndex, error) {
 		}
 	}
 	return &x, nil
+}
+
+// fileCRC32C returns the CRC-32C of a local shard as 8 hex digits, or "" when it cannot
+// be read. It reads the shard again: about a second per GB from disk, the checksum
+// itself running at tens of GB/s, paid once when an index is made.
+func fileCRC32C(fsys fs.FS, name string) string {
+	f, err := fsys.Open(name)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	h := crc32.New(crc32.MakeTable(crc32.Castagnoli))
+	if _, err := io.Copy(h, f); err != nil {
+		return ""
+	}
+	return fmt.Sprintf("%08x", h.Sum32())
+}
+
+func isCRC32C(s string) bool {
+	_, err := hex.DecodeString(s)
+	return len(s) == 8 && err == nil
 }
 
 // shardKey is what tells shards apart in an index: a relative URL cleaned ("./a.tar"

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -239,5 +240,70 @@ func TestParseShardIndexBounds(t *testing.T) {
 	}
 	if _, err := x.names("s3://b/x/"); err == nil || !strings.Contains(err.Error(), "shards d/a.tar and s3://b/x/d/a.tar are both d/a.tar") {
 		t.Errorf("names: %v, want an error naming both", err)
+	}
+}
+
+// A shard index records each shard's CRC-32C; a shard whose bytes changed since (a byte
+// flipped at rest or on a store that sends no checksum, or a shard replaced with one of
+// the same size) is refused by name when it is fetched, not read with the index's
+// counts. An index written before the field existed still opens its shards.
+func TestShardIndexChecksum(t *testing.T) {
+	folder, err := Dir(wdsTree(t, 2, 8))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	shards := shardsOf(t, dir, folder, 5)
+	local, err := WebDatasetGlob(filepath.Join(dir, "*.tar"), &WebDatasetOptions{Logf: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := local.ShardIndex()
+	for _, e := range x.Shards {
+		if !isCRC32C(e.CRC32C) {
+			t.Fatalf("shard %s: crc32c %q", e.URL, e.CRC32C)
+		}
+	}
+	writeIndex(t, filepath.Join(dir, "train.json"), x)
+	old := *x
+	old.Shards = slices.Clone(x.Shards)
+	for k := range old.Shards {
+		old.Shards[k].CRC32C = ""
+	}
+	writeIndex(t, filepath.Join(dir, "old.json"), &old)
+	flipped := filepath.Join(dir, shards[1])
+	data, err := os.ReadFile(flipped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)/2] ^= 1
+	if err := os.WriteFile(flipped, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(http.FileServer(http.Dir(dir)))
+	defer hs.Close()
+	ctx := context.Background()
+	for _, index := range []string{"train.json", "old.json"} {
+		d, err := OpenDataset(ctx, hs.URL+"/"+index, &DatasetOptions{Store: fastStore, WebDataset: &WebDatasetOptions{Logf: quiet}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		src := d.Source.(*WebDatasetSource)
+		name := shards[1]
+		f, err := src.fsys.Open(name)
+		if err == nil {
+			f.Close()
+		}
+		switch index {
+		case "train.json":
+			if !errors.Is(err, objstore.ErrChanged) || !strings.Contains(err.Error(), hs.URL+"/"+name) {
+				t.Errorf("a shard changed since indexing: %v; want objstore.ErrChanged naming it", err)
+			}
+		default:
+			if err != nil {
+				t.Errorf("an index without checksums: %v", err)
+			}
+		}
+		d.Close()
 	}
 }
