@@ -180,6 +180,11 @@ func openRemoteConverted(ctx context.Context, url string, store *objstore.Datase
 				return fmt.Errorf("pipeline: %s: shard %s holds %d bytes, more than the shard cache's limit of %d bytes (DatasetOptions.Cache.MaxBytes, --shard-cache-max-bytes); raise the limit", name, b.URL(m.Name), m.Bytes, limit)
 			}
 		}
+		// The shard cache refuses a shard that is not the one the manifest recorded
+		// (objstore.ErrChanged) before it is mapped and read at the index's offsets.
+		for _, m := range info.Shards {
+			store.Cache.Expect(m.Name, objstore.Identity{Size: m.Bytes, CRC32C: m.CRC32C})
+		}
 		return nil
 	}
 	if _, err := fetchConverted(ctx, b, dir, store.Cache.Options().Concurrency, fits); err != nil {

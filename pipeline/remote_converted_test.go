@@ -3,6 +3,9 @@ package pipeline
 import (
 	"bytes"
 	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conveyor-ml/conveyor/cache"
 	"github.com/conveyor-ml/conveyor/internal/s3test"
 	"github.com/conveyor-ml/conveyor/objstore"
 )
@@ -237,5 +241,60 @@ func TestPlanWindowBytes(t *testing.T) {
 	window(450) // logged once
 	if w := window(150); w != 1 || len(logs.with("more than the shard cache's limit of 150")) != 1 || len(logs.l) != 2 {
 		t.Errorf("window %d with room for 1 shard, want 1; %q", w, logs.l)
+	}
+}
+
+// A converted dataset's manifest records each shard's CRC-32C: a shard whose bytes
+// changed in the store (a flipped byte on a web server that sends no checksum) is
+// refused by name when it is fetched, before it is mapped and read. A dataset converted
+// before the checksum was recorded still opens the same shard.
+func TestConvertedShardChecksum(t *testing.T) {
+	dir := convertTree(t, 2, 20)
+	info, err := cache.ReadInfo(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(info.Shards) == 0 || len(info.Shards[0].CRC32C) != 8 {
+		t.Fatalf("manifest: %+v", info.Shards)
+	}
+	name := info.Shards[0].Name
+	data, err := os.ReadFile(filepath.Join(dir, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)-10] ^= 1 // inside the last record, past the header
+	if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	old := filepath.Join(t.TempDir(), "old")
+	if err := os.CopyFS(old, os.DirFS(dir)); err != nil {
+		t.Fatal(err)
+	}
+	for k := range info.Shards {
+		info.Shards[k].CRC32C = ""
+	}
+	if err := cache.WriteInfo(old, info); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, d := range []string{dir, old} {
+		hs := httptest.NewServer(http.FileServer(http.Dir(d)))
+		ds, err := OpenDataset(ctx, hs.URL+"/", &DatasetOptions{Store: fastStore, Converted: ConvertedOptions{Logf: quiet}})
+		if err != nil {
+			hs.Close()
+			t.Fatal(err)
+		}
+		f, err := ds.Store.Cache.Open(name)
+		if err == nil {
+			f.Close()
+		}
+		if d == dir && (!errors.Is(err, objstore.ErrChanged) || !strings.Contains(err.Error(), hs.URL+"/"+name)) {
+			t.Errorf("a shard changed since conversion: %v; want objstore.ErrChanged naming it", err)
+		}
+		if d == old && err != nil {
+			t.Errorf("a dataset without shard checksums: %v", err)
+		}
+		ds.Close()
+		hs.Close()
 	}
 }
