@@ -115,7 +115,21 @@ type Cache struct {
 	// converted dataset's) holds byte offsets into that version, so a later fetch of
 	// a different one is refused rather than read at the old offsets.
 	pins map[string]Identity
+	// refused counts the fetches in a row of each object that checkPin refused; at
+	// maxRefusals the object is refused without fetching it again.
+	refused map[string]refusal
 }
+
+type refusal struct {
+	n   int
+	err error
+}
+
+// maxRefusals is how many fetches of an object in a row must differ from its pin before
+// the cache stops fetching it: a byte flipped on the way (from a store that sends no
+// checksum) is fetched again once, while a shard replaced in the store is not fetched
+// whole again for every sample read from it.
+const maxRefusals = 2
 
 // An Identity is what tells one version of an object from another: its size, ETag and
 // the CRC-32C of its bytes. A shard index records it when it is made, and a [Cache]
@@ -156,7 +170,7 @@ func NewCache(b *Bucket, opts *CacheOptions) (*Cache, error) {
 	if err != nil {
 		return nil, fmt.Errorf("objstore: CacheOptions.Dir: %w", err)
 	}
-	c := &Cache{b: b, opts: o, dir: dir, entries: map[string]*entry{}, lru: list.New(), pins: map[string]Identity{}}
+	c := &Cache{b: b, opts: o, dir: dir, entries: map[string]*entry{}, lru: list.New(), pins: map[string]Identity{}, refused: map[string]refusal{}}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	return c, nil
 }
@@ -180,7 +194,7 @@ func (c *Cache) Prefetch(names ...string) {
 		return
 	}
 	for _, n := range names {
-		if !fs.ValidPath(n) {
+		if !fs.ValidPath(n) || c.refused[n].n >= maxRefusals {
 			continue // Open reports it
 		}
 		e := c.entries[n]
@@ -235,6 +249,10 @@ func (c *Cache) OpenContext(ctx context.Context, name string) (*File, error) {
 	if c.closed {
 		c.mu.Unlock()
 		return nil, &fs.PathError{Op: "open", Path: name, Err: ErrClosed}
+	}
+	if r := c.refused[name]; r.n >= maxRefusals {
+		c.mu.Unlock()
+		return nil, r.err
 	}
 	e := c.entries[name]
 	if e != nil && e.state == failed && e.refs == 0 {
@@ -680,10 +698,16 @@ func (c *Cache) checkPin(name string, got Identity) error {
 			p.CRC32C = got.CRC32C
 		}
 		c.pins[name] = p
+		delete(c.refused, name)
 		return nil
 	}
-	return fmt.Errorf("objstore: %s: %w: indexed as %s; fetched as %s (an index of it holds the old offsets: index it again)",
+	err := fmt.Errorf("objstore: %s: %w: indexed as %s; fetched as %s (an index of it holds the old offsets: index it again)",
 		c.b.URL(name), ErrChanged, p, got)
+	r := c.refused[name]
+	r.n++
+	r.err = err
+	c.refused[name] = r
+	return err
 }
 
 // String prints an Identity's known fields.

@@ -28,7 +28,8 @@ var ErrTooLarge = errors.New("objstore: object larger than the cache limit")
 // differs from the first fetch's or from what [Cache.Expect] said: the object was
 // replaced in the store since it was indexed (or a byte of it changed at rest or on
 // the way), and offsets taken from the old version would read the wrong bytes. The
-// next Open fetches it again.
+// next Open fetches it again once; after a second refusal in a row the cache refuses
+// it without fetching.
 var ErrChanged = errors.New("objstore: object changed since it was first fetched (and indexed)")
 
 // ErrNoUploadList is wrapped by [Bucket.Uploads] when the store answers the listing of
