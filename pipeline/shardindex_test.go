@@ -358,3 +358,38 @@ func testShardIndexS3Identity(t *testing.T, srv *s3test.Server) {
 		f.Close()
 	}
 }
+
+// A shard replaced in the store between epochs, evicted by a shard cache too small to
+// keep every shard, is refused by name when the next epoch fetches it again, instead of
+// being read at the offsets its first version was indexed with.
+func TestShardReplacedBetweenEpochs(t *testing.T) { s3test.Each(t, testShardReplacedBetweenEpochs) }
+
+func testShardReplacedBetweenEpochs(t *testing.T, srv *s3test.Server) {
+	dir, names, largest := remoteShards(t, srv, "wds/", 2, 8, 4) // 4 shards
+	srv.Env(t, srv.Endpoint)
+	ctx := context.Background()
+	d, err := OpenDataset(ctx, srv.URL("wds/train-{000000..000003}.tar"), &DatasetOptions{Store: fastStore,
+		Cache: &objstore.CacheOptions{MaxBytes: 2 * largest, Concurrency: 1}, WebDataset: &WebDatasetOptions{Logf: quiet}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	ld := newLoader(t, d.Source, shardConfig())
+	collect(t, ld, ctx, 0, 0)
+	other, err := os.ReadFile(filepath.Join(dir, names[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Put(t, "wds/"+names[2], other) // another valid shard, under the old name
+	var changed error
+	for b, err := range ld.Epoch(ctx, 1) {
+		if err != nil {
+			changed = err
+			break
+		}
+		b.Release()
+	}
+	if !errors.Is(changed, objstore.ErrChanged) || !strings.Contains(changed.Error(), srv.URL("wds/"+names[2])) {
+		t.Fatalf("epoch 1 after a shard was replaced: %v; want objstore.ErrChanged naming it", changed)
+	}
+}
