@@ -19,7 +19,8 @@
 //
 // A converted dataset (conveyor convert) adds dataset.json (Info): whether the conversion
 // completed, and a manifest of its shards (sizes, record counts, checksums of headers and
-// indexes) that CheckDataset and VerifyDataset compare the directory with, so that a lost,
+// indexes, and a CRC-32C of each whole shard, which a reader from object storage checks
+// each shard against when it is fetched) that CheckDataset and VerifyDataset compare the directory with, so that a lost,
 // truncated or damaged shard is reported rather than silently missing. A conversion holds
 // the directory's conversion lock (LockConversion) while it runs. A read-only cache maps
 // its shards; a read that faults because a shard was cut short under its mapping returns

@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -231,8 +232,15 @@ func (m *ShardManifest) check() error {
 		return fmt.Errorf("%s: %d records, more than its %d bytes can hold (each takes at least %d)", m.Name, m.Records, m.Bytes, recordFixed)
 	case m.IndexBytes < 0 || m.IndexBytes > maxIndexBytes(m.Bytes, m.Records):
 		return fmt.Errorf("%s: an index of %d bytes, more than the %d an index of %d records in %d bytes can hold", m.Name, m.IndexBytes, maxIndexBytes(m.Bytes, m.Records), m.Records, m.Bytes)
+	case m.CRC32C != "" && !isHex8(m.CRC32C):
+		return fmt.Errorf("%s: crc32c %q is not 8 hex digits", m.Name, m.CRC32C)
 	}
 	return nil
+}
+
+func isHex8(s string) bool {
+	_, err := hex.DecodeString(s)
+	return len(s) == 8 && err == nil
 }
 
 // maxIndexBytes is the largest index a shard of size bytes holding records records can

@@ -40,6 +40,7 @@ func TestInfoBounds(t *testing.T) {
 		{"huge shard", func(i *Info) { i.Shards[0].Bytes = 1 << 50 }, "1125899906842624 bytes"},
 		{"path", func(i *Info) { i.Shards[0].Name = "../../etc/x.shard" }, "not a shard file"},
 		{"not a shard", func(i *Info) { i.Shards[0].Name = "a.idx" }, "not a shard file"},
+		{"crc32c", func(i *Info) { i.Shards[0].CRC32C = "xyz" }, `crc32c "xyz" is not 8 hex digits`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -21,7 +21,8 @@ const ShardIndexKind = "wids-shard-index-v1"
 // sample count and size, in the order of the dataset, and the class names. It is the
 // JSON of WebDataset's wids library ("wids-shard-index-v1": "shardlist" of "url",
 // "nsamples" and "filesize"), plus "class_names", which wids does not have and lazy
-// indexing needs (see WebDatasetOptions.ShardSamples). Kept beside the shards, it lets
+// indexing needs (see WebDatasetOptions.ShardSamples), and each shard's "etag" and
+// "crc32c" as indexed, which the shard cache checks every fetch against. Kept beside the shards, it lets
 // OpenDataset open a remote dataset without fetching every shard first: conveyor
 // inspect SHARDS --json writes one, WebDatasetSource.ShardIndex makes one, and
 // OpenDataset reads one when given its URL (".json").
