@@ -359,8 +359,8 @@ func testShardIndexS3Identity(t *testing.T, srv *s3test.Server) {
 	}
 }
 
-// A shard replaced in the store between epochs, evicted by a shard cache too small to
-// keep every shard, is refused by name when the next epoch fetches it again, instead of
+// A shard replaced in the store between epochs, evicted from a shard cache too small
+// to keep every shard, is refused by name when the next epoch fetches it again, instead of
 // being read at the offsets its first version was indexed with.
 func TestShardReplacedBetweenEpochs(t *testing.T) { s3test.Each(t, testShardReplacedBetweenEpochs) }
 
@@ -381,6 +381,7 @@ func testShardReplacedBetweenEpochs(t *testing.T, srv *s3test.Server) {
 		t.Fatal(err)
 	}
 	srv.Put(t, "wds/"+names[2], other) // another valid shard, under the old name
+	d.Store.Cache.Release(names[2])    // evicted, if the last epoch's end left it cached
 	var changed error
 	for b, err := range ld.Epoch(ctx, 1) {
 		if err != nil {
