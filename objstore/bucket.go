@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"hash/crc32"
 	"hash/fnv"
 	"io"
 	"io/fs"
@@ -434,16 +435,18 @@ const maxRestarts = 2
 // that keys built from it (the WebDataset index, pixel caches) stay the same from run to
 // run and change when the object does.
 func (b *Bucket) Download(ctx context.Context, name string, f *os.File, onSize func(size int64) error) (Object, error) {
-	return b.download(ctx, name, f, onSize, nil)
+	obj, _, err := b.download(ctx, name, f, onSize, nil)
+	return obj, err
 }
 
 // download is Download with onGrow, called with the bytes written so far whenever they
-// grow while the object's size is unknown; an error from it ends the download.
-func (b *Bucket) download(ctx context.Context, name string, f *os.File, onSize, onGrow func(size int64) error) (Object, error) {
+// grow while the object's size is unknown (an error from it ends the download); it also
+// returns the CRC-32C of the bytes written, computed as they are written.
+func (b *Bucket) download(ctx context.Context, name string, f *os.File, onSize, onGrow func(size int64) error) (Object, uint32, error) {
 	key := b.root + name
 	url := b.URL(name)
 	if err := resetFile(f); err != nil {
-		return Object{}, fmt.Errorf("objstore: %s: %w", url, err)
+		return Object{}, 0, fmt.Errorf("objstore: %s: %w", url, err)
 	}
 	st := &dlState{size: -1}
 	var err error
@@ -453,7 +456,7 @@ func (b *Bucket) download(ctx context.Context, name string, f *os.File, onSize, 
 		if attempt > 0 {
 			b.c.retries.Add(1)
 			if serr := b.sleep(ctx, attempt); serr != nil {
-				return Object{}, errors.Join(err, serr)
+				return Object{}, 0, errors.Join(err, serr)
 			}
 		}
 		st.got = 0
@@ -464,7 +467,7 @@ func (b *Bucket) download(ctx context.Context, name string, f *os.File, onSize, 
 				if st.size < 0 {
 					st.size = st.off
 				}
-				return withModTime(Object{Name: name, Size: st.size, ETag: st.etag, ModTime: st.modTime}), nil
+				return withModTime(Object{Name: name, Size: st.size, ETag: st.etag, ModTime: st.modTime}), st.crc, nil
 			}
 			if st.badSum {
 				restarts++
@@ -473,16 +476,16 @@ func (b *Bucket) download(ctx context.Context, name string, f *os.File, onSize, 
 					if st.want.alg != "" {
 						hint = "no download matched the store's checksum"
 					}
-					return Object{}, &Error{Op: "GET", URL: url, Err: fmt.Errorf("%w; gave up after %d downloads (%s)", reason(err), restarts, hint)}
+					return Object{}, 0, &Error{Op: "GET", URL: url, Err: fmt.Errorf("%w; gave up after %d downloads (%s)", reason(err), restarts, hint)}
 				}
 				if rerr := st.restart(f); rerr != nil {
-					return Object{}, fmt.Errorf("objstore: %s: starting again: %w", url, rerr)
+					return Object{}, 0, fmt.Errorf("objstore: %s: starting again: %w", url, rerr)
 				}
 			}
 		}
 		var stop stopError
 		if errors.As(err, &stop) {
-			return Object{}, stop.err
+			return Object{}, 0, stop.err
 		}
 		if st.got > 0 && !errors.Is(err, errTooSlow) {
 			// An attempt that brought bytes starts the count again: Attempts bounds the
@@ -495,7 +498,7 @@ func (b *Bucket) download(ctx context.Context, name string, f *os.File, onSize, 
 			if end == lastShort {
 				repeats++
 				if repeats > maxRestarts {
-					return Object{}, &Error{Op: "GET", URL: url, Err: fmt.Errorf("%w; %d attempts in a row ended at byte %d, giving up", reason(err), repeats+1, end)}
+					return Object{}, 0, &Error{Op: "GET", URL: url, Err: fmt.Errorf("%w; %d attempts in a row ended at byte %d, giving up", reason(err), repeats+1, end)}
 				}
 			} else {
 				repeats = 0
@@ -506,7 +509,7 @@ func (b *Bucket) download(ctx context.Context, name string, f *os.File, onSize, 
 			if attempt > 0 {
 				err = fmt.Errorf("%w (after %d attempts)", err, attempt+1)
 			}
-			return Object{}, err
+			return Object{}, 0, err
 		}
 	}
 }
@@ -534,6 +537,7 @@ type dlState struct {
 	want   wantSum
 	sumAlg string
 	sum    hash.Hash
+	crc    uint32 // CRC-32C of the bytes written from byte 0 (for Cache's identity pins)
 }
 
 // begin chooses the check for a download from byte 0, from its first response.
@@ -574,7 +578,7 @@ func (st *dlState) verify(url string) error {
 }
 
 func (st *dlState) restart(f *os.File) error {
-	st.off, st.size, st.etag, st.modTime = 0, -1, "", time.Time{}
+	st.off, st.size, st.etag, st.modTime, st.crc = 0, -1, "", time.Time{}, 0
 	st.want, st.sum, st.sumAlg = wantSum{}, nil, ""
 	return resetFile(f)
 }
@@ -667,6 +671,7 @@ func (b *Bucket) downloadOnce(ctx context.Context, key string, f *os.File, st *d
 			if _, werr := w.Write(buf[:n]); werr != nil {
 				return stopError{fmt.Errorf("objstore: %s: writing the cache file: %w", b.be.url(key), werr)}
 			}
+			st.crc = crc32.Update(st.crc, castagnoli, buf[:n])
 			st.off += int64(n)
 			st.got += int64(n)
 			got += int64(n)

@@ -7,8 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash/crc32"
-	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -555,7 +553,8 @@ func (c *Cache) fetch(e *entry) {
 		err = fmt.Errorf("objstore: %s: creating the cache file: %w", c.b.URL(e.name), err)
 	} else {
 		held := wasParked
-		obj, err = c.b.download(c.ctx, e.name, f, func(size int64) error {
+		var crc uint32
+		obj, crc, err = c.b.download(c.ctx, e.name, f, func(size int64) error {
 			c.mu.Lock()
 			defer c.mu.Unlock()
 			if !sized {
@@ -612,16 +611,9 @@ func (c *Cache) fetch(e *entry) {
 			}
 			e.mtime = obj.ModTime
 			c.mu.Unlock()
-			// CRC-32C runs at tens of GB/s on one core: reading the file back from
-			// the page cache costs far less than fetching it.
-			var crc string
-			if crc, err = fileCRC32C(f); err != nil {
-				err = fmt.Errorf("objstore: %s: reading the cache file back: %w", c.b.URL(e.name), err)
-			} else {
-				c.mu.Lock()
-				err = c.checkPin(e.name, Identity{Size: obj.Size, ETag: obj.ETag, CRC32C: crc})
-				c.mu.Unlock()
-			}
+			c.mu.Lock()
+			err = c.checkPin(e.name, Identity{Size: obj.Size, ETag: obj.ETag, CRC32C: fmt.Sprintf("%08x", crc)})
+			c.mu.Unlock()
 		}
 		if cerr := f.Close(); err == nil && cerr != nil {
 			err = fmt.Errorf("objstore: %s: writing the cache file: %w", c.b.URL(e.name), cerr)
@@ -741,15 +733,6 @@ func (c *Cache) Identity(name string) (Identity, bool) {
 	defer c.mu.Unlock()
 	id, ok := c.pins[name]
 	return id, ok
-}
-
-// fileCRC32C returns the CRC-32C of f's bytes from its start, as 8 hex digits.
-func fileCRC32C(f *os.File) (string, error) {
-	h := crc32.New(castagnoli)
-	if _, err := io.Copy(h, io.NewSectionReader(f, 0, 1<<62)); err != nil {
-		return "", err
-	}
-	return fmt.Sprintf("%08x", h.Sum32()), nil
 }
 
 // Stats returns the bucket's counters and the cache's.

@@ -27,7 +27,8 @@ func (b *Bucket) DownloadMax(ctx context.Context, name string, f *os.File, limit
 		}
 		return nil
 	}
-	return b.download(ctx, name, f, onSize, onGrow)
+	obj, _, err := b.download(ctx, name, f, onSize, onGrow)
+	return obj, err
 }
 
 // tooLargeError is an object larger than a limit that is not the cache's: it matches
