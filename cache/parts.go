@@ -146,18 +146,27 @@ func CreatePartedInfo(dir string, info *Info) error {
 	if err != nil {
 		return err
 	}
-	path := filepath.Join(dir, InfoName)
+	return SamePartedInfo(filepath.Join(dir, InfoName), old, &in)
+}
+
+// SamePartedInfo checks that stored, the dataset.json found at name (a path or a URL,
+// which errors name), describes the conversion in parts that mine describes, as
+// CreatePartedInfo does when dataset.json exists; the error names the field that differs.
+// A part that lost the race to create dataset.json in an object store calls it with
+// what the winner stored.
+func SamePartedInfo(name string, stored, mine *Info) error {
+	old, in := stored, mine
 	switch {
 	case old.Parts == 0:
-		return fmt.Errorf("cache: %s holds a dataset converted in one process; convert in parts into an empty directory, or without parts to resume it", path)
+		return fmt.Errorf("cache: %s holds a dataset converted in one process; convert in parts into an empty directory, or without parts to resume it", name)
 	case old.Parts != in.Parts:
-		return fmt.Errorf("cache: %s: a dataset converted in %d parts, not %d; every part must name the same count", path, old.Parts, in.Parts)
+		return fmt.Errorf("cache: %s: a dataset converted in %d parts, not %d; every part must name the same count", name, old.Parts, in.Parts)
 	case old.Spec != in.Spec || old.Codec != in.Codec:
-		return fmt.Errorf("cache: %s: spec %q, codec %s, but this part converts as %q, codec %s; every part must use the same size and codec", path, old.Spec, old.Codec, in.Spec, in.Codec)
+		return fmt.Errorf("cache: %s: spec %q, codec %s, but this part converts as %q, codec %s; every part must use the same size and codec", name, old.Spec, old.Codec, in.Spec, in.Codec)
 	case old.Samples != in.Samples || !slices.Equal(old.Classes, in.Classes):
-		return fmt.Errorf("cache: %s: %d samples in %d classes were listed, but this part lists %d in %d; every part must convert the same source", path, old.Samples, len(old.Classes), in.Samples, len(in.Classes))
+		return fmt.Errorf("cache: %s: %d samples in %d classes were listed, but this part lists %d in %d; every part must convert the same source", name, old.Samples, len(old.Classes), in.Samples, len(in.Classes))
 	case old.Listing != "" && in.Listing != "" && old.Listing != in.Listing:
-		return fmt.Errorf("cache: %s: the source listed other files (listing %s) than this part lists (listing %s), though as many in the same classes; every part must convert the same source, unchanged while the parts run", path, old.Listing, in.Listing)
+		return fmt.Errorf("cache: %s: the source listed other files (listing %s) than this part lists (listing %s), though as many in the same classes; every part must convert the same source, unchanged while the parts run", name, old.Listing, in.Listing)
 	}
 	return nil
 }

@@ -193,6 +193,10 @@ flags:
 		Decode: dopts, Workers: *workers, Source: absSrc, Part: part, Progress: func(cp pipeline.ConvertProgress) { pr.update(convertState(cp)) }, Logf: pr.logf,
 	})
 	pr.finish(true)
+	if bucket != nil && err != nil {
+		// dataset.json in the staging directory is a copy of the one stored: name that.
+		err = renamedErr(err, filepath.Join(dst, cache.InfoName), bucket.URL(cache.InfoName))
+	}
 	if rep == nil {
 		return err
 	}
@@ -229,6 +233,9 @@ flags:
 	// A conversion stopped by --max-bytes is uploaded as it is: its record says so.
 	up, uerr := pipeline.UploadConverted(ctx, dst, bucket, part)
 	fmt.Fprintf(stdout, "conveyor convert uploaded=%d unchanged=%d bytes=%d url=%s\n", up.Uploaded, up.Skipped, up.Bytes, dstURL)
+	if errors.Is(uerr, pipeline.ErrOtherConversion) {
+		return errors.Join(err, uerr) // not resumable: it names what to do
+	}
 	if uerr != nil {
 		return errors.Join(err, fmt.Errorf("uploading %s to %s: %w; run the same command again to resume", dst, dstURL, uerr))
 	}
@@ -344,6 +351,24 @@ func checkResumable(ctx context.Context, b *objstore.Bucket, dir, url string, pa
 	}
 	return false, &otherStagingError{fmt.Sprintf("%s already holds %s (%s), incomplete, converted through another staging directory than %s: rerun with --staging naming the directory that made it to resume, or with --delete-orphans to convert again and delete what that run stored", url, what, b.URL(name), dir)}
 }
+
+// renamedErr is err with each from in its message replaced by to (a staging copy's path
+// by the URL it was fetched from); errors.Is and errors.As still see err.
+func renamedErr(err error, from, to string) error {
+	msg := err.Error()
+	if !strings.Contains(msg, from) {
+		return err
+	}
+	return &renamedError{msg: strings.ReplaceAll(msg, from, to), err: err}
+}
+
+type renamedError struct {
+	msg string
+	err error
+}
+
+func (e *renamedError) Error() string { return e.msg }
+func (e *renamedError) Unwrap() error { return e.err }
 
 // otherStagingError is checkResumable's refusal of an incomplete conversion made through
 // another staging directory.
