@@ -19,7 +19,7 @@ import (
 // fetch or upload: the flat files of its directory but the conversion's lock files.
 func datasetFile(name string) bool {
 	return name != "" && !strings.ContainsAny(name, `/\`) && !strings.HasPrefix(name, ".") &&
-		name != "LOCK" && !strings.HasSuffix(name, ".lock")
+		name != "LOCK" && !strings.HasSuffix(name, ".lock") && !strings.HasSuffix(name, leaseExt)
 }
 
 // FetchConvertedIndex fetches what describes the converted dataset stored under b (an
@@ -409,6 +409,10 @@ type Orphans struct {
 	// Unlisted, when not nil, says why unfinished uploads could not be looked for: the
 	// store does not list them (it wraps objstore.ErrNoUploadList), so Uploads is empty.
 	Unlisted error
+	// Live, when not empty, names the live leases of other runs converting the same
+	// part: orphans were not looked for (Objects and Uploads are empty), since that
+	// run's files are in neither this run's staging directory nor the part's record.
+	Live []string
 }
 
 // Bytes is the orphan objects' total size (uploads' parts are not counted).
@@ -424,20 +428,39 @@ func (o *Orphans) Bytes() int64 {
 func (o *Orphans) Len() int { return len(o.Objects) + len(o.Uploads) }
 
 // ConvertedOrphans lists the orphans of part p (the zero Part: of a conversion in one
-// process) under b, against dir, the conversion's local staging directory, which holds
-// every file it uploaded: shard and index files of p's naming (cache.ShardPart) that dir
-// does not hold, and unfinished uploads of such files. Run it after UploadConverted: a
-// conversion of the same part still running from another staging directory would have
-// its files listed. A store that does not list uploads is taken to have none, and
-// Orphans.Unlisted says so.
-func ConvertedOrphans(ctx context.Context, b *objstore.Bucket, dir string, p cache.Part) (*Orphans, error) {
-	ents, err := os.ReadDir(dir)
+// process) under b: shard and index files of p's naming (cache.ShardPart), and
+// unfinished uploads of such files, that are neither in dir, the conversion's local
+// staging directory (which holds every file it uploaded; it may be absent), nor named
+// by the manifest of p's record stored in b (dataset.json for the zero Part, else p's
+// part record), read now. Run it after UploadConverted, holding lease (AcquireLease);
+// while another run of p holds a live lease, nothing is listed and Orphans.Live names
+// that run, whose files would otherwise look orphaned. A store that does not list
+// uploads is taken to have none, and Orphans.Unlisted says so.
+func ConvertedOrphans(ctx context.Context, b *objstore.Bucket, dir string, p cache.Part, lease *Lease) (*Orphans, error) {
+	o := &Orphans{}
+	live, err := otherLeases(ctx, b, p, lease)
 	if err != nil {
-		return nil, fmt.Errorf("pipeline: %w", err)
+		return nil, err
+	}
+	if len(live) > 0 {
+		o.Live = live
+		return o, nil
 	}
 	keep := map[string]bool{}
+	ents, err := os.ReadDir(dir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("pipeline: %w", err)
+	}
 	for _, e := range ents {
 		keep[e.Name()] = true
+	}
+	stored, err := storedManifest(ctx, b, p)
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range stored {
+		keep[n] = true
+		keep[strings.TrimSuffix(n, ".shard")+".idx"] = true
 	}
 	orphan := func(name string) bool {
 		if keep[name] || !datasetFile(name) || !(strings.HasSuffix(name, ".shard") || strings.HasSuffix(name, ".idx")) {
@@ -453,7 +476,6 @@ func ConvertedOrphans(ctx context.Context, b *objstore.Bucket, dir string, p cac
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: %w", err)
 	}
-	o := &Orphans{}
 	for _, ob := range objs {
 		if orphan(ob.Name) {
 			o.Objects = append(o.Objects, ob)
@@ -472,6 +494,37 @@ func ConvertedOrphans(ctx context.Context, b *objstore.Bucket, dir string, p cac
 		}
 	}
 	return o, nil
+}
+
+// storedManifest names the shards that the record of part p stored in b lists
+// (dataset.json for the zero Part); none when there is no record.
+func storedManifest(ctx context.Context, b *objstore.Bucket, p cache.Part) ([]string, error) {
+	name := cache.InfoName
+	if !p.Whole() {
+		name = p.PartInfoName()
+	}
+	tmp, err := os.MkdirTemp("", "conveyor-record-*")
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	err = objstore.Mirror(ctx, b, []objstore.Object{{Name: name, Size: cache.MaxInfoBytes}}, tmp, 1)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fetchError(err)
+	}
+	path := filepath.Join(tmp, name)
+	info, err := cache.ReadInfoFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: %w", &renamedError{msg: strings.ReplaceAll(err.Error(), path, b.URL(name)), err: err})
+	}
+	names := make([]string, len(info.Shards))
+	for i, m := range info.Shards {
+		names[i] = m.Name
+	}
+	return names, nil
 }
 
 // Delete deletes the orphans from b, and aborts their uploads.

@@ -154,6 +154,7 @@ flags:
 	defer func() { err = interrupted(ctx, err) }()
 	dstURL := dst
 	var bucket *objstore.Bucket
+	var lease *pipeline.Lease
 	if remote {
 		if bucket, err = openUploadBucket(ctx, dst); err != nil {
 			return err
@@ -163,14 +164,29 @@ flags:
 			return err
 		}
 		var other *otherStagingError
-		switch done, err := checkResumable(ctx, bucket, dst, dstURL, part); {
+		done, err := checkResumable(ctx, bucket, dst, dstURL, part)
+		switch {
 		case errors.As(err, &other) && *deleteOrphans:
 			fmt.Fprintf(stderr, "conveyor convert: %v; converting again (--delete-orphans: the other run's files are deleted once this one is uploaded)\n", err)
 		case err != nil:
 			return err
-		case done:
-			fmt.Fprintf(stdout, "conveyor convert: %s already holds this conversion, complete; nothing to do\n", dstURL)
-			return nil
+		}
+		// Marks this run as live, so that another run of this part sweeping for
+		// orphans leaves this one's files alone (pipeline.Lease).
+		if lease, err = pipeline.AcquireLease(ctx, bucket, part, dst); err != nil {
+			return fmt.Errorf("%s: %w", dstURL, err)
+		}
+		defer func() {
+			if lerr := lease.Close(ctx); lerr != nil {
+				fmt.Fprintf(stderr, "conveyor convert: %v\n", lerr)
+			}
+		}()
+		if done {
+			fmt.Fprintf(stdout, "conveyor convert: %s already holds this conversion, complete; nothing to convert\n", dstURL)
+			// The orphans are looked for against the stored record, which names
+			// every file the conversion uses: so --delete-orphans, as advised, works
+			// from any staging directory.
+			return orphans(ctx, bucket, dst, dstURL, part, lease, *deleteOrphans, stdout, stderr)
 		}
 		if err := os.MkdirAll(dst, 0o755); err != nil {
 			return fmt.Errorf("--staging: %w", err)
@@ -239,7 +255,7 @@ flags:
 	if uerr != nil {
 		return errors.Join(err, fmt.Errorf("uploading %s to %s: %w; run the same command again to resume", dst, dstURL, uerr))
 	}
-	if oerr := orphans(ctx, bucket, dst, dstURL, part, *deleteOrphans, stdout, stderr); oerr != nil {
+	if oerr := orphans(ctx, bucket, dst, dstURL, part, lease, *deleteOrphans, stdout, stderr); oerr != nil {
 		return errors.Join(err, oerr)
 	}
 	if *staging == "" && err == nil {
@@ -254,10 +270,19 @@ flags:
 // orphans looks, after an upload, for the files of this conversion (or part) under the
 // prefix that the staging directory dir does not hold — left by a run whose staging
 // directory was lost — and deletes them when del is set, or says how to.
-func orphans(ctx context.Context, b *objstore.Bucket, dir, url string, part cache.Part, del bool, stdout, stderr io.Writer) error {
-	o, err := pipeline.ConvertedOrphans(ctx, b, dir, part)
+func orphans(ctx context.Context, b *objstore.Bucket, dir, url string, part cache.Part, lease *pipeline.Lease, del bool, stdout, stderr io.Writer) error {
+	o, err := pipeline.ConvertedOrphans(ctx, b, dir, part, lease)
 	if err != nil {
 		return fmt.Errorf("looking for orphaned files under %s: %w", url, err)
+	}
+	if len(o.Live) > 0 {
+		what := "this conversion"
+		if !part.Whole() {
+			what = "part " + part.String()
+		}
+		fmt.Fprintf(stderr, "conveyor convert: another run converts %s into %s (%s): orphaned files are not looked for while it runs, since its files would look orphaned; run again once it has ended to look for them (--delete-orphans to delete them)\n",
+			what, url, strings.Join(o.Live, "; "))
+		return nil
 	}
 	if o.Unlisted != nil {
 		fmt.Fprintf(stderr, "conveyor convert: %v; taken as none under %s, so uploads a lost run left unfinished are neither reported nor aborted\n", o.Unlisted, url)

@@ -134,7 +134,7 @@ func testConvertS3(t *testing.T, srv *s3test.Server) {
 	}
 	// From another staging directory: nothing to do when the dataset is complete, and
 	// refused when it is not (it would add a second copy of every sample).
-	if out, _, err := runConvert(t, append([]string{src, whole}, flags...)...); err != nil || !strings.Contains(out, "nothing to do") {
+	if out, _, err := runConvert(t, append([]string{src, whole}, flags...)...); err != nil || !strings.Contains(out, "nothing to convert") {
 		t.Fatalf("convert into a complete s3 dataset from a new staging directory: %v\n%s", err, out)
 	}
 	full := srv.URL("full/")

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/conveyor-ml/conveyor/internal/s3test"
+	"github.com/conveyor-ml/conveyor/objstore"
+	"github.com/conveyor-ml/conveyor/pipeline"
+)
+
+// The advice "run again with --delete-orphans" can be followed from any staging
+// directory: a rerun over a complete conversion deletes the orphans (it said "nothing
+// to do" and deleted none), whole and for a part, and the dataset still reads the same.
+func TestConvertS3DeleteOrphansWhenComplete(t *testing.T) {
+	s3test.Each(t, testConvertS3DeleteOrphansWhenComplete)
+}
+
+func testConvertS3DeleteOrphansWhenComplete(t *testing.T, srv *s3test.Server) {
+	srv.Env(t, "")
+	t.Setenv("TMPDIR", t.TempDir())
+	src, _ := badTree(t)
+	flags := []string{"--size", "32", "--workers", "2"}
+	for _, c := range []struct{ prefix, part, orphan string }{
+		{"whole/", "", "00000000000000ff-00000000"},
+		{"parted/", "0/2", "part-0-of-2-00000000000000ff-00000000"},
+	} {
+		url := srv.URL(c.prefix)
+		args := append([]string{src, url}, flags...)
+		if c.part != "" {
+			args = append(args, "--part", c.part)
+		}
+		if out, stderr, err := runConvert(t, args...); err != nil {
+			t.Fatalf("convert: %v\n%s%s", err, out, stderr)
+		}
+		var want []byte
+		if c.part == "" { // one part of two does not open
+			want, _, _ = s3Epoch(t, url, &pipeline.DatasetOptions{Store: fastS3})
+		}
+		srv.Put(t, c.prefix+c.orphan+".shard", []byte("left by a lost run"))
+		srv.Put(t, c.prefix+c.orphan+".idx", []byte("left by a lost run"))
+		// The staging directory is gone (the default one is removed once uploaded).
+		out, stderr, err := runConvert(t, args...)
+		if err != nil || !strings.Contains(out, "nothing to convert") || !strings.Contains(stderr, "--delete-orphans") || !strings.Contains(stderr, c.orphan) {
+			t.Fatalf("rerun over a complete conversion with orphans: %v, want them reported\n%s%s", err, out, stderr)
+		}
+		out, stderr, err = runConvert(t, append(args, "--delete-orphans")...)
+		if err != nil || !strings.Contains(out, "deleted=2 ") {
+			t.Fatalf("rerun --delete-orphans over a complete conversion: %v, want deleted=2\n%s%s", err, out, stderr)
+		}
+		b, err := objstore.OpenBucket(context.Background(), url, fastS3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Close()
+		names := shardFiles(t, b)
+		if slices.Contains(names, c.orphan+".shard") || len(names) == 0 {
+			t.Fatalf("after --delete-orphans: %v", names)
+		}
+		if want != nil {
+			if got, _, _ := s3Epoch(t, url, &pipeline.DatasetOptions{Store: fastS3}); !bytes.Equal(got, want) {
+				t.Fatal("after deleting the orphans, other batches")
+			}
+		}
+		if leases := leaseObjects(t, b); len(leases) != 0 {
+			t.Errorf("leases left behind: %v", leases)
+		}
+	}
+}
+
+// A run of a part that finds another run of the same part live (its lease renewed
+// recently, from another host) leaves the other run's files alone, though they are in
+// neither its staging directory nor the part's record; once that lease is a killed
+// process's (this host, a pid that has exited), they are orphans. Each of two runs from
+// different staging directories called the other's live files orphans.
+func TestConvertS3OrphansOfLiveRun(t *testing.T) { s3test.Each(t, testConvertS3OrphansOfLiveRun) }
+
+func testConvertS3OrphansOfLiveRun(t *testing.T, srv *s3test.Server) {
+	srv.Env(t, "")
+	t.Setenv("TMPDIR", t.TempDir())
+	src, _ := badTree(t)
+	url := srv.URL("live/")
+	args := []string{src, url, "--size", "32", "--workers", "2", "--part", "0/2", "--staging", t.TempDir(), "--delete-orphans"}
+	if out, stderr, err := runConvert(t, args...); err != nil {
+		t.Fatalf("convert: %v\n%s%s", err, out, stderr)
+	}
+	// Another run of part 0/2, from elsewhere, has uploaded a shard and not yet its record.
+	theirs := "part-0-of-2-00000000000000aa-00000000.shard"
+	srv.Put(t, "live/"+theirs, []byte("being written by another run"))
+	lease := "live/convert.part-0-of-2.00000000000000aa.lease"
+	body, _ := json.Marshal(map[string]any{"host": "another-node", "pid": 1, "staging": "/scratch/other"})
+	srv.Put(t, lease, body)
+	out, stderr, err := runConvert(t, args...)
+	if err != nil || strings.Contains(out, "deleted=") || !strings.Contains(stderr, "another run converts part 0/2") || !strings.Contains(stderr, "another-node") {
+		t.Fatalf("with another run live: %v, want its files left and it named\n%s%s", err, out, stderr)
+	}
+	b, err := objstore.OpenBucket(context.Background(), url, fastS3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if !slices.Contains(shardFiles(t, b), theirs) {
+		t.Fatalf("the live run's %s was deleted", theirs)
+	}
+	// That run was killed: its lease names this host and an exited process.
+	host, _ := os.Hostname()
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Skip("no true(1):", err)
+	}
+	body, _ = json.Marshal(map[string]any{"host": host, "pid": dead.Process.Pid, "staging": "/tmp/lost", "started": time.Now()})
+	srv.Put(t, lease, body)
+	out, stderr, err = runConvert(t, args...)
+	if err != nil || !strings.Contains(out, "deleted=1 ") {
+		t.Fatalf("with a killed run's lease: %v, want its shard deleted\n%s%s", err, out, stderr)
+	}
+	if slices.Contains(shardFiles(t, b), theirs) {
+		t.Fatalf("the killed run's %s is still there", theirs)
+	}
+	if leases := leaseObjects(t, b); len(leases) != 0 {
+		t.Errorf("leases left behind: %v", leases)
+	}
+}
+
+// leaseObjects lists the conversion leases under b.
+func leaseObjects(t *testing.T, b *objstore.Bucket) []string {
+	t.Helper()
+	objs, err := b.List(context.Background(), "convert.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, o := range objs {
+		if strings.HasSuffix(o.Name, ".lease") {
+			names = append(names, o.Name)
+		}
+	}
+	return names
+}

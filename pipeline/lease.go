@@ -1,0 +1,199 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/conveyor-ml/conveyor/cache"
+	"github.com/conveyor-ml/conveyor/objstore"
+)
+
+// LeaseTTL is how long a conversion's lease in object storage stays live without being
+// renewed; a running conversion renews it every LeaseTTL/5. Object stores have no locks
+// a killed process gives up, so a lease older than this, by the store's clock, is a
+// killed run's.
+const LeaseTTL = 5 * time.Minute
+
+// Lease marks, in object storage, a conversion of one part (or of a whole dataset) that
+// is running: an object convert.PART.ID.lease under the destination's prefix, renewed
+// while it runs and deleted by Close. Each run has its own (the store cannot refuse a
+// second run of the part as a local lock does), and ConvertedOrphans looks for orphans
+// only while no other run of the part holds a live one: a run's shards and indexes are
+// not in another run's staging directory, nor in the part record until it is uploaded,
+// and would otherwise be taken for a lost run's.
+//
+// A lease is live when its last renewal is less than LeaseTTL older than this run's own
+// (both times are the store's), unless it names this host and a process that no longer
+// runs here (killed; a requeued Slurm task or a restarted container resumes at once).
+type Lease struct {
+	b       *objstore.Bucket
+	name    string
+	body    []byte
+	stop    chan struct{}
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	renewed time.Time // the store's time of the last renewal
+	err     error     // the last renewal's failure
+}
+
+// leaseInfo is a lease's contents: who holds it, for messages and for telling a
+// killed process's lease on this host.
+type leaseInfo struct {
+	Host    string    `json:"host"`
+	PID     int       `json:"pid"`
+	Staging string    `json:"staging"`
+	Started time.Time `json:"started"`
+}
+
+// leasePrefix is the names of part p's leases up to their IDs.
+func leasePrefix(p cache.Part) string {
+	if p.Whole() {
+		return "convert."
+	}
+	return "convert." + strings.TrimSuffix(p.ShardPrefix(), "-") + "."
+}
+
+const leaseExt = ".lease"
+
+// AcquireLease stores a new lease of part p under b for the run converting from the
+// staging directory staging, and renews it until Close.
+func AcquireLease(ctx context.Context, b *objstore.Bucket, p cache.Part, staging string) (*Lease, error) {
+	var id [8]byte
+	rand.Read(id[:])
+	host, _ := os.Hostname()
+	abs, err := filepath.Abs(staging)
+	if err != nil {
+		abs = staging
+	}
+	body, err := json.Marshal(leaseInfo{Host: host, PID: os.Getpid(), Staging: abs, Started: time.Now().UTC()})
+	if err != nil {
+		return nil, err
+	}
+	l := &Lease{b: b, name: leasePrefix(p) + hex.EncodeToString(id[:]) + leaseExt, body: body, stop: make(chan struct{})}
+	if err := l.renew(ctx); err != nil {
+		return nil, err
+	}
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		t := time.NewTicker(LeaseTTL / 5)
+		defer t.Stop()
+		for {
+			select {
+			case <-l.stop:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				l.renew(ctx) // a failure is kept for Renewed; the next tick tries again
+			}
+		}
+	}()
+	return l, nil
+}
+
+// renew stores the lease again and records the store's time of it.
+func (l *Lease) renew(ctx context.Context) error {
+	err := l.b.Put(ctx, l.name, bytes.NewReader(l.body), int64(len(l.body)))
+	var ob objstore.Object
+	if err == nil {
+		ob, err = l.b.Stat(ctx, l.name)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err != nil {
+		l.err = fmt.Errorf("pipeline: renewing the conversion's lease: %w", err)
+		return l.err
+	}
+	l.renewed, l.err = ob.ModTime, nil
+	return nil
+}
+
+// Name is the lease's object name under the bucket.
+func (l *Lease) Name() string { return l.name }
+
+// Close stops renewing the lease and deletes it.
+func (l *Lease) Close(ctx context.Context) error {
+	if l == nil {
+		return nil
+	}
+	close(l.stop)
+	l.wg.Wait()
+	if err := l.b.Delete(context.WithoutCancel(ctx), l.name); err != nil {
+		return fmt.Errorf("pipeline: deleting the conversion's lease: %w", err)
+	}
+	return nil
+}
+
+// otherLeases describes the live leases of part p under b other than own (nil: this run
+// holds none), one "URL (host H, pid P, staging S)" each, and deletes stale ones.
+func otherLeases(ctx context.Context, b *objstore.Bucket, p cache.Part, own *Lease) ([]string, error) {
+	objs, err := b.List(ctx, leasePrefix(p))
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: %w", err)
+	}
+	var now time.Time
+	if own != nil {
+		if err := own.renew(ctx); err != nil {
+			return nil, err
+		}
+		own.mu.Lock()
+		now = own.renewed
+		own.mu.Unlock()
+	}
+	host, _ := os.Hostname()
+	var live []string
+	for _, o := range objs {
+		id, ok := strings.CutSuffix(strings.TrimPrefix(o.Name, leasePrefix(p)), leaseExt)
+		if !ok || strings.Contains(id, ".") || own != nil && o.Name == own.name {
+			continue // another part's (convert.part-… under the whole prefix), or ours
+		}
+		var li leaseInfo
+		if err := readLease(ctx, b, o.Name, &li); errors.Is(err, fs.ErrNotExist) {
+			continue // its run ended
+		} else if err != nil {
+			return nil, err
+		}
+		stale := !now.IsZero() && now.Sub(o.ModTime) > LeaseTTL ||
+			li.Host != "" && li.Host == host && (li.PID == os.Getpid() || !processAlive(li.PID))
+		if stale {
+			b.Delete(ctx, o.Name) // best effort: a killed run's
+			continue
+		}
+		live = append(live, fmt.Sprintf("%s (host %s, pid %d, staging %s, renewed %s)", b.URL(o.Name), li.Host, li.PID, li.Staging, o.ModTime.UTC().Format(time.RFC3339)))
+	}
+	return live, nil
+}
+
+// readLease reads the small lease object name into li; a lease that does not parse
+// leaves li zero (its age alone then tells whether it is live).
+func readLease(ctx context.Context, b *objstore.Bucket, name string, li *leaseInfo) error {
+	tmp, err := os.CreateTemp("", "conveyor-lease-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	defer tmp.Close()
+	if _, err := b.DownloadMax(ctx, name, tmp, 64<<10); err != nil {
+		if errors.Is(err, objstore.ErrTooLarge) {
+			return nil
+		}
+		return err
+	}
+	data, err := os.ReadFile(tmp.Name())
+	if err == nil {
+		json.Unmarshal(data, li)
+	}
+	return nil
+}
