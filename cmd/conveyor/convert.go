@@ -59,11 +59,13 @@ DST may be s3://bucket/prefix: the conversion is written to a local staging dire
 (--staging, or one named after DST and the part under the system's temporary
 directory, removed once uploaded), then uploaded: shards and indexes, then the part's
 record, then dataset.json, which the first part creates. A rerun resumes, uploading
-only the shards missing or of another size; one whose staging directory is gone does
+only the shards missing or of another size; one whose staging directory is gone converts
 nothing if the upload completed, and is refused otherwise (use --staging, or
 --delete-orphans to convert again and delete what the lost run stored). After an
-upload, shards of this conversion that its staging directory does not hold (a lost
-run's) are reported, and deleted with --delete-orphans. Credentials and endpoint come from the AWS
+upload, or over a complete one, shards of this conversion that neither its staging
+directory nor its stored record names (a lost run's) are reported, and deleted with
+--delete-orphans; not while another run of the same part is live (each run keeps a
+lease object, convert.*.lease, under DST while it runs). Credentials and endpoint come from the AWS
 configuration (AWS_ENDPOINT_URL for S3-compatible stores).
 
 flags:
@@ -80,7 +82,7 @@ flags:
 	fs.Var(&shardBytes, "shard-bytes", "size at which a new shard is started, e.g. 256M (at least 64K; 0: 1 GiB). A dataset read from object storage streams a shard at a time: smaller shards let a smaller shard cache hold the shards read at once")
 	decoder := fs.String("decoder", decode.BackendAuto, "JPEG decoder: auto (libjpeg-turbo when it loads), go or turbo")
 	partFlag := fs.String("part", "", "convert part i of N of SRC: i/N, env or env/N (see above); default all of it")
-	deleteOrphans := fs.Bool("delete-orphans", false, "for an s3:// DST: once uploaded, delete the shards and indexes of this conversion (or part) that its staging directory does not hold, and abort their unfinished multipart uploads: what a run whose staging directory was lost left behind. It also lets such a run's incomplete conversion be converted again from a new staging directory. Not while another run converts the same part into DST")
+	deleteOrphans := fs.Bool("delete-orphans", false, "for an s3:// DST: once uploaded, delete the shards and indexes of this conversion (or part) that its staging directory does not hold, and abort their unfinished multipart uploads: what a run whose staging directory was lost left behind. It also lets such a run's incomplete conversion be converted again from a new staging directory. Nothing is deleted while another run of the same part is live")
 	staging := fs.String("staging", "", "for an s3:// DST, the local directory the conversion is written to before it is uploaded, and kept; a rerun with it resumes (default: a directory named after DST and the part under the system's temporary directory, removed once uploaded)")
 	pos, err := parseFlags(fs, args, stdout)
 	if err != nil {
