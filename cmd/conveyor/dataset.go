@@ -88,7 +88,8 @@ func openShards(args []string, logf func(string, ...any)) (pipeline.Source, erro
 type remoteDataset struct {
 	url    string
 	dir    string
-	remote *objstore.Cache // nil for a local dataset
+	remote *objstore.Cache  // nil for a local dataset
+	bucket *objstore.Bucket // the prefix remote reads from
 	close  func()
 }
 
@@ -137,7 +138,7 @@ func openRemoteIndex(ctx context.Context, arg string) (*remoteDataset, error) {
 		closeAll()
 		return nil, err
 	}
-	return &remoteDataset{url: arg, dir: dir, remote: sc, close: closeAll}, nil
+	return &remoteDataset{url: arg, dir: dir, remote: sc, bucket: b, close: closeAll}, nil
 }
 
 // name is file, a path under the dataset's directory, as the user knows it: under the

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -143,4 +145,50 @@ func leaseObjects(t *testing.T, b *objstore.Bucket) []string {
 		}
 	}
 	return names
+}
+
+// A shard (and its index) present but unused — a lost run's, which dataset.json does
+// not list — is an orphan to verify, named as such with exit 0, locally and in S3
+// alike. S3 verify failed for it ("missing shard … delete it") while local passed; then
+// S3 verify fetched only what the manifest names and said nothing of it.
+func TestVerifyOrphans(t *testing.T) { s3test.Each(t, testVerifyOrphans) }
+
+func testVerifyOrphans(t *testing.T, srv *s3test.Server) {
+	srv.Env(t, "")
+	t.Setenv("TMPDIR", t.TempDir())
+	src, _ := badTree(t)
+	flags := []string{"--size", "32", "--workers", "2"}
+	local, lost := filepath.Join(t.TempDir(), "local"), filepath.Join(t.TempDir(), "lost")
+	for _, dst := range []string{local, lost} {
+		if out, stderr, err := runConvert(t, append([]string{src, dst}, flags...)...); err != nil {
+			t.Fatalf("convert: %v\n%s%s", err, out, stderr)
+		}
+	}
+	url := srv.URL("orphans/")
+	if out, stderr, err := runConvert(t, append([]string{src, url}, flags...)...); err != nil {
+		t.Fatalf("convert: %v\n%s%s", err, out, stderr)
+	}
+	files, _ := filepath.Glob(filepath.Join(lost, "*.shard"))
+	idx, _ := filepath.Glob(filepath.Join(lost, "*.idx"))
+	files = append(files, idx...)
+	if len(files) != 2 {
+		t.Fatalf("the lost run wrote %v", files)
+	}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(local, filepath.Base(f)), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		srv.Put(t, "orphans/"+filepath.Base(f), data)
+	}
+	for _, c := range []struct{ dir, where string }{{local, local + "/"}, {url, url}} {
+		var out bytes.Buffer
+		err := verify([]string{c.dir}, &out, io.Discard)
+		if err != nil || !strings.Contains(out.String(), "orphans=2\n") || !strings.Contains(out.String(), "orphan "+c.where+filepath.Base(files[0])+": ") {
+			t.Errorf("verify %s with a lost run's shard: %v, want it named an orphan and exit 0\n%s", c.dir, err, out.String())
+		}
+	}
 }

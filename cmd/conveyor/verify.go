@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -81,11 +82,13 @@ key, and exits 1 when there is any.
 	}
 	defer c.Close()
 	var damaged []string
+	reported := map[string]bool{} // shards with a problem of their own, named already
 	rep, err := c.VerifyDataset(info, func(p cache.Problem) {
 		if ctx.Err() != nil {
 			return // the shard cache closed: every read fails, saying so
 		}
 		if p.Kind != cache.KindRecord {
+			reported[filepath.Base(p.Shard)] = true
 			fmt.Fprintf(stdout, "%s %s: %v%s\n", problemKind(p.Kind), p.File(), p.Err, ofPart(p.File()))
 			damaged = append(damaged, fmt.Sprintf("%s %s%s", p.Kind, filepath.Base(p.File()), ofPart(p.File())))
 			return
@@ -109,8 +112,15 @@ key, and exits 1 when there is any.
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
-	fmt.Fprintf(stdout, "conveyor verify shards=%d records=%d bytes=%d damaged=%d unreadable_bytes=%d torn_shards=%d damaged_shards=%d lost_records=%d superseded=%d\n",
-		rep.Shards, rep.Records, rep.Bytes, rep.Damaged-rep.Superseded, rep.Unreadable, rep.TornShards, rep.DamagedShards, rep.Lost, rep.Superseded)
+	orphaned, err := ds.orphans(ctx, info, reported)
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	for _, o := range orphaned {
+		fmt.Fprintf(stdout, "orphan %s: %s does not list it (left by an earlier or lost run); readers ignore it: delete it%s\n", o, cache.InfoName, orphanAdvice(name))
+	}
+	fmt.Fprintf(stdout, "conveyor verify shards=%d records=%d bytes=%d damaged=%d unreadable_bytes=%d torn_shards=%d damaged_shards=%d lost_records=%d superseded=%d orphans=%d\n",
+		rep.Shards, rep.Records, rep.Bytes, rep.Damaged-rep.Superseded, rep.Unreadable, rep.TornShards, rep.DamagedShards, rep.Lost, rep.Superseded, len(orphaned))
 	if rep.TornShards > 0 {
 		fmt.Fprintf(stdout, "%d shards end in %d bytes past their last whole record (a writer stopped mid-record); readers ignore them\n",
 			rep.TornShards, rep.Unreadable)
@@ -305,4 +315,72 @@ func problemKind(k cache.Kind) string {
 		return "damaged " + string(k)
 	}
 	return string(k)
+}
+
+// orphans names the shard and index files of the converted dataset whose Info is info
+// that its manifest does not list, though the conversion (or the part whose name they
+// carry) has finished: files of an earlier or lost run, which readers ignore. Files of
+// an unfinished part or conversion are not orphans (it may still record them), nor are
+// shards in reported, whose problems are named already. A local dataset's directory is
+// read; an s3:// prefix is listed (a web server lists nothing: none are found there).
+// Local verify read and counted such shards before, and S3 verify fetched only what the
+// manifest names, so both now name them alike, and neither fails for them.
+func (d *remoteDataset) orphans(ctx context.Context, info *cache.Info, reported map[string]bool) ([]string, error) {
+	if !info.Manifested() {
+		return nil, nil
+	}
+	var names []string
+	switch {
+	case d.remote == nil:
+		ents, err := os.ReadDir(d.dir)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+	case strings.HasPrefix(d.url, "s3://"):
+		objs, err := d.bucket.List(ctx, "")
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range objs {
+			names = append(names, o.Name)
+		}
+	}
+	listed := map[string]bool{}
+	for _, m := range info.Shards {
+		listed[strings.TrimSuffix(m.Name, ".shard")] = true
+	}
+	unfinished := map[string]bool{}
+	for _, p := range info.Unfinished {
+		unfinished[p] = true
+	}
+	var out []string
+	for _, n := range names {
+		base, ok := strings.CutSuffix(n, ".shard")
+		if !ok {
+			base, ok = strings.CutSuffix(n, ".idx")
+		}
+		if !ok || strings.ContainsAny(n, `/\`) || strings.HasPrefix(n, ".") || listed[base] || reported[base+".shard"] {
+			continue
+		}
+		if p, parted := cache.ShardPart(n); parted && p.Count == info.Parts {
+			if unfinished[p.String()] {
+				continue
+			}
+		} else if !info.Complete {
+			continue
+		}
+		out = append(out, d.name(filepath.Join(d.dir, n)))
+	}
+	return out, nil
+}
+
+// orphanAdvice says how to delete the orphans of the dataset at name.
+func orphanAdvice(name string) string {
+	if strings.HasPrefix(name, "s3://") {
+		return " (conveyor convert SRC " + name + " --delete-orphans deletes them)"
+	}
+	return ""
 }
