@@ -152,9 +152,41 @@ func OpenDataset(ctx context.Context, url string, opts *DatasetOptions) (*Datase
 		if len(store.Names) == 0 {
 			return nil, fmt.Errorf("pipeline: %s: no objects", url)
 		}
+		if why := incompleteConversion(store.Names); why != "" {
+			return nil, fmt.Errorf("pipeline: %s: %w: it looks like a converted dataset whose upload did not finish, holding %s; run the conveyor convert SRC %s that wrote it again to resume (with the same --staging, or with --delete-orphans from a new staging directory)", url, ErrIncomplete, why, url)
+		}
 		return nil, fmt.Errorf("pipeline: %s: no WebDataset shards (.tar) among its %d objects, e.g. %s", url, len(store.Names), store.Names[0])
 	}
 	return openShards(ctx, url, store, shards, o.WebDataset)
+}
+
+// incompleteConversion says what of a converted dataset the object names hold when they
+// hold its shards or part records but no dataset.json (uploaded last, or by a part
+// before its record): "" when they hold none.
+func incompleteConversion(names []string) string {
+	var shards, indexes, records int
+	var parts []string
+	for _, n := range names {
+		switch {
+		case strings.HasSuffix(n, ".shard"):
+			shards++
+		case strings.HasSuffix(n, ".idx"):
+			indexes++
+		case strings.HasPrefix(n, "dataset.part-") && strings.HasSuffix(n, ".json"):
+			records++
+			if len(parts) < 3 {
+				parts = append(parts, n)
+			}
+		}
+	}
+	if shards+records == 0 || slices.Contains(names, cache.InfoName) {
+		return ""
+	}
+	why := fmt.Sprintf("%d shards (.shard) and %d indexes (.idx)", shards, indexes)
+	if records > 0 {
+		why += fmt.Sprintf(" and %d part records (%s)", records, strings.Join(parts, ", "))
+	}
+	return why + " but no " + cache.InfoName + ", which names the dataset's shards and spec"
 }
 
 // openShards makes the WebDataset source of shards in store, named by url; indexing
