@@ -72,6 +72,7 @@ type entry struct {
 	demand bool      // an Open wants it (fetched before prefetches)
 	hinted bool      // prefetched and not yet opened: only an Open may evict it
 	drop   bool      // released while in flight: evict when done
+	last   bool      // read to its end for now (Done): the first to evict once unused
 	done   chan struct{}
 	err    error
 	lru    *list.Element // in Cache.lru when ready and unreferenced
@@ -201,7 +202,7 @@ func (c *Cache) Prefetch(names ...string) {
 			e = nil
 		}
 		if e != nil {
-			e.drop = false
+			e.drop, e.last = false, false
 			if e.state == ready && e.lru != nil {
 				// Local and unused: asked for again, it is needed soon, so it is kept
 				// from prefetches as a fetched one would be, and made most recent.
@@ -317,9 +318,12 @@ func (c *Cache) unref(e *entry) {
 	}
 	switch e.state {
 	case ready:
-		if e.drop {
+		switch {
+		case e.drop:
 			c.evict(e)
-		} else {
+		case e.last:
+			e.lru = c.lru.PushBack(e) // least recently used: evicted first
+		default:
 			e.lru = c.lru.PushFront(e)
 		}
 		c.kick()
@@ -386,6 +390,25 @@ func (c *Cache) Release(names ...string) {
 		}
 	}
 	c.kick()
+}
+
+// Done says the named objects will not be read again soon, though they may be read once
+// more now (an Open under way, or about to be): unlike Release it removes nothing, but
+// once unused each is the first to be evicted when room is needed, before objects read
+// less recently that are still being read. A reader of shards calls it as it opens a
+// shard's last sample for now, so that a cache holding the shards in flight fetches
+// each once. A later Prefetch of the name undoes it.
+func (c *Cache) Done(names ...string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, n := range names {
+		if e := c.entries[n]; e != nil {
+			e.last = true
+			if e.lru != nil {
+				c.lru.MoveToBack(e.lru)
+			}
+		}
+	}
 }
 
 // evict removes a ready, unreferenced entry's file. Locked.

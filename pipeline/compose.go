@@ -122,6 +122,18 @@ func (v *view) PlanNext(epoch int, order []int32) {
 	v.plan(epoch, order, EpochPlanner.PlanNext)
 }
 
+// planErr is the first refusal of the parts' plans (see planRefuser).
+func (v *view) planErr() error {
+	for _, part := range v.parts {
+		if pr, ok := part.(planRefuser); ok {
+			if err := pr.planErr(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 func (v *view) plan(epoch int, order []int32, give func(EpochPlanner, int, []int32)) {
 	for p, part := range v.parts {
 		pl, ok := part.(EpochPlanner)

@@ -193,6 +193,14 @@ func (s *Converted) PlanNext(epoch int, order []int32) {
 // plansReads reports whether the shards are in object storage.
 func (s *Converted) plansReads() bool { return s.planner != nil }
 
+// planErr refuses an epoch that would fetch shards again and again (see shardPlan.err).
+func (s *Converted) planErr() error {
+	if s.planner != nil {
+		return s.planner.planErr()
+	}
+	return nil
+}
+
 // incomplete says why the dataset in dir is not known to be complete, and what to do;
 // "" when it is.
 func incomplete(dir string, info *cache.Info, listed int, problems []cache.Problem) string {

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 	"sort"
 	"sync"
@@ -64,6 +65,14 @@ type shardPlan struct {
 	// overflow is how far past the end of first the window has reached (the places of
 	// the next plan to ask for), so a next plan given late catches up.
 	overflow atomic.Int32
+	// left counts, per shard, its samples in the order not yet opened: at 0 the shard is
+	// done with for the epoch and released, so that the cache makes room with it rather
+	// than with a shard still being read (idle between its records' reads, least
+	// recently used, and otherwise evicted to be fetched again).
+	left []atomic.Int32
+	// err, when not nil, refuses the epoch: it reads more bytes at once than the cache
+	// holds, so shards would be fetched again and again.
+	err error
 }
 
 // bound gives p the shards' sizes (0: unknown) and, when fsys is a shard cache with a
@@ -111,7 +120,7 @@ func (p *shardPlanner) shardOf(i int) int {
 // build makes the plan of an epoch reading order.
 func (p *shardPlanner) build(epoch int, order []int32) *shardPlan {
 	n := len(p.names)
-	pl := &shardPlan{epoch: epoch, pos: make([]int32, n)}
+	pl := &shardPlan{epoch: epoch, pos: make([]int32, n), left: make([]atomic.Int32, n)}
 	last := make([]int32, n) // per shard, the place in order of its last sample
 	for k := range pl.pos {
 		pl.pos[k] = -1
@@ -128,6 +137,7 @@ func (p *shardPlanner) build(epoch int, order []int32) *shardPlan {
 		case !(int(i) < p.ends[k] && (k == 0 || int(i) >= p.ends[k-1])):
 			k = p.shardOf(int(i))
 		}
+		pl.left[k].Add(1)
 		if pl.pos[k] < 0 {
 			pl.pos[k] = int32(len(pl.first))
 			pl.first = append(pl.first, int32(k))
@@ -175,19 +185,30 @@ func (p *shardPlanner) build(epoch int, order []int32) *shardPlan {
 	for _, k := range pl.first {
 		largest = max(largest, p.sizes[k])
 	}
+	if mostBytes > p.limit {
+		pl.window = 0
+		pl.err = fmt.Errorf("pipeline: %s: epoch %d reads up to %d shards (%d bytes) at once, more than the shard cache's limit of %d bytes, so each would be fetched again and again: read it in shard order (Config.Order ShardOrder, a converted dataset through Converted.ByShard; conveyor bench --order shards) with a ShuffleBlock small enough, or raise the limit to at least %d bytes (DatasetOptions.Cache.MaxBytes, --shard-cache-max-bytes)",
+			p.desc, epoch, most, mostBytes, p.limit, mostBytes)
+		return pl
+	}
+	// No shard ahead when there is no room for one: fetched ahead, it would evict one
+	// still being read.
 	if room := int32((p.limit - mostBytes) / max(largest, 1)); room < pl.window {
-		pl.window = max(room, 1)
-		if p.logf != nil {
-			if mostBytes > p.limit && p.warnedOver.CompareAndSwap(false, true) {
-				p.logf("pipeline: %s: epoch %d reads up to %d shards (%d bytes) at once, more than the shard cache's limit of %d bytes, so shards will be fetched more than once: read it with Config.Order ShardOrder (a converted dataset through Converted.ByShard) and a smaller ShuffleBlock, or raise the cache limit (DatasetOptions.Cache.MaxBytes, --shard-cache-max-bytes)",
-					p.desc, epoch, most, mostBytes, p.limit)
-			} else if mostBytes <= p.limit && p.warnedWindow.CompareAndSwap(false, true) {
-				p.logf("pipeline: %s: epoch %d reads up to %d shards (%d bytes) at once, and the shard cache's limit of %d bytes leaves room for %d shards ahead of them, not the %d that would have the next ones fetched before they are read; a limit of about %d bytes would",
-					p.desc, epoch, most, mostBytes, p.limit, pl.window, int32(p.ahead)+most, mostBytes+int64(int32(p.ahead)+most)*largest)
-			}
+		pl.window = max(room, 0)
+		if p.logf != nil && p.warnedWindow.CompareAndSwap(false, true) {
+			p.logf("pipeline: %s: epoch %d reads up to %d shards (%d bytes) at once, and the shard cache's limit of %d bytes leaves room for %d shards ahead of them, not the %d that would have the next ones fetched before they are read; a limit of about %d bytes would",
+				p.desc, epoch, most, mostBytes, p.limit, pl.window, int32(p.ahead)+most, mostBytes+int64(int32(p.ahead)+most)*largest)
 		}
 	}
 	return pl
+}
+
+// planErr is the refusal of the current epoch's plan (see shardPlan.err), if any.
+func (p *shardPlanner) planErr() error {
+	if pl := p.cur.Load(); pl != nil {
+		return pl.err
+	}
+	return nil
 }
 
 // PlanEpoch starts epoch's plan: the order it reads from now. If it is the next plan
@@ -226,8 +247,20 @@ func (p *shardPlanner) opened(i int) {
 	if pl == nil || i < 0 || i >= p.total {
 		return
 	}
-	if j := pl.pos[p.shardOf(i)]; j >= 0 && j < pl.issued.Load() {
+	k := p.shardOf(i)
+	if j := pl.pos[k]; j >= 0 && j < pl.issued.Load() {
 		p.advance(pl, j)
+	}
+	if pl.left[k].Add(-1) == 0 {
+		// Its last sample of the epoch is about to be read: once read, the shard is the
+		// first the cache evicts, rather than one still being read (idle between its
+		// records' reads and least recently used). Unless the next epoch has asked for
+		// it already.
+		if nx := p.next.Load(); nx == nil || nx.pos[k] < 0 || nx.pos[k] >= nx.issued.Load() {
+			if d, ok := p.pf.(interface{ Done(...string) }); ok {
+				d.Done(p.names[k])
+			}
+		}
 	}
 }
 

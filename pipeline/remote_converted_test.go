@@ -175,20 +175,44 @@ func testConvertedS3Streaming(t *testing.T, srv *s3test.Server) {
 	if st.PeakBytes > limit || st.Fetched < int64(len(sizes)) || st.Evictions == 0 {
 		t.Errorf("%v; cache limit %d", st, limit)
 	}
+	// The cache holds the shards read at once: each shard is fetched once an epoch
+	// (none fetched ahead into room there is not, evicting one still being read; and
+	// a shard read to its end is evicted before one still being read).
+	if st.Fetched > int64(len(want)*len(sizes)) {
+		t.Errorf("%d shards fetched in %d epochs of %d shards: some more than once an epoch (%v)", st.Fetched, len(want), len(sizes), st)
+	}
 	if w := logs.with("more than the shard cache's limit"); len(w) != 0 {
 		t.Errorf("shard order warned: %q", w)
 	}
 
-	// The sample order reads every shard at once: correct, slower, and said so.
-	got := collect(t, newLoader(t, conv, testConfig(2)), ctx, 0, 0)
-	if !bytes.Equal(got.data, wantSamples.data) || !slices.Equal(got.labels, wantSamples.labels) {
-		t.Error("sample order: batches differ from the local dataset's")
+	// The sample order reads every shard at once: refused up front, saying what to
+	// change (it fetched every shard again and again).
+	fetched := d.Stats().Fetched
+	for _, err := range newLoader(t, conv, testConfig(2)).Epoch(ctx, 0) {
+		if err == nil || !strings.Contains(err.Error(), "more than the shard cache's limit") || !strings.Contains(err.Error(), srv.URL("conv")) || !strings.Contains(err.Error(), "ShardOrder") {
+			t.Errorf("sample order over a dataset larger than the cache: %v", err)
+		}
+		break
 	}
-	if w := logs.with("more than the shard cache's limit"); len(w) != 1 || !strings.Contains(w[0], srv.URL("conv")) {
-		t.Errorf("sample order over a dataset larger than the cache: warnings %q", w)
+	if st := d.Stats(); st.Fetched != fetched {
+		t.Errorf("the refused epoch fetched %d shards", st.Fetched-fetched)
 	}
 	if st := d.Stats(); st.PeakBytes > limit {
 		t.Errorf("sample order: %v; cache limit %d", st, limit)
+	}
+	// Through a cache that holds the whole dataset, the sample order reads it, each
+	// shard fetched once.
+	whole, err := OpenDataset(ctx, srv.URL("conv/"), &DatasetOptions{Store: fastStore, Cache: &objstore.CacheOptions{Dir: t.TempDir(), MaxBytes: total}, Converted: ConvertedOptions{Logf: quiet}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer whole.Close()
+	got := collect(t, newLoader(t, whole.Source, testConfig(2)), ctx, 0, 0)
+	if !bytes.Equal(got.data, wantSamples.data) || !slices.Equal(got.labels, wantSamples.labels) {
+		t.Error("sample order: batches differ from the local dataset's")
+	}
+	if st := whole.Stats(); st.Fetched != int64(len(sizes)) {
+		t.Errorf("sample order through a cache holding the dataset: %v, want each of %d shards fetched once", st, len(sizes))
 	}
 
 	srv.Env(t, "")
@@ -239,8 +263,15 @@ func TestPlanWindowBytes(t *testing.T) {
 		t.Errorf("window %d with room for 5 shards (2 read at once), want 3; %q", w, logs.l)
 	}
 	window(450) // logged once
-	if w := window(150); w != 1 || len(logs.with("more than the shard cache's limit of 150")) != 1 || len(logs.l) != 2 {
-		t.Errorf("window %d with room for 1 shard, want 1; %q", w, logs.l)
+	// Room for the two read at once and none ahead: none is fetched ahead (one was,
+	// evicting a shard still being read, to be fetched again).
+	if w := window(250); w != 0 || len(logs.l) != 1 {
+		t.Errorf("window %d with room for the 2 shards read at once only, want 0; %q", w, logs.l)
+	}
+	// Less than the two read at once: refused, saying what to change.
+	p.limit = 150
+	if pl := p.build(0, order); pl.err == nil || !strings.Contains(pl.err.Error(), "more than the shard cache's limit of 150 bytes") || !strings.Contains(pl.err.Error(), "at least 200 bytes") || !strings.Contains(pl.err.Error(), "--shard-cache-max-bytes") {
+		t.Errorf("a plan reading 200 bytes at once through a cache of 150: %v", pl.err)
 	}
 }
 
@@ -296,5 +327,63 @@ func TestConvertedShardChecksum(t *testing.T) {
 		}
 		ds.Close()
 		hs.Close()
+	}
+}
+
+// Through a shard cache that holds the shards an epoch reads at once (and, for some
+// limits, none to spare), in the shard order, each shard is fetched at most once an
+// epoch: none is fetched ahead into room there is not, and a shard read to its end is
+// evicted before one still being read, which sat idle between its records' reads and
+// was evicted as least recently used, to be fetched again. A cache too small for the
+// shards read at once refuses the epoch, saying what to change.
+func TestConvertedS3FetchOnce(t *testing.T) { s3test.Each(t, testConvertedS3FetchOnce) }
+
+func testConvertedS3FetchOnce(t *testing.T, srv *s3test.Server) {
+	srv.Env(t, "")
+	sizes := uploadConverted(t, srv, convertTree(t, 4, 40), "once/")
+	var largest int64
+	for _, n := range sizes {
+		largest = max(largest, n)
+	}
+	ctx := context.Background()
+	const epochs = 3
+	ran := 0
+	for mult := int64(2); mult <= 6; mult++ {
+		d, err := OpenDataset(ctx, srv.URL("once/"), &DatasetOptions{Store: fastStore, Cache: &objstore.CacheOptions{Dir: t.TempDir(), MaxBytes: mult * largest}, Converted: ConvertedOptions{Logf: quiet}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := testConfig(2)
+		cfg.Order, cfg.ShuffleBlock = ShardOrder, 30
+		ld := newLoader(t, d.Source.(*Converted).ByShard(), cfg)
+		var refused error
+		for e := range epochs {
+			for b, err := range ld.Epoch(ctx, e) {
+				if err != nil {
+					refused = err
+					break
+				}
+				b.Release()
+			}
+			if refused != nil {
+				break
+			}
+		}
+		st := d.Stats()
+		ld.Close()
+		d.Close()
+		if refused != nil {
+			if !strings.Contains(refused.Error(), "more than the shard cache's limit") || !strings.Contains(refused.Error(), "--shard-cache-max-bytes") || !strings.Contains(refused.Error(), srv.URL("once")) {
+				t.Errorf("limit %d shards: %v", mult, refused)
+			}
+			continue
+		}
+		ran++
+		if st.Fetched > int64(epochs*len(sizes)) || st.PeakBytes > mult*largest {
+			t.Errorf("limit %d of the largest shard: %d fetches in %d epochs of %d shards, want each at most once an epoch (%v)", mult, st.Fetched, epochs, len(sizes), st)
+		}
+	}
+	if ran < 2 {
+		t.Errorf("only %d limits read the dataset", ran)
 	}
 }

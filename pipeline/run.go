@@ -88,6 +88,11 @@ func (l *Loader) start(ctx context.Context, e, cursor int) (*run, error) {
 	}
 	if l.planner != nil {
 		l.planner.PlanEpoch(e, r.order[cursor:])
+		if pe, ok := l.planner.(planRefuser); ok {
+			if err := pe.planErr(); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if c := l.cfg.Cache; c != nil {
 		// Pick up what other loaders sharing the directory stored since.

@@ -369,7 +369,7 @@ func testShardReplacedBetweenEpochs(t *testing.T, srv *s3test.Server) {
 	srv.Env(t, srv.Endpoint)
 	ctx := context.Background()
 	d, err := OpenDataset(ctx, srv.URL("wds/train-{000000..000003}.tar"), &DatasetOptions{Store: fastStore,
-		Cache: &objstore.CacheOptions{MaxBytes: 2 * largest, Concurrency: 1}, WebDataset: &WebDatasetOptions{Logf: quiet}})
+		Cache: &objstore.CacheOptions{MaxBytes: 3 * largest, Concurrency: 1}, WebDataset: &WebDatasetOptions{Logf: quiet}})
 	if err != nil {
 		t.Fatal(err)
 	}

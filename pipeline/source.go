@@ -87,6 +87,12 @@ type EpochPlanner interface {
 	PlanNext(epoch int, order []int32)
 }
 
+// planRefuser is the capability of an EpochPlanner that can refuse the epoch it was
+// last given (PlanEpoch): one reading more of a shard cache's bytes at once than it holds.
+type planRefuser interface {
+	planErr() error
+}
+
 // readPlanner is the capability of a source that is an EpochPlanner by its type but
 // may have nothing to plan: a local converted dataset, local WebDataset shards, a view
 // of sources that do not plan. The loader then does not compute plans for it.

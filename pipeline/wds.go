@@ -172,6 +172,14 @@ func (s *WebDatasetSource) PlanEpoch(epoch int, order []int32) {
 	}
 }
 
+// planErr refuses an epoch that would fetch shards again and again (see shardPlan.err).
+func (s *WebDatasetSource) planErr() error {
+	if s.planner != nil {
+		return s.planner.planErr()
+	}
+	return nil
+}
+
 // PlanNext implements EpochPlanner: the window runs on into the next epoch's first
 // shards as this one's last are read.
 func (s *WebDatasetSource) PlanNext(epoch int, order []int32) {
