@@ -350,7 +350,7 @@ func (c *Cache) catchUp(sh *shard) error {
 	}
 	size := fi.Size()
 	var idxSize int64
-	if data, err := readFrom(filepath.Join(c.dir, sh.name+indexExt), sh.idxOff); err == nil {
+	if data, err := readIndex(filepath.Join(c.dir, sh.name+indexExt), sh.idxOff, indexLimit(size)); err == nil {
 		idxSize = sh.idxOff + int64(len(data))
 		for len(data) > 0 {
 			off, h, n, err := parseIndexEntry(data)
@@ -408,16 +408,48 @@ func (c *Cache) catchUp(sh *shard) error {
 // maxMap bounds a shard mapping; larger shards are read with pread.
 const maxMap = 1 << 40
 
-func readFrom(path string, off int64) ([]byte, error) {
+// errIndexTooLarge reports an index larger than its shard's could be.
+var errIndexTooLarge = errors.New("cache: index larger than its shard's can be")
+
+// readIndex reads the index file path from off, refusing one holding more than limit
+// bytes in all (errIndexTooLarge, naming it): a damaged or foreign file is not read into
+// memory whole. An index entry copies its record's header, not its payload, so a
+// shard's index is at most about its size (indexLimit).
+func readIndex(path string, off, limit int64) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.Size() > limit {
+		return nil, fmt.Errorf("%w: %s: %d bytes, more than the %d an index of its shard can hold", errIndexTooLarge, path, fi.Size(), limit)
+	}
 	if _, err := f.Seek(off, io.SeekStart); err != nil {
 		return nil, err
 	}
-	return io.ReadAll(f)
+	data, err := io.ReadAll(io.LimitReader(f, max(limit-off, 0)+1))
+	if err == nil && off+int64(len(data)) > limit {
+		return nil, fmt.Errorf("%w: %s: more than the %d bytes an index of its shard can hold", errIndexTooLarge, path, limit)
+	}
+	return data, err
+}
+
+// indexLimit bounds the index of a shard of size bytes (as ShardManifest.check bounds a
+// recorded one, for as many records as the size can hold), with room for the entries a
+// live writer appends between the shard's size being read and its index.
+func indexLimit(size int64) int64 {
+	return maxIndexBytes(size, int(size/recordFixed)) + 1<<20
+}
+
+// shardIndexLimit bounds sh's index: by its file's size, else (a shard in object
+// storage) by what a shard of the largest size could hold.
+func (c *Cache) shardIndexLimit(sh *shard) int64 {
+	if sh.f != nil {
+		if fi, err := sh.f.Stat(); err == nil {
+			return indexLimit(fi.Size())
+		}
+	}
+	return indexLimit(maxShardBytes)
 }
 
 // add records that sh holds h at off. A later record with the same key replaces an

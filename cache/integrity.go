@@ -84,8 +84,9 @@ func (f *shardFiles) past() int {
 	return n
 }
 
-// checkFiles reads name's shard header and whole index.
-func (c *Cache) checkFiles(name string) *shardFiles {
+// checkFiles reads name's shard header and whole index; m, when not nil, is the shard's
+// manifest entry, which bounds the index of a shard not in the directory.
+func (c *Cache) checkFiles(name string, m *ShardManifest) *shardFiles {
 	fc := &shardFiles{name: name, size: -1, idxSize: -1, idxBad: -1}
 	f, err := os.Open(filepath.Join(c.dir, name+shardExt))
 	if err == nil {
@@ -105,7 +106,18 @@ func (c *Cache) checkFiles(name string) *shardFiles {
 	} else if to, lerr := os.Readlink(filepath.Join(c.dir, name+shardExt)); lerr == nil {
 		fc.dangling = fmt.Sprintf("%s (%v)", to, errors.Unwrap(err))
 	}
-	data, err := os.ReadFile(filepath.Join(c.dir, name+indexExt))
+	limit := int64(MaxInfoBytes)
+	switch {
+	case fc.size >= 0:
+		limit = indexLimit(fc.size)
+	case m != nil:
+		limit = maxIndexBytes(m.Bytes, m.Records)
+	}
+	data, err := readIndex(filepath.Join(c.dir, name+indexExt), 0, limit)
+	if errors.Is(err, errIndexTooLarge) {
+		fc.idxSize, fc.idxBad = limit+1, 0 // damaged from its first byte: never read
+		return fc
+	}
 	if err != nil {
 		return fc
 	}
@@ -205,7 +217,7 @@ func (c *Cache) Manifest(spec string) ([]ShardManifest, error) {
 	slices.SortFunc(shards, func(a, b *shard) int { return strings.Compare(a.name, b.name) })
 	m := make([]ShardManifest, 0, len(shards))
 	for _, sh := range shards {
-		fc := c.checkFiles(sh.name)
+		fc := c.checkFiles(sh.name, nil)
 		switch {
 		case fc.size < 0 || fc.hdrErr != nil || fc.hdrCut:
 			return nil, fmt.Errorf("cache: %s: shard unreadable while writing the manifest: %v", filepath.Join(c.dir, sh.name+shardExt), fc.hdrErr)
@@ -273,7 +285,7 @@ func (c *Cache) CheckDataset(info *Info) []Problem {
 	var problems []Problem
 	for _, m := range info.Shards {
 		name := strings.TrimSuffix(m.Name, shardExt)
-		problems = append(problems, c.checkShard(name, info.Spec, &m, c.checkFiles(name))...)
+		problems = append(problems, c.checkShard(name, info.Spec, &m, c.checkFiles(name, &m))...)
 	}
 	return problems
 }
@@ -402,7 +414,7 @@ func (c *Cache) adopt(name, spec string, m *ShardManifest, fc *shardFiles, why e
 	if c.shard(name) != nil {
 		return
 	}
-	data, err := os.ReadFile(filepath.Join(c.dir, name+indexExt))
+	data, err := readIndex(filepath.Join(c.dir, name+indexExt), 0, maxIndexBytes(m.Bytes, m.Records))
 	if err != nil {
 		return
 	}
@@ -441,7 +453,7 @@ func (c *Cache) listPastEnd(sh *shard) {
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	data, err := readFrom(filepath.Join(c.dir, sh.name+indexExt), sh.idxOff)
+	data, err := readIndex(filepath.Join(c.dir, sh.name+indexExt), sh.idxOff, c.shardIndexLimit(sh))
 	if err != nil {
 		return
 	}

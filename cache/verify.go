@@ -107,7 +107,7 @@ func (c *Cache) VerifyDataset(info *Info, problem func(Problem)) (VerifyReport, 
 	}
 	var rep VerifyReport
 	for _, name := range names {
-		fc := c.checkFiles(name)
+		fc := c.checkFiles(name, manifest[name])
 		var ps []Problem
 		if m := manifest[name]; m != nil {
 			ps = c.checkShard(name, info.Spec, m, fc)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/conveyor-ml/conveyor/cache"
 	"github.com/conveyor-ml/conveyor/internal/synth"
+	"github.com/conveyor-ml/conveyor/pipeline"
 )
 
 // theShard returns the one shard of the converted dataset in dir and its index.
@@ -303,5 +305,41 @@ func TestVerifyCountsSamples(t *testing.T) {
 	err = verify([]string{dst}, io.Discard, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "3 of the 27 samples dataset.json counts are in none of its shards in "+dst) || strings.HasSuffix(err.Error(), ": ") {
 		t.Errorf("verify: %v", err)
+	}
+}
+
+// A shard index far larger than its shard could have (damaged, or not conveyor's) is
+// reported by verify naming it, and neither verify nor opening the dataset reads it into
+// memory whole: index files were read whole, whatever their size.
+func TestVerifyHugeIndex(t *testing.T) {
+	_, dst, _ := converted(t)
+	_, idx := theShard(t, dst)
+	const huge = 512 << 20
+	if err := os.Truncate(idx, huge); err != nil { // sparse: costs no disk
+		t.Fatal(err)
+	}
+	allocated := func(f func()) uint64 {
+		var a, b runtime.MemStats
+		runtime.ReadMemStats(&a)
+		f()
+		runtime.ReadMemStats(&b)
+		return b.TotalAlloc - a.TotalAlloc
+	}
+	var out bytes.Buffer
+	var err error
+	n := allocated(func() { err = verify([]string{dst}, &out, io.Discard) })
+	if err == nil || !strings.Contains(out.String(), "damaged index "+idx) {
+		t.Errorf("verify with an index of %d bytes: %v\n%s", huge, err, out.String())
+	}
+	if n > huge/4 {
+		t.Errorf("verify allocated %d bytes with an index of %d", n, huge)
+	}
+	n = allocated(func() {
+		if d, err := pipeline.OpenDataset(context.Background(), dst, &pipeline.DatasetOptions{Converted: pipeline.ConvertedOptions{AllowIncomplete: true, Logf: func(string, ...any) {}}}); err == nil {
+			d.Close()
+		}
+	})
+	if n > huge/4 {
+		t.Errorf("opening the dataset allocated %d bytes with an index of %d", n, huge)
 	}
 }
