@@ -138,6 +138,14 @@ func openRemoteIndex(ctx context.Context, arg string) (*remoteDataset, error) {
 		closeAll()
 		return nil, err
 	}
+	// As training does (pipeline.OpenDataset): the shard cache refuses a shard that is
+	// not the one the manifest recorded, by name, before it is read at the index's
+	// offsets. A dataset whose records do not read is reported when it is opened.
+	if info, err := cache.ReadInfo(dir); err == nil {
+		for _, m := range info.Shards {
+			sc.Expect(m.Name, objstore.Identity{Size: m.Bytes, CRC32C: m.CRC32C})
+		}
+	}
 	return &remoteDataset{url: arg, dir: dir, remote: sc, bucket: b, close: closeAll}, nil
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/conveyor-ml/conveyor/cache"
 	"github.com/conveyor-ml/conveyor/internal/s3test"
+	"github.com/conveyor-ml/conveyor/objstore"
 	"github.com/conveyor-ml/conveyor/pipeline"
 )
 
@@ -45,5 +47,40 @@ func testHalfUploadedConversion(t *testing.T, srv *s3test.Server) {
 				t.Errorf("%s %s without %s: %v", name, url, cache.InfoName, err)
 			}
 		}
+	}
+}
+
+// verify of a converted dataset in S3 checks each shard against the identity its
+// manifest recorded, as training does: a shard replaced in the store (same size, other
+// bytes) is refused by its URL as changed, not read at the index's offsets.
+func TestVerifyS3ChangedShard(t *testing.T) { s3test.Each(t, testVerifyS3ChangedShard) }
+
+func testVerifyS3ChangedShard(t *testing.T, srv *s3test.Server) {
+	srv.Env(t, "")
+	t.Setenv("TMPDIR", t.TempDir())
+	src, _ := badTree(t)
+	url := srv.URL("changed/")
+	if out, stderr, err := runConvert(t, src, url, "--size", "32", "--workers", "2"); err != nil {
+		t.Fatalf("convert: %v\n%s%s", err, out, stderr)
+	}
+	b, err := objstore.OpenBucket(context.Background(), url, fastS3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	shards := shardFiles(t, b)
+	var shard string
+	for _, n := range shards {
+		if strings.HasSuffix(n, ".shard") {
+			shard = n
+		}
+	}
+	data := srv.Get(t, "changed/"+shard)
+	data[len(data)-1] ^= 0xff
+	srv.Put(t, "changed/"+shard, data)
+	var out bytes.Buffer
+	err = verify([]string{url}, &out, io.Discard)
+	if err == nil || !strings.Contains(out.String(), "changed since it was first fetched") || !strings.Contains(out.String(), url+shard) {
+		t.Fatalf("verify with a shard replaced in the store: %v, want it refused as changed by its URL\n%s", err, out.String())
 	}
 }
