@@ -137,6 +137,27 @@ func TestConvertedTooManyParts(t *testing.T) {
 	}
 }
 
+// A converted dataset served over HTTP (which cannot be listed) whose dataset.json
+// names many parts, few of them finished, is refused as unfinished after a bounded
+// number of part records turn out absent, not asked for each (up to 1,048,576 GETs).
+func TestConvertedHTTPManyPartsAbsent(t *testing.T) {
+	dir := t.TempDir()
+	const parts = 20000
+	js := fmt.Sprintf(`{"version": 3, "format_version": %d, "spec": "x", "codec": "s2", "parts": %d}`, cache.FormatVersion, parts)
+	if err := os.WriteFile(filepath.Join(dir, cache.InfoName), []byte(js), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var requests atomic.Int64
+	hs := endlessServer(t, dir, "", &requests)
+	_, err := OpenDataset(context.Background(), hs.URL+"/", &DatasetOptions{Store: fastStore, Cache: &objstore.CacheOptions{Dir: t.TempDir()}, Converted: ConvertedOptions{Logf: quiet}})
+	if !errors.Is(err, ErrIncomplete) || !strings.Contains(err.Error(), hs.URL) || !strings.Contains(err.Error(), "part records") {
+		t.Errorf("over HTTP, %d parts none run: %v", parts, err)
+	}
+	if n := requests.Load(); n > 2*maxAbsentRecords {
+		t.Errorf("%d requests for a dataset of %d parts none run; want at most about %d", n, parts, maxAbsentRecords)
+	}
+}
+
 // Opening a converted dataset in S3 fetches its dataset.json, part records and indexes
 // and nothing else under its prefix: an unrelated object beside it was fetched too, at
 // every open, outside the shard cache's limit.

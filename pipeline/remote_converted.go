@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 
 	"github.com/conveyor-ml/conveyor/cache"
 	"github.com/conveyor-ml/conveyor/objstore"
@@ -65,7 +66,7 @@ func fetchConverted(ctx context.Context, b *objstore.Bucket, dir string, concurr
 		if err != nil {
 			return nil, err
 		}
-		if err := fetchEach(ctx, b, records, dir, concurrency); err != nil {
+		if err := fetchRecords(ctx, b, records, dir, concurrency); err != nil {
 			return nil, err
 		}
 	}
@@ -127,6 +128,43 @@ func fetchEach(ctx context.Context, b *objstore.Bucket, objs []objstore.Object, 
 		g.Go(func() error {
 			err := objstore.Mirror(ctx, b, []objstore.Object{o}, dir, 1)
 			if err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fetchError(err)
+			}
+			return nil
+		})
+	}
+	return g.Wait()
+}
+
+// maxAbsentRecords bounds the part records asked of a web server, which cannot be
+// listed, that turn out absent: past it the dataset is refused as unfinished rather than
+// asked for every part its dataset.json names (up to 1,048,576 GETs).
+const maxAbsentRecords = 256
+
+// fetchRecords is fetchEach for part records: from a web server, which cannot say which
+// it holds, it gives up once more than maxAbsentRecords are absent.
+func fetchRecords(ctx context.Context, b *objstore.Bucket, objs []objstore.Object, dir string, concurrency int) error {
+	if !strings.HasPrefix(b.String(), "http") {
+		return fetchEach(ctx, b, objs, dir, concurrency)
+	}
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(concurrency, 1))
+	var absent atomic.Int64
+	errAbsent := fmt.Errorf("pipeline: %s: more than %d of the %d part records %s names are absent: the conversion is unfinished (each part records itself when it finishes); finish its parts, or serve the dataset from an object store that lists, where only those present are asked for: %w",
+		strings.TrimSuffix(b.URL(""), "/"), maxAbsentRecords, len(objs), b.URL(cache.InfoName), ErrIncomplete)
+	for _, o := range objs {
+		if ctx.Err() != nil {
+			break
+		}
+		g.Go(func() error {
+			err := objstore.Mirror(ctx, b, []objstore.Object{o}, dir, 1)
+			if errors.Is(err, fs.ErrNotExist) {
+				if absent.Add(1) > maxAbsentRecords {
+					return errAbsent
+				}
+				return nil
+			}
+			if err != nil {
 				return fetchError(err)
 			}
 			return nil
