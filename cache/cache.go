@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -218,8 +219,14 @@ type Cache struct {
 	full     bool
 	closed   bool
 	disabled atomic.Pointer[string]
+	// gen is the directory's shard generation (lockGen) as last seen, and others the
+	// shards other processes are writing, as far as known: a Put catches up with both
+	// first, so that a record another process sharing the directory stored is not
+	// stored again. Under wmu.
+	gen    uint64
+	others []*shard
 
-	hits, misses, corrupt, written, rejected, evicted atomic.Int64
+	hits, misses, corrupt, written, rejected, evicted, shared atomic.Int64
 }
 
 // writeAt is the one place records reach the disk, so tests can inject write failures.
@@ -270,6 +277,13 @@ func (c *Cache) Options() Options { return c.opts }
 // Refresh reads what was appended to the directory since Open or the last Refresh:
 // shards and records other processes wrote, and records a crashed writer left unindexed.
 func (c *Cache) Refresh() error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return c.refresh()
+}
+
+// refresh is Refresh with wmu held.
+func (c *Cache) refresh() error {
 	ents, err := os.ReadDir(c.dir)
 	if err != nil {
 		return fmt.Errorf("cache: %w", err)
@@ -281,8 +295,6 @@ func (c *Cache) Refresh() error {
 		}
 	}
 	slices.Sort(names) // names start with the creation time: older records are added first
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
 	var total int64
 	for _, name := range names {
 		c.mu.RLock()
@@ -302,6 +314,14 @@ func (c *Cache) Refresh() error {
 			}
 			if sh == nil {
 				continue // its header is still being written
+			}
+			if !c.opts.ReadOnly {
+				// Another process's, still written (it holds its lock), or sealed.
+				if ok, _ := tryLock(sh.f); ok {
+					unlock(sh.f)
+				} else {
+					c.others = append(c.others, sh)
+				}
 			}
 		}
 		if !c.ownWriter(sh) {
@@ -674,6 +694,20 @@ func (c *Cache) append(spec string, rec []byte, h *header) error {
 		c.rejected.Add(1)
 		return ErrDisabled
 	}
+	if c.lock != nil && lock(c.lock) == nil {
+		// Writers sharing the directory append one at a time, each first catching up
+		// with what the others stored: a sample two loaders decoded at once (same
+		// order, same moment) is stored once, by the first.
+		defer unlock(c.lock)
+		c.catchUpOthers()
+		c.mu.RLock()
+		_, stored := c.index[h.id]
+		c.mu.RUnlock()
+		if stored {
+			c.shared.Add(1)
+			return nil
+		}
+	}
 	need := int64(len(rec) + idxFixed + h.size())
 	w := c.writers[spec]
 	if w != nil && w.sh.dataEnd > w.sh.hdrLen && w.sh.dataEnd+int64(len(rec)) > c.opts.ShardBytes {
@@ -737,10 +771,6 @@ func (c *Cache) disable(err error) error {
 // newWriter creates a shard (and its index) that only this Cache appends to.
 func (c *Cache) newWriter(spec string) (*writer, error) {
 	hdr := encodeShardHeader(c.opts.Codec, spec)
-	if err := lock(c.lock); err != nil {
-		return nil, err
-	}
-	defer unlock(c.lock)
 	var f *os.File
 	var name string
 	for {
@@ -776,7 +806,58 @@ func (c *Cache) newWriter(spec string) (*writer, error) {
 	w := &writer{sh: sh, idx: idx}
 	c.writers[spec] = w
 	c.bytes += sh.bytes
+	c.gen = readGen(c.lock) + 1 // others look for the new shard at their next Put
+	writeGen(c.lock, c.gen)
 	return w, nil
+}
+
+// catchUpOthers adds what other processes appended since this one last looked: shards
+// they created (the directory's generation moved), and records in the shards they are
+// writing. Called with wmu and the directory lock held, so no writer is mid-record.
+func (c *Cache) catchUpOthers() {
+	if gen := readGen(c.lock); gen != c.gen {
+		c.gen = gen
+		if err := c.refresh(); err != nil {
+			c.opts.Logf("cache: %v", err)
+		}
+		return
+	}
+	live := c.others[:0]
+	for _, sh := range c.others {
+		if sh.gone {
+			continue
+		}
+		fi, err := sh.f.Stat()
+		if err != nil {
+			continue
+		}
+		if fi.Size() > sh.dataEnd {
+			if err := c.catchUp(sh); err != nil {
+				c.opts.Logf("cache: %s: %v", filepath.Join(c.dir, sh.name+shardExt), err)
+			}
+		} else if ok, _ := tryLock(sh.f); ok {
+			unlock(sh.f) // sealed: nothing more will be added
+			continue
+		}
+		live = append(live, sh)
+	}
+	c.others = live
+}
+
+// readGen reads the directory's shard generation from its lock file: a counter each
+// process bumps as it creates a shard, so that the others know to look for it.
+func readGen(f *os.File) uint64 {
+	var b [8]byte
+	if n, _ := f.ReadAt(b[:], 0); n < len(b) {
+		return 0
+	}
+	return binary.LittleEndian.Uint64(b[:])
+}
+
+func writeGen(f *os.File, gen uint64) {
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], gen)
+	f.WriteAt(b[:], 0) // best effort: others then find the shard at their next Refresh
 }
 
 // seal ends w's shard: other processes may now evict it.
@@ -789,10 +870,9 @@ func (c *Cache) seal(w *writer) {
 // evict deletes whole shards written for other specs than keep, oldest first, until need
 // more bytes fit under MaxBytes. Shards a live writer still holds are skipped.
 func (c *Cache) evict(need int64, keep string) {
-	if c.lock == nil || lock(c.lock) != nil {
+	if c.lock == nil {
 		return
 	}
-	defer unlock(c.lock)
 	c.mu.RLock()
 	var cands []*shard
 	for _, sh := range c.shards {
@@ -884,6 +964,7 @@ type Stats struct {
 	Written      int64 // records stored
 	Rejected     int64 // Puts not stored: full or disabled
 	Evicted      int64 // shards deleted to stay under MaxBytes
+	Shared       int64 // Puts not stored: another process sharing the directory stored the record first
 	// Full is set once a record did not fit under MaxBytes; Disabled says why writing
 	// stopped, "" while writing.
 	Full     bool
@@ -899,7 +980,7 @@ func (c *Cache) Stats() Stats {
 	s.Records, s.Shards = len(c.index), len(c.shards)
 	c.mu.RUnlock()
 	s.Hits, s.Misses, s.Corrupt = c.hits.Load(), c.misses.Load(), c.corrupt.Load()
-	s.Written, s.Rejected, s.Evicted = c.written.Load(), c.rejected.Load(), c.evicted.Load()
+	s.Written, s.Rejected, s.Evicted, s.Shared = c.written.Load(), c.rejected.Load(), c.evicted.Load(), c.shared.Load()
 	if p := c.disabled.Load(); p != nil {
 		s.Disabled = *p
 	}

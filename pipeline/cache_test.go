@@ -108,6 +108,55 @@ func TestCacheSharedAcrossLoadersAndSpecs(t *testing.T) {
 	}
 }
 
+// Two loaders sharing one cache directory (each its own Cache, as two processes have),
+// reading the same order at the same time, store each sample once between them: a Put
+// first catches up with what the other stored. Each stored every sample.
+func TestCacheSharedAtOnce(t *testing.T) {
+	src, err := Dir(sharedTree(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	ctx := context.Background()
+	var caches [2]*cache.Cache
+	var loaders [2]*Loader
+	for i := range loaders {
+		cfg := testConfig(2)
+		caches[i] = openCache(t, dir, cache.S2)
+		cfg.Cache, cfg.CacheFill = caches[i], 1
+		loaders[i] = newLoader(t, src, cfg)
+	}
+	var wg sync.WaitGroup
+	var epochs [2]epochData
+	for i := range loaders {
+		wg.Go(func() {
+			for b, err := range loaders[i].Epoch(ctx, 0) {
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				epochs[i].data = append(epochs[i].data, b.Data...)
+				b.Release()
+			}
+		})
+	}
+	wg.Wait()
+	if !bytes.Equal(epochs[0].data, epochs[1].data) {
+		t.Error("the two loaders' epochs differ")
+	}
+	a, b := caches[0].Stats(), caches[1].Stats()
+	if n := int64(src.Len()); a.Written+b.Written != n {
+		t.Errorf("%d samples: the loaders wrote %d and %d records (and skipped %d and %d the other had stored); want %d between them", n, a.Written, b.Written, a.Shared, b.Shared, n)
+	}
+	t.Logf("written %d and %d, skipped as stored by the other %d and %d", a.Written, b.Written, a.Shared, b.Shared)
+	// And the next epoch reads them all from the cache.
+	hits := loaders[1].Stats().CacheHits
+	collect(t, loaders[1], ctx, 1, 0)
+	if n := loaders[1].Stats().CacheHits - hits; n != int64(src.Len()) {
+		t.Errorf("epoch 1: %d cache hits, want %d", n, src.Len())
+	}
+}
+
 // A file changed after it was cached is decoded again, never served stale.
 func TestCacheChangedFileIsNotStale(t *testing.T) {
 	dir := newTree(t, 2, 4)
