@@ -297,3 +297,40 @@ func TestTwoWriters(t *testing.T) {
 		t.Errorf("Verify: %+v, %v", rep, err)
 	}
 }
+
+// Two writer processes storing the same records at the same time (two loaders sharing a
+// cache directory, reading the same order) store each record once between them: a Put
+// first catches up with what the other stored. Each stored every record.
+func TestSameRecordsTwoProcesses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	dir := t.TempDir()
+	const count = 150
+	var stdins []io.WriteCloser
+	var outs []<-chan string
+	for range 2 {
+		_, stdin, lines := startWriter(t, fmt.Sprintf("range %s %s 0 %d", dir, Raw, count))
+		if line := <-lines; line != "ready" {
+			t.Fatalf("writer printed %q", line)
+		}
+		stdins, outs = append(stdins, stdin), append(outs, lines)
+	}
+	for _, in := range stdins {
+		io.WriteString(in, "go\n")
+	}
+	for _, lines := range outs {
+		for range lines {
+		}
+	}
+	want := make([]int, count)
+	for i := range want {
+		want[i] = i
+	}
+	checkStored(t, dir, want)
+	c := open(t, dir, Options{ReadOnly: true})
+	rep, err := c.Verify(nil)
+	if err != nil || rep.Records != count {
+		t.Errorf("the directory holds %d records (%v), want %d: each stored once", rep.Records, err, count)
+	}
+}
