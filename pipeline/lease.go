@@ -165,7 +165,7 @@ func otherLeases(ctx context.Context, b *objstore.Bucket, p cache.Part, own *Lea
 		} else if err != nil {
 			return nil, err
 		}
-		stale := !now.IsZero() && now.Sub(o.ModTime) > LeaseTTL ||
+		stale := !now.IsZero() && !o.ModTime.IsZero() && now.Sub(o.ModTime) > LeaseTTL ||
 			li.Host != "" && li.Host == host && (li.PID == os.Getpid() || !processAlive(li.PID))
 		if stale {
 			b.Delete(ctx, o.Name) // best effort: a killed run's
