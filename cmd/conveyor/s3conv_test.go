@@ -310,7 +310,8 @@ func TestConvertedHTTP(t *testing.T) {
 		}
 	}
 	// A record damaged in the store: verify reads every shard through the shard
-	// cache and names the record by its URL.
+	// cache, which, as training's, refuses a shard whose CRC-32C is not the manifest's,
+	// and names the shard by its URL.
 	shards, _ := filepath.Glob(filepath.Join(local, "*.shard"))
 	if len(shards) == 0 {
 		t.Fatal("no shards")
@@ -326,7 +327,7 @@ func TestConvertedHTTP(t *testing.T) {
 	hsl := httptest.NewServer(http.FileServer(http.Dir(local)))
 	defer hsl.Close()
 	var vout bytes.Buffer
-	if err := verify([]string{hsl.URL + "/"}, &vout, io.Discard); err == nil || !strings.Contains(vout.String(), "damaged "+hsl.URL+"/"+filepath.Base(shards[0])+"+") || strings.Contains(vout.String(), "conveyor-converted-") {
+	if err := verify([]string{hsl.URL + "/"}, &vout, io.Discard); err == nil || !strings.Contains(vout.String(), "changed shard "+hsl.URL+"/"+filepath.Base(shards[0])+": ") || strings.Contains(vout.String(), "conveyor-converted-") {
 		t.Fatalf("verify with a damaged record: %v\n%s", err, vout.String())
 	}
 	// Part 1/2 missing: named by OpenDataset.

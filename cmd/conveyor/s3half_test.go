@@ -80,7 +80,7 @@ func testVerifyS3ChangedShard(t *testing.T, srv *s3test.Server) {
 	srv.Put(t, "changed/"+shard, data)
 	var out bytes.Buffer
 	err = verify([]string{url}, &out, io.Discard)
-	if err == nil || !strings.Contains(out.String(), "changed since it was first fetched") || !strings.Contains(out.String(), url+shard) {
+	if err == nil || !strings.Contains(out.String(), "changed shard "+url+shard+": ") || !strings.Contains(out.String(), "changed since it was first fetched") {
 		t.Fatalf("verify with a shard replaced in the store: %v, want it refused as changed by its URL\n%s", err, out.String())
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/conveyor-ml/conveyor/cache"
 	"github.com/conveyor-ml/conveyor/decode"
+	"github.com/conveyor-ml/conveyor/objstore"
 	"github.com/conveyor-ml/conveyor/pipeline"
 )
 
@@ -86,6 +88,11 @@ key, and exits 1 when there is any.
 	rep, err := c.VerifyDataset(info, func(p cache.Problem) {
 		if ctx.Err() != nil {
 			return // the shard cache closed: every read fails, saying so
+		}
+		if p.Kind == cache.KindMissing && errors.Is(p.Err, objstore.ErrChanged) {
+			// Fetched, but not the shard the manifest recorded (the shard cache
+			// expects its size and CRC-32C, as training's does): refused whole.
+			p.Kind = cache.KindChanged
 		}
 		if p.Kind != cache.KindRecord {
 			reported[filepath.Base(p.Shard)] = true
