@@ -393,11 +393,6 @@ func createPartedInfo(ctx context.Context, dir string, b *objstore.Bucket, p cac
 	return nil
 }
 
-// ErrOtherConversion matches the error of UploadConverted when the destination's
-// dataset.json describes another conversion than the part uploaded: running the same
-// command again cannot succeed.
-var ErrOtherConversion = errors.New("pipeline: the destination holds another conversion")
-
 type otherConversionError struct{ err error }
 
 func (e *otherConversionError) Error() string        { return e.err.Error() }
