@@ -68,6 +68,22 @@ type ConvertReport struct {
 	BadFiles []SampleError // every bad file, in index order
 }
 
+// ConvertSpec is the spec Convert stores records under with ConvertOptions.Decode o (the
+// decoder it resolves included): what a converted dataset's record says it holds, for a
+// caller to check a stored conversion against before converting.
+func ConvertSpec(o decode.Options) (string, error) {
+	o.EnsureDefaults()
+	if err := o.Validate(); err != nil {
+		return "", fmt.Errorf("pipeline: %w", err)
+	}
+	dec, err := decode.NewDecoder(&o)
+	if err != nil {
+		return "", fmt.Errorf("pipeline: %w", err)
+	}
+	defer dec.Close()
+	return specOf(o, dec.Backend()), nil
+}
+
 // Convert decodes every sample of src under opts.Decode and stores it in c, which must
 // be writable: the offline form of a Loader's cache, read back with OpenConverted. It
 // runs the loader's own stages — files read in index order by the read stage, decoded by

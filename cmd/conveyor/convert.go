@@ -166,7 +166,11 @@ flags:
 			return err
 		}
 		var other *otherStagingError
-		done, err := checkResumable(ctx, bucket, dst, dstURL, part)
+		spec, err := pipeline.ConvertSpec(dopts)
+		if err != nil {
+			return err
+		}
+		done, err := checkResumable(ctx, bucket, dst, dstURL, part, spec, cd)
 		switch {
 		case errors.As(err, &other) && *deleteOrphans:
 			fmt.Fprintf(stderr, "conveyor convert: %v; converting again (--delete-orphans: the other run's files are deleted once this one is uploaded)\n", err)
@@ -337,10 +341,10 @@ func stagingDir(flag, url string, part cache.Part) (string, error) {
 
 // checkResumable checks an s3:// destination that already holds the record of this
 // conversion (dataset.json, or the part's record) when the staging directory dir does
-// not: done when the record says the conversion (or part) completed, and an error
-// otherwise, since shard names are unique to the run that made them and a new
+// not: done when the record says the conversion (or part) completed with this spec and
+// codec, an error when it completed with others, and an error otherwise, since shard names are unique to the run that made them and a new
 // conversion would add a second copy of every sample beside the first.
-func checkResumable(ctx context.Context, b *objstore.Bucket, dir, url string, part cache.Part) (done bool, err error) {
+func checkResumable(ctx context.Context, b *objstore.Bucket, dir, url string, part cache.Part, spec string, codec cache.Codec) (done bool, err error) {
 	name := cache.InfoName
 	if !part.Whole() {
 		name = part.PartInfoName()
@@ -368,6 +372,10 @@ func checkResumable(ctx context.Context, b *objstore.Bucket, dir, url string, pa
 	var info cache.Info
 	if err := json.Unmarshal(data, &info); err != nil {
 		return false, fmt.Errorf("%s: %w", b.URL(name), err)
+	}
+	if info.Complete && (info.Spec != spec || info.Codec != codec) {
+		// Not this conversion: "nothing to do" would leave the user believing it is.
+		return false, fmt.Errorf("%s holds a complete conversion (%s) of spec %q, codec %s, but this run converts as %q, codec %s: convert into another prefix, or run with the flags that made it", url, b.URL(name), info.Spec, info.Codec, spec, codec)
 	}
 	if info.Complete {
 		return true, nil

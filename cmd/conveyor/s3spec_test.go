@@ -63,6 +63,23 @@ func testConvertS3PartSpecs(t *testing.T, srv *s3test.Server) {
 	if err := verify([]string{url}, &vout, io.Discard); err != nil || !strings.Contains(vout.String(), "records=24 ") {
 		t.Fatalf("verify %s: %v\n%s", url, err, vout.String())
 	}
+	// A complete part, or a complete whole conversion, of another --size is not "this
+	// conversion, complete; nothing to do".
+	out, stderr, err = runConvert(t, src, url, "--part", "0/2", "--size", "48", "--workers", "2")
+	if err == nil || strings.Contains(out, "nothing to convert") || !strings.Contains(err.Error(), "resize=shorter(48)") || !strings.Contains(err.Error(), url) {
+		t.Fatalf("part 0/2 again with another --size: %v\n%s%s", err, out, stderr)
+	}
+	whole := srv.URL("specs-whole/")
+	if out, stderr, err := runConvert(t, src, whole, "--size", "32", "--workers", "2"); err != nil {
+		t.Fatalf("convert: %v\n%s%s", err, out, stderr)
+	}
+	out, stderr, err = runConvert(t, src, whole, "--size", "48", "--workers", "2")
+	if err == nil || strings.Contains(out, "nothing to convert") || !strings.Contains(err.Error(), "resize=shorter(32)") || !strings.Contains(err.Error(), srv.URL("specs-whole/"+cache.InfoName)) {
+		t.Fatalf("a whole conversion again with another --size: %v\n%s%s", err, out, stderr)
+	}
+	if out, stderr, err := runConvert(t, src, whole, "--size", "32", "--workers", "2"); err != nil || !strings.Contains(out, "nothing to convert") {
+		t.Fatalf("a whole conversion again with the same flags: %v\n%s%s", err, out, stderr)
+	}
 }
 
 // Two parts converting into one local directory at once with different --size: one
