@@ -121,7 +121,9 @@ func hostBytes(b *pipeline.Batch) []byte {
 
 func newBackend(t testing.TB) backends.Backend {
 	t.Helper()
-	be, err := simplego.New("")
+	// ops_sequential: simplego v0.26's parallel op scheduler reads a use count another
+	// worker writes under a lock (exec.go, executeNode), which the race detector reports.
+	be, err := simplego.New("ops_sequential")
 	if err != nil {
 		t.Fatal(err)
 	}

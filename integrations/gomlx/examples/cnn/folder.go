@@ -32,6 +32,7 @@ type folderDataset struct {
 	size   int
 	batch  int
 	scale  float64
+	flip   bool
 	toT    *images.ToTensorConfig
 
 	mu    sync.Mutex
@@ -43,8 +44,8 @@ type folderDataset struct {
 
 // newFolder returns the baseline dataset over the given files, wrapped in datasets.Parallel
 // with workers goroutines (0: GoMLX's default, cores+1).
-func newFolder(paths []string, labels []int32, size, batch int, scale float64, seed uint64, workers int) *datasets.ParallelDataset {
-	d := &folderDataset{paths: paths, labels: labels, size: size, batch: batch, scale: scale,
+func newFolder(paths []string, labels []int32, size, batch int, scale float64, flip bool, seed uint64, workers int) *datasets.ParallelDataset {
+	d := &folderDataset{paths: paths, labels: labels, size: size, batch: batch, scale: scale, flip: flip,
 		seed: seed, toT: images.ToTensor(dtypes.Float32)}
 	d.shuffle()
 	return datasets.CustomParallel(d).Parallelism(workers).Buffer(2).Start()
@@ -111,7 +112,7 @@ func (d *folderDataset) load(path string, r *rand.Rand) (image.Image, error) {
 	}
 	img = imaging.Crop(img, cropBox(img.Bounds(), d.scale, r))
 	img = imaging.Resize(img, d.size, d.size, imaging.Linear)
-	if r.IntN(2) == 1 {
+	if d.flip && r.IntN(2) == 1 {
 		img = imaging.FlipH(img)
 	}
 	return img, nil

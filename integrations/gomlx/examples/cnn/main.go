@@ -18,6 +18,7 @@ import (
 	"log"
 	"math"
 	"os"
+	"path/filepath"
 	"runtime/pprof"
 	"time"
 
@@ -47,6 +48,7 @@ type options struct {
 	val     float64 // validation fraction of every class
 	seed    uint64  // split, order, augmentation and initialisation
 	feed    string  // "conveyor" or "folder"
+	task    string  // "class" (the tree's classes) or "orientation" (rotations of its photos)
 	workers int     // decoding goroutines; 0: the feed's default
 	eval    bool    // evaluate on the validation set after every epoch
 	png     string  // write the curve here
@@ -76,6 +78,7 @@ func main() {
 	flag.Float64Var(&o.val, "val", 0.25, "validation fraction of every class")
 	flag.Uint64Var(&o.seed, "seed", 1, "seed of the split, order, augmentations and initialisation")
 	flag.StringVar(&o.feed, "feed", "conveyor", "what feeds training: conveyor, or folder (image.Decode + imaging + datasets.Parallel, as GoMLX's examples load images)")
+	flag.StringVar(&o.task, "task", "class", "what to predict: class, the tree's classes, or orientation, the rotation (0, 90, 180, 270) of each photograph, split by photograph")
 	flag.IntVar(&o.workers, "workers", 0, "decoding goroutines (default: conveyor's autotuning; GoMLX's cores+1 for folder)")
 	flag.BoolVar(&o.eval, "eval", true, "evaluate on the validation set after every epoch")
 	flag.StringVar(&o.png, "png", "", "write the loss and accuracy curve to this PNG")
@@ -110,6 +113,9 @@ func run(o options, w io.Writer) ([]epochResult, error) {
 	if o.feed != "conveyor" && o.feed != "folder" {
 		return nil, fmt.Errorf("cnn: -feed %q: want conveyor or folder", o.feed)
 	}
+	if o.task != "class" && o.task != "orientation" {
+		return nil, fmt.Errorf("cnn: -task %q: want class or orientation", o.task)
+	}
 	dir, cleanup, err := toy.DataDir(o.data)
 	if err != nil {
 		return nil, err
@@ -123,6 +129,28 @@ func run(o options, w io.Writer) ([]epochResult, error) {
 	trainSrc, valSrc, err := pipeline.Split(src, o.val, o.seed)
 	if err != nil {
 		return nil, err
+	}
+	// With -task orientation the split above is of photographs (stratified by the tree's
+	// classes), and each side becomes a tree of its photographs' rotations: no photograph
+	// is on both sides. Rotations make horizontal flips change the label, so none is drawn.
+	flip := true
+	if o.task == "orientation" {
+		tmp, err := os.MkdirTemp("", "conveyor-cnn-orientation")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(tmp)
+		var srcs [2]pipeline.Source
+		for i, s := range []pipeline.Source{trainSrc, valSrc} {
+			d := filepath.Join(tmp, []string{"train", "val"}[i])
+			if err := orientationTree(s, dir, d, 2*o.size); err != nil {
+				return nil, err
+			}
+			if srcs[i], err = pipeline.Dir(d); err != nil {
+				return nil, err
+			}
+		}
+		trainSrc, valSrc, dir, classes, flip = srcs[0], srcs[1], filepath.Join(tmp, "train"), len(orientations), false
 	}
 	if trainSrc.Len() < o.batch {
 		return nil, fmt.Errorf("cnn: %d training images, fewer than a batch of %d", trainSrc.Len(), o.batch)
@@ -142,6 +170,9 @@ func run(o options, w io.Writer) ([]epochResult, error) {
 		return nil, err
 	}
 	trainCfg.Augment[0].(*augment.RandomResizedCrop).Scale = [2]float64{o.scale, 1}
+	if !flip {
+		trainCfg.Augment = trainCfg.Augment[:1]
+	}
 	trainLd, err := gomlx.NewLoader(trainSrc, trainCfg)
 	if err != nil {
 		return nil, err
@@ -157,7 +188,7 @@ func run(o options, w io.Writer) ([]epochResult, error) {
 		trainDS = ds
 	} else {
 		paths, labels := listFolder(trainSrc, dir)
-		pds := newFolder(paths, labels, o.size, o.batch, o.scale, o.seed, o.workers)
+		pds := newFolder(paths, labels, o.size, o.batch, o.scale, flip, o.seed, o.workers)
 		defer pds.Done() // its goroutines are already decoding the next epoch
 		trainDS = pds
 	}
@@ -208,8 +239,8 @@ func run(o options, w io.Writer) ([]epochResult, error) {
 		return nil
 	})
 
-	fmt.Fprintf(w, "%d classes: %d training, %d validation images; %dx%d NHWC float32, batch %d; feed %s (decoder %s); backend %s\n",
-		classes, trainSrc.Len(), valSrc.Len(), o.size, o.size, o.batch, o.feed, trainLd.DecodeBackend(), be.Name())
+	fmt.Fprintf(w, "task %s, %d classes: %d training, %d validation images; %dx%d NHWC float32, batch %d; feed %s (decoder %s); backend %s\n",
+		o.task, classes, trainSrc.Len(), valSrc.Len(), o.size, o.size, o.batch, o.feed, trainLd.DecodeBackend(), be.Name())
 	var res []epochResult
 	for e := range o.epochs {
 		stepLoss, timed.wait = nil, 0
