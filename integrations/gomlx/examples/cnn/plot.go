@@ -13,7 +13,7 @@ import (
 // plotCurve draws the training and validation loss and the validation accuracy per epoch.
 func plotCurve(path string, res []epochResult, o options) error {
 	p := plot.New()
-	p.Title.Text = fmt.Sprintf("GoMLX CNN (simplego) fed by conveyor: %dx%d, batch %d", o.size, o.size, o.batch)
+	p.Title.Text = fmt.Sprintf("GoMLX CNN (simplego) fed by conveyor: task %s, %dx%d, batch %d", o.task, o.size, o.size, o.batch)
 	p.X.Label.Text = "epoch"
 	p.Y.Label.Text = "loss (cross-entropy) / accuracy"
 	p.Add(plotter.NewGrid())
@@ -57,6 +57,15 @@ func plotCurve(path string, res []epochResult, o options) error {
 		p.Legend.Add("chance accuracy", chance)
 	}
 	p.Y.Min = 0
+	top := 1.0
+	for _, r := range res {
+		for _, v := range []float64{r.TrainLoss, r.ValLoss} {
+			if !math.IsNaN(v) {
+				top = max(top, v)
+			}
+		}
+	}
+	p.Y.Max = 1.35 * top // room for the legend
 	p.Legend.Top = true
 	return p.Save(7*vg.Inch, 4.5*vg.Inch, path)
 }
