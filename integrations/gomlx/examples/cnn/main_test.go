@@ -20,7 +20,7 @@ func TestLossFalls(t *testing.T) {
 	for _, feed := range []string{"conveyor", "folder"} {
 		t.Run(feed, func(t *testing.T) {
 			o := options{data: dir, size: 16, batch: 8, epochs: 5, lr: 0.003, scale: 0.25, val: 0.25, seed: 1,
-				feed: feed, workers: 2, eval: feed == "conveyor"}
+				feed: feed, task: "class", workers: 2, eval: feed == "conveyor"}
 			res, err := run(o, io.Discard)
 			if err != nil {
 				t.Fatal(err)
@@ -54,11 +54,32 @@ func TestLossFalls(t *testing.T) {
 // TestOptionsRefused checks the flags run refuses.
 func TestOptionsRefused(t *testing.T) {
 	for _, o := range []options{
-		{size: 20, batch: 8, epochs: 1, val: 0.25, feed: "conveyor"},
-		{size: 16, batch: 8, epochs: 1, val: 0.25, feed: "tf.data"},
+		{size: 20, batch: 8, epochs: 1, val: 0.25, feed: "conveyor", task: "class"},
+		{size: 16, batch: 8, epochs: 1, val: 0.25, feed: "tf.data", task: "class"},
+		{size: 16, batch: 8, epochs: 1, val: 0.25, feed: "conveyor", task: "colour"},
 	} {
 		if _, err := run(o, io.Discard); err == nil {
 			t.Errorf("run accepted %+v", o)
 		}
+	}
+}
+
+// TestOrientationTask checks -task orientation: four rotations of every photograph, the
+// split made by photograph (so 4× each side's photographs), four classes.
+func TestOrientationTask(t *testing.T) {
+	dir := t.TempDir()
+	if err := toy.WriteImageFolder(dir, 2, 4, 9); err != nil {
+		t.Fatal(err)
+	}
+	o := options{data: dir, size: 16, batch: 4, epochs: 1, lr: 0.003, scale: 0.25, val: 0.25, seed: 1,
+		feed: "conveyor", task: "orientation", workers: 2, eval: true}
+	res, err := run(o, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 2 classes of 4 photographs: 3 of each for training, 1 for validation; 24 training
+	// images in 6 batches of 4.
+	if r := res[0]; r.Classes != 4 || r.Images != 24 || len(r.StepLoss) != 6 {
+		t.Fatalf("%d classes, %d training images in %d steps; want 4, 24 in 6", r.Classes, r.Images, len(r.StepLoss))
 	}
 }
