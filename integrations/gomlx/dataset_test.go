@@ -22,6 +22,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/gomlx/gomlx/pkg/core/tensors/images"
 	"github.com/gomlx/gomlx/pkg/ml/train"
 )
 
@@ -482,4 +483,101 @@ func TestTrainer(t *testing.T) {
 	}
 	var _ train.Dataset = ds
 	var _ train.DatasetCustomOwnership = ds
+}
+
+// TestLayoutsAndDTypes checks each packed dtype's GoMLX dtype and bytes, and that an NCHW
+// loader (made with pipeline.New) gives [N, 3, H, W] and says ChannelsFirst.
+func TestLayoutsAndDTypes(t *testing.T) {
+	src := source(t)
+	for _, tc := range []struct {
+		dt     pack.DType
+		layout pack.Layout
+		want   dtypes.DType
+	}{
+		{pack.Uint8, pack.NHWC, dtypes.Uint8},
+		{pack.Float16, pack.NHWC, dtypes.Float16},
+		{pack.BFloat16, pack.NHWC, dtypes.BFloat16},
+		{pack.Float32, pack.NCHW, dtypes.Float32},
+	} {
+		t.Run(tc.dt.String()+"-"+tc.layout.String(), func(t *testing.T) {
+			cfg := config(func(c *pipeline.Config) {
+				c.Pack = pack.Options{DType: tc.dt, Layout: tc.layout, Normalize: tc.dt != pack.Uint8}
+				c.Pack.Width, c.Pack.Height = side, side
+			})
+			ld, err := pipeline.New(src, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ld.Close()
+			var ref []byte
+			var shape [4]int
+			for b, err := range ld.Epoch(context.Background(), 0) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				ref, shape = bytes.Clone(b.Data), b.Shape
+				b.Release()
+				break
+			}
+			ds, err := gomlx.New(context.Background(), ld, &gomlx.Options{Backend: newBackend(t)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ds.Close()
+			_, in, _, err := ds.Yield()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, ws := in[0].Shape(), shapes.Make(tc.want, shape[:]...); !got.Equal(ws) {
+				t.Fatalf("images %s, want %s", got, ws)
+			}
+			if !bytes.Equal(tensorBytes(t, in[0]), ref) {
+				t.Fatal("image bytes differ from the loader's batch")
+			}
+			wantAxis := images.ChannelsLast
+			if tc.layout == pack.NCHW {
+				wantAxis = images.ChannelsFirst
+				if shape[1] != 3 {
+					t.Fatalf("NCHW shape %v", shape)
+				}
+			}
+			if ds.ChannelsAxis() != wantAxis {
+				t.Fatalf("ChannelsAxis %v, want %v", ds.ChannelsAxis(), wantAxis)
+			}
+		})
+	}
+}
+
+// TestMicroBatches checks that each micro-batch is a Yield and that Position resumes
+// inside a batch.
+func TestMicroBatches(t *testing.T) {
+	src := source(t)
+	cfg := config(func(c *pipeline.Config) { c.MicroBatches = 2 })
+	ref := reference(t, src, cfg, 0)
+	ds, err := gomlx.New(context.Background(), loader(t, src, cfg), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, in, lab, err := ds.Yield()
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(t, 0, in, lab, ref[0])
+	ep, cur := ds.Position()
+	ds.Close()
+	if in[0].Shape().Dimensions[0] != batch/2 || cur != batch/2 {
+		t.Fatalf("first micro-batch of %d samples, cursor %d; want %d and %d", in[0].Shape().Dimensions[0], cur, batch/2, batch/2)
+	}
+	resumed, err := gomlx.New(context.Background(), loader(t, src, cfg), &gomlx.Options{Epoch: ep, Cursor: cur})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resumed.Close()
+	for i, w := range ref[1:] {
+		_, in, lab, err := resumed.Yield()
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(t, i+1, in, lab, w)
+	}
 }

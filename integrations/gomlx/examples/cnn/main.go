@@ -70,9 +70,9 @@ type epochResult struct {
 func main() {
 	var o options
 	flag.StringVar(&o.data, "data", "", "ImageFolder tree DIR/CLASS/*.jpg (default: generate a set of coloured squares)")
-	flag.IntVar(&o.size, "size", 64, "input side in pixels")
+	flag.IntVar(&o.size, "size", 32, "input side in pixels, a multiple of 8")
 	flag.IntVar(&o.batch, "batch", 8, "training batch size")
-	flag.IntVar(&o.epochs, "epochs", 30, "epochs")
+	flag.IntVar(&o.epochs, "epochs", 10, "epochs")
 	flag.Float64Var(&o.lr, "lr", 0.003, "Adam learning rate")
 	flag.Float64Var(&o.scale, "scale", 0.25, "smallest random crop, as a fraction of the image's area (torchvision's default is 0.08)")
 	flag.Float64Var(&o.val, "val", 0.25, "validation fraction of every class")

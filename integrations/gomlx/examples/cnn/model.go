@@ -14,7 +14,7 @@ import (
 )
 
 // channels are the convolution blocks' widths: each block is a 3×3 convolution, batch
-// normalisation, ReLU and a 2×2 max-pool, so a 64-pixel input leaves them at 8×8.
+// normalisation, ReLU and a 2×2 max-pool, so a 32-pixel input leaves them at 4×4.
 var channels = []int{16, 32, 64}
 
 // cnn returns the model: the convolution blocks on NHWC images (GoMLX's default layout,
