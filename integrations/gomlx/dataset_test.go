@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/conveyor-ml/conveyor/examples/toy"
@@ -429,6 +430,32 @@ func TestErrors(t *testing.T) {
 		ld.Close()
 		if _, _, _, err := ds.Yield(); !errors.Is(err, pipeline.ErrClosed) {
 			t.Fatalf("Yield on a closed loader: %v, want pipeline.ErrClosed", err)
+		}
+	})
+	t.Run("closed mid-epoch", func(t *testing.T) {
+		// The Dataset holds the loader's epoch suspended between Yields: Close must not wait
+		// for it, and the next Yield says the loader is closed.
+		ld := loader(t, src, config(nil))
+		ds, err := gomlx.New(context.Background(), ld, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ds.Close()
+		if _, _, _, err := ds.Yield(); err != nil {
+			t.Fatal(err)
+		}
+		closed := make(chan error, 1)
+		go func() { closed <- ld.Close() }()
+		select {
+		case err := <-closed:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("Loader.Close did not return while the Dataset was between Yields")
+		}
+		if _, _, _, err := ds.Yield(); !errors.Is(err, pipeline.ErrClosed) {
+			t.Fatalf("Yield after the loader closed: %v, want pipeline.ErrClosed", err)
 		}
 	})
 	t.Run("cancelled", func(t *testing.T) {
