@@ -223,11 +223,14 @@ func TestAutotuneSlowReads(t *testing.T) {
 		t.Errorf("autotune with slow reads: %d reads in flight after %d steps, want more than %d", st.IOWorkers, st.TuneSteps, eff.IOWorkers)
 	}
 
+	// Every count explicit, so the tuner has nothing to move. (With Prefetch left to it,
+	// a loaded machine makes it deepen the prefetch, a step of its own.)
 	set := testConfig(2)
 	set.IOWorkers = 3
+	set.Prefetch = 2
 	_, st, _ = run(set)
-	if st.IOWorkers != 3 || st.Workers != 2 || st.TuneSteps != 0 {
-		t.Errorf("explicit Workers 2, IOWorkers 3: the loader ran %d and %d after %d steps", st.Workers, st.IOWorkers, st.TuneSteps)
+	if st.IOWorkers != 3 || st.Workers != 2 || st.Prefetch != 2 || st.TuneSteps != 0 {
+		t.Errorf("explicit Workers 2, IOWorkers 3, Prefetch 2: the loader ran %d, %d and %d after %d steps", st.Workers, st.IOWorkers, st.Prefetch, st.TuneSteps)
 	}
 }
 
