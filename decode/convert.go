@@ -280,6 +280,38 @@ func ycbcrSlow(dst *Image, m *image.YCbCr) {
 type rgbScratch struct {
 	lut    [256][3]uint8 // a paletted image's colours
 	canvas Image         // a GIF frame smaller than its logical screen
+	// clipGray16 converts 16-bit greyscale as Pillow does (Options.Exact).
+	clipGray16 bool
+}
+
+// convert is toRGB, with Pillow's conversion of 16-bit greyscale when clipGray16 is set.
+func (s *rgbScratch) convert(img *Image, m image.Image) {
+	if g, ok := m.(*image.Gray16); ok && s.clipGray16 {
+		gray16Clip(img, g)
+		return
+	}
+	toRGB(img, m, &s.lut)
+}
+
+// gray16Clip converts 16-bit greyscale to RGB as PIL's convert('RGB') does: Pillow 9.4
+// opens such a PNG in mode I (32-bit integers) and its I -> RGB conversion clamps each
+// value to [0, 255], so every level above 255 becomes white, where toRGB keeps the high
+// byte (a faithful scaling, but not PIL's).
+func gray16Clip(dst *Image, m *image.Gray16) {
+	b := m.Bounds()
+	dst.Reset(b.Dx(), b.Dy())
+	for y := range dst.Height {
+		s := m.Pix[y*m.Stride:][:2*dst.Width]
+		d := dst.Row(y)
+		for x := range dst.Width {
+			v := uint8(255)
+			if s[2*x] == 0 {
+				v = s[2*x+1]
+			}
+			p := d[3*x : 3*x+3 : 3*x+3]
+			p[0], p[1], p[2] = v, v, v
+		}
+	}
 }
 
 // toRGBRegion converts the part rs (relative to m's origin) of a decoded image to RGB in
@@ -290,11 +322,11 @@ func (s *rgbScratch) toRGBRegion(img *Image, m image.Image, rs image.Rectangle) 
 		SubImage(image.Rectangle) image.Image
 	})
 	if !ok || rs == b.Sub(b.Min) {
-		toRGB(img, m, &s.lut)
+		s.convert(img, m)
 		return rs
 	}
 	ra := alignRect(m, rs.Add(b.Min))
-	toRGB(img, sub.SubImage(ra), &s.lut)
+	s.convert(img, sub.SubImage(ra))
 	return rs.Add(b.Min).Sub(ra.Min)
 }
 
