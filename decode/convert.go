@@ -280,17 +280,45 @@ func ycbcrSlow(dst *Image, m *image.YCbCr) {
 type rgbScratch struct {
 	lut    [256][3]uint8 // a paletted image's colours
 	canvas Image         // a GIF frame smaller than its logical screen
-	// clipGray16 converts 16-bit greyscale as Pillow does (Options.Exact).
-	clipGray16 bool
+	// pil converts 16-bit greyscale and CMYK as Pillow does (Options.Exact).
+	pil bool
 }
 
-// convert is toRGB, with Pillow's conversion of 16-bit greyscale when clipGray16 is set.
+// convert is toRGB, with Pillow's conversions of 16-bit greyscale and CMYK when pil is
+// set.
 func (s *rgbScratch) convert(img *Image, m image.Image) {
-	if g, ok := m.(*image.Gray16); ok && s.clipGray16 {
-		gray16Clip(img, g)
-		return
+	if s.pil {
+		switch m := m.(type) {
+		case *image.Gray16:
+			gray16Clip(img, m)
+			return
+		case *image.CMYK:
+			cmykPIL(img, m)
+			return
+		}
 	}
 	toRGB(img, m, &s.lut)
+}
+
+// cmykPIL converts CMYK to RGB as Pillow 9.4's cmyk2rgb does: each channel is
+// (255-k) - round(c·(255-k)/255), where the standard library's color.CMYKToRGB, which
+// toRGB follows, computes in 16 bits and truncates (up to 1 level apart).
+func cmykPIL(dst *Image, m *image.CMYK) {
+	b := m.Bounds()
+	dst.Reset(b.Dx(), b.Dy())
+	for y := range dst.Height {
+		s := m.Pix[y*m.Stride:][:4*dst.Width]
+		d := dst.Row(y)
+		for x := range dst.Width {
+			q := s[4*x : 4*x+4 : 4*x+4]
+			p := d[3*x : 3*x+3 : 3*x+3]
+			nk := 255 - int(q[3])
+			for c := range 3 {
+				t := int(q[c])*nk + 128 // MULDIV255
+				p[c] = uint8(nk - (t+t>>8)>>8)
+			}
+		}
+	}
 }
 
 // gray16Clip converts 16-bit greyscale to RGB as PIL's convert('RGB') does: Pillow 9.4

@@ -52,7 +52,7 @@ func NewDecoder(o *Options) (*Decoder, error) {
 		return nil, err
 	}
 	d.opts.Backend = resolved
-	d.clipGray16 = opts.Exact
+	d.pil = opts.Exact
 	return d, nil
 }
 
