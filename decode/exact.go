@@ -187,18 +187,23 @@ func macPIL(acc []int32, row []uint8, k int32) {
 // exactRow resamples one row of packed RGB (the crop's cw pixels) to p.out pixels.
 func exactRow(dst, src []uint8, p *exactPlan) {
 	taps := p.taps
-	for x := range p.out {
+	dst = dst[:3*p.out]
+	for x := 0; len(dst) >= 3; x++ {
 		s, c := 3*int(p.start[x]), int(p.count[x])
 		k := p.k[x*taps : x*taps+c]
 		sp := src[s : s+3*c]
 		r, g, b := int32(pilHalf), int32(pilHalf), int32(pilHalf)
-		for t, kt := range k {
-			px := sp[3*t : 3*t+3 : 3*t+3]
-			r += int32(px[0]) * kt
-			g += int32(px[1]) * kt
-			b += int32(px[2]) * kt
+		// Walking sp three bytes at a time lets the compiler drop the bounds checks.
+		for _, kt := range k {
+			if len(sp) < 3 {
+				break
+			}
+			r += int32(sp[0]) * kt
+			g += int32(sp[1]) * kt
+			b += int32(sp[2]) * kt
+			sp = sp[3:]
 		}
-		d := dst[3*x : 3*x+3 : 3*x+3]
-		d[0], d[1], d[2] = clipPIL(r), clipPIL(g), clipPIL(b)
+		dst[0], dst[1], dst[2] = clipPIL(r), clipPIL(g), clipPIL(b)
+		dst = dst[3:]
 	}
 }

@@ -65,3 +65,23 @@ func TestResizeExactPillow(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkResizeExact measures Resizer.Exact on BenchmarkResize's cases.
+func BenchmarkResizeExact(b *testing.B) {
+	crop := image.Rect(100, 50, 400, 300)
+	b.Run("500x375-crop-224", func(b *testing.B) { benchResizer(b, true, 500, 375, crop, 224, 224) })
+	b.Run("1920x1080-455x256", func(b *testing.B) { benchResizer(b, true, 1920, 1080, image.Rectangle{}, 455, 256) })
+}
+
+// TestResizeExactAllocs checks that a warm exact Resizer allocates nothing.
+func TestResizeExactAllocs(t *testing.T) {
+	src := &Image{}
+	src.Reset(500, 375)
+	z := Resizer{Exact: true}
+	var dst Image
+	r := image.Rect(100, 50, 400, 300)
+	z.Resize(&dst, src, r, 224, 224)
+	if n := testing.AllocsPerRun(20, func() { z.Resize(&dst, src, r, 224, 224) }); n != 0 {
+		t.Errorf("%v allocations per call", n)
+	}
+}
