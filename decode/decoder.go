@@ -137,6 +137,10 @@ func (d *Decoder) header(data []byte) (header, error) {
 // sequential one on the Go backend) is resampled as planes, each at its own resolution,
 // and converted to RGB once, at the output size.
 //
+// With Options.Exact none of those shortcuts is taken: the image decodes in full at full
+// scale, is oriented, then resized with Resizer.Exact, and the pixels are Pillow's (see
+// Options.Exact); DecodeRegion likewise.
+//
 // The two backends decode JPEG slightly differently (libjpeg-turbo's IDCT and chroma
 // upsampling; a mean difference near 1 per channel), so bit-identical output across
 // machines needs the same backend on all of them: set Backend or CONVEYOR_DECODER=go.
