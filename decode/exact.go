@@ -156,35 +156,50 @@ func (z *Resizer) resizeExact(dst, src *Image, r image.Rectangle, w, h int) *Ima
 		}
 		mid, midStride = z.etmp, w3
 	}
+	// Sums of two neighbouring samples share a uint64, as in exactRow.
 	n := 3 * w
-	z.eacc = grow(z.eacc, n)
+	z.eacc = grow(z.eacc, (n+1)/2)
 	acc := z.eacc
 	for y := range h {
 		for j := range acc {
-			acc[j] = pilHalf
+			acc[j] = pilHalf | pilHalf<<32
 		}
 		s := int(yp.start[y]) - lo
 		k := yp.k[y*yp.taps : y*yp.taps+int(yp.count[y])]
 		for t, kt := range k {
-			macPIL(acc, mid[(s+t)*midStride:][:n], kt)
+			macPIL(acc, mid[(s+t)*midStride:][:n], uint64(kt))
 		}
 		d := dst.Row(y)[:n]
-		for j, a := range acc {
-			d[j] = clipPIL(a)
+		for j, a := range acc[:n/2] {
+			d[2*j], d[2*j+1] = clipPIL(int32(uint32(a))), clipPIL(int32(a>>32))
+		}
+		if n%2 == 1 {
+			d[n-1] = clipPIL(int32(uint32(acc[n/2])))
 		}
 	}
 	return dst
 }
 
-// macPIL adds k*row[j] to every acc[j], in wrapping int32 arithmetic as Pillow's C does.
-func macPIL(acc []int32, row []uint8, k int32) {
-	row = row[:len(acc)]
-	for j, v := range row {
-		acc[j] += int32(v) * k
+// macPIL adds k*row[2j] and k*row[2j+1] to the halves of acc[j].
+func macPIL(acc []uint64, row []uint8, k uint64) {
+	for j := range acc {
+		if len(row) < 2 {
+			if len(row) == 1 {
+				acc[j] += uint64(row[0]) * k
+			}
+			return
+		}
+		acc[j] += (uint64(row[0]) | uint64(row[1])<<32) * k
+		row = row[2:]
 	}
 }
 
 // exactRow resamples one row of packed RGB (the crop's cw pixels) to p.out pixels.
+//
+// Red and green share a uint64, one in each 32-bit half: the bilinear filter's
+// coefficients are never negative, so each half's sum stays below 2^21 + 255·(2^22 + taps)
+// < 2^31 and never carries into the other, and each half holds exactly Pillow's int32 sum.
+// That saves a third of the multiplies.
 func exactRow(dst, src []uint8, p *exactPlan) {
 	taps := p.taps
 	dst = dst[:3*p.out]
@@ -192,18 +207,18 @@ func exactRow(dst, src []uint8, p *exactPlan) {
 		s, c := 3*int(p.start[x]), int(p.count[x])
 		k := p.k[x*taps : x*taps+c]
 		sp := src[s : s+3*c]
-		r, g, b := int32(pilHalf), int32(pilHalf), int32(pilHalf)
+		rg, b := uint64(pilHalf)|uint64(pilHalf)<<32, uint64(pilHalf)
 		// Walking sp three bytes at a time lets the compiler drop the bounds checks.
 		for _, kt := range k {
 			if len(sp) < 3 {
 				break
 			}
-			r += int32(sp[0]) * kt
-			g += int32(sp[1]) * kt
-			b += int32(sp[2]) * kt
+			kk := uint64(kt)
+			rg += (uint64(sp[0]) | uint64(sp[1])<<32) * kk
+			b += uint64(sp[2]) * kk
 			sp = sp[3:]
 		}
-		dst[0], dst[1], dst[2] = clipPIL(r), clipPIL(g), clipPIL(b)
+		dst[0], dst[1], dst[2] = clipPIL(int32(uint32(rg))), clipPIL(int32(rg>>32)), clipPIL(int32(b))
 		dst = dst[3:]
 	}
 }

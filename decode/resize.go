@@ -57,8 +57,8 @@ type Resizer struct {
 
 	eplans [2]exactPlan // Exact's plans, (n, out) keyed
 	enext  int
-	etmp   []uint8 // Exact's 8-bit intermediate
-	eacc   []int32 // Exact's row of sums
+	etmp   []uint8  // Exact's 8-bit intermediate
+	eacc   []uint64 // Exact's row of sums, two to a word
 }
 
 // axisPlan holds the weights for resampling n samples to out samples along one axis.
