@@ -180,7 +180,7 @@ type Config struct {
 	// Decode configures decoding and the resize-first policy; default decode's defaults.
 	Decode decode.Options
 	// Fidelity chooses between Fast pixels and Exact ones (torchvision's, bit for bit);
-	// Exact sets Decode.Exact. ApplyRecipe picks Exact for "eval" and Fast for the
+	// Exact sets Decode.Exact, which is refused without it. ApplyRecipe picks Exact for "eval" and Fast for the
 	// training recipes. Default Fast.
 	Fidelity Fidelity
 	// Augment runs on every decoded sample; default none. Its output must have the size
@@ -399,6 +399,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Fidelity != Fast && c.Fidelity != Exact {
 		errs = append(errs, fmt.Errorf("Fidelity %v", c.Fidelity))
+	} else if c.Decode.Exact && c.Fidelity != Exact {
+		// Exact decoding with Fast resampling in the ops would be neither.
+		errs = append(errs, fmt.Errorf("Decode.Exact with Fidelity %v: set Fidelity to %v, which sets Decode.Exact", c.Fidelity, Exact))
 	}
 	if c.OnError != Skip && c.OnError != Fail {
 		errs = append(errs, fmt.Errorf("OnError %v", c.OnError))

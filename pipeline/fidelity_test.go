@@ -1,9 +1,11 @@
 package pipeline
 
 import (
+	"context"
 	"strings"
 	"testing"
 
+	"github.com/conveyor-ml/conveyor/cache"
 	"github.com/conveyor-ml/conveyor/decode"
 )
 
@@ -34,6 +36,10 @@ func TestFidelityConfig(t *testing.T) {
 	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "Fidelity") {
 		t.Errorf("Fidelity 7: %v", err)
 	}
+	cfg.Fidelity = Fast // Decode.Exact still set: exact decoding, fast ops
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "Decode.Exact") {
+		t.Errorf("Decode.Exact with Fast: %v", err)
+	}
 }
 
 // TestRecipeFidelity: eval is Exact (torchvision's pixels for evaluating a pretrained
@@ -51,6 +57,31 @@ func TestRecipeFidelity(t *testing.T) {
 			if cfg.Fidelity != c.want || (cfg.Decode.Exact && c.want == Fast) {
 				t.Errorf("%s after %v: Fidelity %v, Decode.Exact %t; want %v", c.recipe, before, cfg.Fidelity, cfg.Decode.Exact, c.want)
 			}
+		}
+	}
+}
+
+// TestConvertExact: Convert with exact decode options runs (its loader takes Fidelity
+// Exact from them) and records the spec with exact=true, so exact and fast conversions
+// never share records.
+func TestConvertExact(t *testing.T) {
+	src, err := Dir(newTree(t, 2, 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := cache.Open(t.TempDir(), &cache.Options{Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	o := convertOpts(t)
+	o.Decode.Exact = true
+	if _, err := Convert(context.Background(), src, c, o); err != nil {
+		t.Fatal(err)
+	}
+	for spec := range c.Specs() {
+		if !strings.Contains(spec, "exact=true") {
+			t.Errorf("spec %q does not say exact=true", spec)
 		}
 	}
 }
