@@ -145,7 +145,12 @@ func (z *Resizer) resizeExact(dst, src *Image, r image.Rectangle, w, h int) *Ima
 		}
 		w3 := 3 * w
 		z.etmp = grow(z.etmp, (hi-lo)*w3)
-		for y := lo; y < hi; y++ {
+		y := lo
+		for ; y+1 < hi; y += 2 {
+			row := (r.Min.Y+y)*src.Stride + x0
+			exactRows2(z.etmp[(y-lo)*w3:(y-lo+2)*w3], src.Pix[row:][:3*cw], src.Pix[row+src.Stride:][:3*cw], xp)
+		}
+		if y < hi {
 			exactRow(z.etmp[(y-lo)*w3:(y-lo+1)*w3], src.Pix[(r.Min.Y+y)*src.Stride+x0:][:3*cw], xp)
 		}
 		if !needV {
@@ -220,5 +225,35 @@ func exactRow(dst, src []uint8, p *exactPlan) {
 		}
 		dst[0], dst[1], dst[2] = clipPIL(int32(uint32(rg))), clipPIL(int32(rg>>32)), clipPIL(int32(b))
 		dst = dst[3:]
+	}
+}
+
+// exactRows2 is exactRow on two rows at once, a and b, into dst's first and second
+// p.out pixels: they share the coefficients and the loop, and their sums are independent
+// chains the CPU overlaps.
+func exactRows2(dst, a, b []uint8, p *exactPlan) {
+	taps := p.taps
+	w3 := 3 * p.out
+	da, db := dst[:w3], dst[w3:2*w3]
+	for x := 0; len(da) >= 3 && len(db) >= 3; x++ {
+		s, c := 3*int(p.start[x]), int(p.count[x])
+		k := p.k[x*taps : x*taps+c]
+		sa, sb := a[s:s+3*c], b[s:s+3*c]
+		const half2 = uint64(pilHalf) | uint64(pilHalf)<<32
+		rga, ba, rgb, bb := half2, uint64(pilHalf), half2, uint64(pilHalf)
+		for _, kt := range k {
+			if len(sa) < 3 || len(sb) < 3 {
+				break
+			}
+			kk := uint64(kt)
+			rga += (uint64(sa[0]) | uint64(sa[1])<<32) * kk
+			ba += uint64(sa[2]) * kk
+			rgb += (uint64(sb[0]) | uint64(sb[1])<<32) * kk
+			bb += uint64(sb[2]) * kk
+			sa, sb = sa[3:], sb[3:]
+		}
+		da[0], da[1], da[2] = clipPIL(int32(uint32(rga))), clipPIL(int32(rga>>32)), clipPIL(int32(ba))
+		db[0], db[1], db[2] = clipPIL(int32(uint32(rgb))), clipPIL(int32(rgb>>32)), clipPIL(int32(bb))
+		da, db = da[3:], db[3:]
 	}
 }
