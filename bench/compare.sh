@@ -5,7 +5,7 @@
 #
 #   bench/compare.sh [DIR] [--recipe train|eval|randaugment] [--workers 2] [--batch 64]
 #                    [--rounds 5] [--images 1000] [--size 224] [--epochs 2] [--go-decoder]
-#                    [--mixup A] [--cutmix A] [--smoothing E]
+#                    [--mixup A] [--cutmix A] [--smoothing E] [--fidelity exact,fast]
 #
 # Each round runs conveyor then the peer, each for --epochs epochs; a round's figure is the
 # last epoch's images/s. --go-decoder adds a column for conveyor with its pure-Go JPEG
@@ -14,12 +14,13 @@
 #
 # Without DIR it uses conveyor's built-in synthetic set (~500x375 JPEGs), written once to
 # $CONVEYOR_SYNTH_DIR (default /tmp/conveyor-synth-N). --mixup, --cutmix and --smoothing go to
-# both sides (batch-level mixing with soft labels).
+# both sides (batch-level mixing with soft labels). --fidelity runs conveyor once per listed
+# fidelity (conveyor bench --fidelity), a column each; by default the recipe's.
 # Needs: apt-get install -y python3-torch python3-torchvision python3-pil
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/lib.sh
-dir="" recipe=train workers=2 batch=64 rounds=5 images=1000 size=224 epochs=2 godec=0 mix=()
+dir="" recipe=train workers=2 batch=64 rounds=5 images=1000 size=224 epochs=2 godec=0 mix=() fids=
 while [ $# -gt 0 ]; do
   case "$1" in
     --recipe) recipe=$2; shift 2 ;;
@@ -30,6 +31,7 @@ while [ $# -gt 0 ]; do
     --size) size=$2; shift 2 ;;
     --epochs) epochs=$2; shift 2 ;;
     --go-decoder) godec=1; shift ;;
+    --fidelity) fids=$2; shift 2 ;;
     --mixup|--cutmix|--smoothing) mix+=("$1" "$2"); shift 2 ;;
     -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "unknown flag $1" >&2; exit 2 ;;
@@ -49,9 +51,16 @@ machine
 # Warm the page cache so neither side pays for the first read.
 find "$dir" -type f -print0 | xargs -0 cat >/dev/null
 cv=() cg=() pt=()
+IFS=, read -r -a fidlist <<<"$fids"
+declare -A fv=()
 for r in $(seq "$rounds"); do
   c=$("$bin" bench "$dir" "${common[@]}" | last)
   line="round $r: conveyor $c"
+  for f in ${fidlist[@]+"${fidlist[@]}"}; do
+    x=$("$bin" bench "$dir" "${common[@]}" --fidelity "$f" | last)
+    line+=", conveyor($f) $x"
+    fv[$f]+="$x "
+  done
   if [ "$godec" = 1 ]; then
     g=$(CONVEYOR_DECODER=go "$bin" bench "$dir" "${common[@]}" | last)
     line+=", conveyor(go decoder) $g"
@@ -70,4 +79,9 @@ else
   echo "median images/s: conveyor $mc ($backend decoder), torch $mp"
   echo "ratio conveyor/torch $(ratio "$mc" "$mp")x"
 fi
+for f in ${fidlist[@]+"${fidlist[@]}"}; do
+  # shellcheck disable=SC2086 # the figures are space-separated on purpose
+  mf=$(median ${fv[$f]})
+  echo "conveyor($f): median $mf images/s, ratio to torch $(ratio "$mf" "$mp")x"
+done
 echo "(only ratios from one run mean anything: these machines are noisy)"

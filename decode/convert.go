@@ -280,6 +280,66 @@ func ycbcrSlow(dst *Image, m *image.YCbCr) {
 type rgbScratch struct {
 	lut    [256][3]uint8 // a paletted image's colours
 	canvas Image         // a GIF frame smaller than its logical screen
+	// pil converts 16-bit greyscale and CMYK as Pillow does (Options.Exact).
+	pil bool
+}
+
+// convert is toRGB, with Pillow's conversions of 16-bit greyscale and CMYK when pil is
+// set.
+func (s *rgbScratch) convert(img *Image, m image.Image) {
+	if s.pil {
+		switch m := m.(type) {
+		case *image.Gray16:
+			gray16Clip(img, m)
+			return
+		case *image.CMYK:
+			cmykPIL(img, m)
+			return
+		}
+	}
+	toRGB(img, m, &s.lut)
+}
+
+// cmykPIL converts CMYK to RGB as Pillow 9.4's cmyk2rgb does: each channel is
+// (255-k) - round(c·(255-k)/255), where the standard library's color.CMYKToRGB, which
+// toRGB follows, computes in 16 bits and truncates (up to 1 level apart).
+func cmykPIL(dst *Image, m *image.CMYK) {
+	b := m.Bounds()
+	dst.Reset(b.Dx(), b.Dy())
+	for y := range dst.Height {
+		s := m.Pix[y*m.Stride:][:4*dst.Width]
+		d := dst.Row(y)
+		for x := range dst.Width {
+			q := s[4*x : 4*x+4 : 4*x+4]
+			p := d[3*x : 3*x+3 : 3*x+3]
+			nk := 255 - int(q[3])
+			for c := range 3 {
+				t := int(q[c])*nk + 128 // MULDIV255
+				p[c] = uint8(nk - (t+t>>8)>>8)
+			}
+		}
+	}
+}
+
+// gray16Clip converts 16-bit greyscale to RGB as PIL's convert('RGB') does: Pillow 9.4
+// opens such a PNG in mode I (32-bit integers) and its I -> RGB conversion clamps each
+// value to [0, 255], so every level above 255 becomes white, where toRGB keeps the high
+// byte (a faithful scaling, but not PIL's).
+func gray16Clip(dst *Image, m *image.Gray16) {
+	b := m.Bounds()
+	dst.Reset(b.Dx(), b.Dy())
+	for y := range dst.Height {
+		s := m.Pix[y*m.Stride:][:2*dst.Width]
+		d := dst.Row(y)
+		for x := range dst.Width {
+			v := uint8(255)
+			if s[2*x] == 0 {
+				v = s[2*x+1]
+			}
+			p := d[3*x : 3*x+3 : 3*x+3]
+			p[0], p[1], p[2] = v, v, v
+		}
+	}
 }
 
 // toRGBRegion converts the part rs (relative to m's origin) of a decoded image to RGB in
@@ -290,11 +350,11 @@ func (s *rgbScratch) toRGBRegion(img *Image, m image.Image, rs image.Rectangle) 
 		SubImage(image.Rectangle) image.Image
 	})
 	if !ok || rs == b.Sub(b.Min) {
-		toRGB(img, m, &s.lut)
+		s.convert(img, m)
 		return rs
 	}
 	ra := alignRect(m, rs.Add(b.Min))
-	toRGB(img, sub.SubImage(ra), &s.lut)
+	s.convert(img, sub.SubImage(ra))
 	return rs.Add(b.Min).Sub(ra.Min)
 }
 

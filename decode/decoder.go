@@ -52,6 +52,7 @@ func NewDecoder(o *Options) (*Decoder, error) {
 		return nil, err
 	}
 	d.opts.Backend = resolved
+	d.pil = opts.Exact
 	return d, nil
 }
 
@@ -136,6 +137,10 @@ func (d *Decoder) header(data []byte) (header, error) {
 // sequential one on the Go backend) is resampled as planes, each at its own resolution,
 // and converted to RGB once, at the output size.
 //
+// With Options.Exact none of those shortcuts is taken: the image decodes in full at full
+// scale, is oriented, then resized with Resizer.Exact, and the pixels are Pillow's (see
+// Options.Exact); DecodeRegion likewise.
+//
 // The two backends decode JPEG slightly differently (libjpeg-turbo's IDCT and chroma
 // upsampling; a mean difference near 1 per channel), so bit-identical output across
 // machines needs the same backend on all of them: set Backend or CONVEYOR_DECODER=go.
@@ -196,6 +201,11 @@ func (d *Decoder) decode(dst *Image, h header, data []byte, r image.Rectangle, w
 	if dst == nil {
 		dst = new(Image)
 	}
+	if d.opts.Exact {
+		if c := h.config(); r != image.Rect(0, 0, c.Width, c.Height) || w != c.Width || ht != c.Height {
+			return d.decodeExact(dst, h, data, r, w, ht)
+		}
+	}
 	d.job = d.newJob(h, data, r, w, ht, dst)
 	j := &d.job
 	out, err := d.decodePixels(j)
@@ -243,4 +253,16 @@ func (d *Decoder) newJob(h header, data []byte, r image.Rectangle, w, ht int, ds
 		j.img = &d.full
 	}
 	return j
+}
+
+// decodeExact is decode with Options.Exact when it resamples: the whole image decodes at
+// full scale and is oriented into d.mid, as PIL opens it, then r is resampled with
+// Pillow's arithmetic.
+func (d *Decoder) decodeExact(dst *Image, h header, data []byte, r image.Rectangle, w, ht int) (*Image, error) {
+	c := h.config()
+	full, err := d.decode(&d.mid, h, data, image.Rect(0, 0, c.Width, c.Height), c.Width, c.Height)
+	if err != nil {
+		return nil, err
+	}
+	return d.rs.resizeExact(dst, full, r, w, ht), nil
 }

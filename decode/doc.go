@@ -21,7 +21,9 @@
 // upsamples chroma smoothly, the Go path replicates it).
 //
 // Resizer is the resampling kernel (PIL's antialiased bilinear filter in fixed point,
-// with AVX2 assembly on amd64); package augment uses it for crops. When a resize follows
+// with AVX2 assembly on amd64, within ±1 of Pillow; with Resizer.Exact, Pillow 9.4's
+// arithmetic bit for bit); package augment uses it for crops. Options.Exact makes a
+// Decoder's pixels Pillow's: full decoding, then Resizer.Exact. When a resize follows
 // a JPEG decode, on either backend, the JPEG's planes are resampled one by one with the
 // same filter (luma from the crop, chroma from the same region of its subsampled planes)
 // and converted to RGB once, at the output size.

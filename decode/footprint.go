@@ -44,6 +44,18 @@ func (d *Decoder) Footprint(data []byte, r image.Rectangle, w, h int) (int64, er
 	} else if r.Empty() || !r.In(image.Rect(0, 0, c.Width, c.Height)) || w <= 0 || h <= 0 {
 		return 0, fmt.Errorf("decode: region %v of the %dx%d image to %dx%d", r, c.Width, c.Height, w, h)
 	}
+	if full := image.Rect(0, 0, c.Width, c.Height); d.opts.Exact && (r != full || w != c.Width || h != c.Height) {
+		// decodeExact: a full decode (its result kept in the Decoder), then Pillow's
+		// passes: an 8-bit intermediate of at most r's rows at the output width, a row
+		// of sums, the coefficient tables and the result.
+		n, err := d.Footprint(data, full, c.Width, c.Height)
+		if err != nil {
+			return 0, err
+		}
+		rw, rh := int64(r.Dx()), int64(r.Dy())
+		tables := 12 * (rw + int64(w) + rh + int64(h)) * (rw/int64(w) + rh/int64(h) + 3)
+		return n + 3*int64(w)*rh + 12*int64(w) + tables + 3*int64(w)*int64(h), nil
+	}
 	d.job = d.newJob(hd, data, r, w, h, nil)
 	j := &d.job
 	defer func() { *j = job{} }()

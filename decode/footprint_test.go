@@ -120,11 +120,11 @@ func TestFootprintBound(t *testing.T) {
 		name string
 		opts Options
 	}
-	backends := []backendCase{{"go", Options{Backend: BackendGo}}}
+	backends := []backendCase{{"go", Options{Backend: BackendGo}}, {"go-exact", Options{Backend: BackendGo, Exact: true}}}
 	t.Setenv(EnvBackend, "")
 	if d, err := NewDecoder(&Options{Backend: BackendTurbo}); err == nil {
 		d.Close()
-		backends = append(backends, backendCase{"native", Options{Backend: BackendTurbo}})
+		backends = append(backends, backendCase{"native", Options{Backend: BackendTurbo}}, backendCase{"native-exact", Options{Backend: BackendTurbo, Exact: true}})
 	}
 	policies := []ResizePolicy{{}, {Mode: ResizeShorter, Size: 256}}
 	for _, be := range backends {

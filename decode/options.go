@@ -146,6 +146,15 @@ type Options struct {
 	IgnoreOrientation bool
 	// Resize is applied right after decoding and orientation. Default ResizeNone.
 	Resize ResizePolicy
+	// Exact makes the pixels Pillow 9.4's, as torchvision 0.14 sees them through
+	// PIL.Image.open(f).convert('RGB'): every image decodes in full at full scale (no DCT
+	// scaling, no crop-aware or planar shortcut), is oriented, then resized (Resize, and
+	// DecodeRegion's resampling) with Resizer.Exact; 16-bit greyscale is clamped to 255
+	// as PIL's mode I conversion does. Bit-identical with the native decoders
+	// (libjpeg-turbo, libpng-equivalent PNG, libwebp); the pure-Go JPEG decoder differs
+	// from libjpeg-turbo (docs/DESIGN.md, "Fidelity", has the measured bound). Slower:
+	// a camera photo decodes in full. Default false.
+	Exact bool
 	// Backend chooses the native decoders: BackendAuto, BackendGo or BackendTurbo. Setting
 	// the environment variable CONVEYOR_DECODER=go forces BackendGo. Default BackendAuto.
 	Backend string
@@ -190,5 +199,8 @@ func (o *Options) String() string {
 		b.WriteString(" orientation=exif")
 	}
 	fmt.Fprintf(&b, " resize=%v backend=%s", o.Resize, o.Backend)
+	if o.Exact {
+		b.WriteString(" exact=true")
+	}
 	return b.String()
 }

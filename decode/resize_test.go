@@ -232,11 +232,16 @@ func TestResizeAllocs(t *testing.T) {
 
 // benchResize measures resampling a sw×sh image's crop r to w×h.
 func benchResize(b *testing.B, sw, sh int, r image.Rectangle, w, h int) {
+	benchResizer(b, false, sw, sh, r, w, h)
+}
+
+// benchResizer is benchResize with Resizer.Exact set to exact.
+func benchResizer(b *testing.B, exact bool, sw, sh int, r image.Rectangle, w, h int) {
 	src := noiseImage(rand.New(rand.NewPCG(1, 1)), sw, sh)
 	if r.Empty() {
 		r = image.Rect(0, 0, sw, sh)
 	}
-	var z Resizer
+	z := Resizer{Exact: exact}
 	var dst Image
 	b.SetBytes(int64(3 * r.Dx() * r.Dy()))
 	b.ReportAllocs()

@@ -37,6 +37,46 @@ func (p Policy) String() string {
 	return fmt.Sprintf("Policy(%d)", int(p))
 }
 
+// Fidelity says how closely the loader's pixels follow torchvision's on PIL images.
+type Fidelity int
+
+const (
+	// Fast takes the shortcuts that make decoding cheap: JPEGs decode at a reduced DCT
+	// scale when the resize allows it, only the crop of RandomResizedCrop is decoded
+	// (unless FullDecode), JPEG planes are resampled before converting to RGB, and the
+	// resampling kernels keep 16-bit intermediates. Pixels are within a measured bound of
+	// torchvision's (docs/DESIGN.md, "Fidelity"; testdata/golden).
+	Fast Fidelity = iota
+	// Exact gives torchvision 0.14's pixels with Pillow 9.4, bit for bit, with the
+	// native decoders (libjpeg-turbo, libwebp): every image decodes in full at full scale
+	// (decode.Options.Exact), and Resize, RandomResizedCrop and the decoder's resize use
+	// Pillow's arithmetic (decode.Resizer.Exact). EXIF orientation follows
+	// Decode.IgnoreOrientation: true matches torchvision's stock ImageFolder (its
+	// pil_loader does not rotate), false a loader that calls ImageOps.exif_transpose.
+	// The pure-Go JPEG decoder is not bit-exact (docs/DESIGN.md, "Fidelity").
+	Exact
+)
+
+func (f Fidelity) String() string {
+	switch f {
+	case Fast:
+		return "fast"
+	case Exact:
+		return "exact"
+	}
+	return fmt.Sprintf("Fidelity(%d)", int(f))
+}
+
+// ParseFidelity parses "fast" or "exact".
+func ParseFidelity(s string) (Fidelity, error) {
+	for f := Fast; f <= Exact; f++ {
+		if f.String() == s {
+			return f, nil
+		}
+	}
+	return 0, fmt.Errorf("pipeline: unknown fidelity %q (want fast or exact)", s)
+}
+
 // Config configures a Loader. The zero value of every field means its default; New works
 // on a copy, so a Config may be reused.
 type Config struct {
@@ -139,6 +179,10 @@ type Config struct {
 
 	// Decode configures decoding and the resize-first policy; default decode's defaults.
 	Decode decode.Options
+	// Fidelity chooses between Fast pixels and Exact ones (torchvision's, bit for bit);
+	// Exact sets Decode.Exact, which is refused without it. ApplyRecipe picks Exact for "eval" and Fast for the
+	// training recipes. Default Fast.
+	Fidelity Fidelity
 	// Augment runs on every decoded sample; default none. Its output must have the size
 	// given in Pack. Ops on the packed sample (augment.TensorOp: RandomErasing) come
 	// last and run on each batch slot right after packing, with the sample's random
@@ -293,6 +337,9 @@ func (c *Config) EnsureDefaults() {
 	if c.Logf == nil {
 		c.Logf = log.Printf
 	}
+	if c.Fidelity == Exact {
+		c.Decode.Exact = true
+	}
 	c.Decode.EnsureDefaults()
 	c.Mix.EnsureDefaults()
 }
@@ -349,6 +396,12 @@ func (c *Config) Validate() error {
 		}
 	default:
 		errs = append(errs, fmt.Errorf("Order %v", c.Order))
+	}
+	if c.Fidelity != Fast && c.Fidelity != Exact {
+		errs = append(errs, fmt.Errorf("Fidelity %v", c.Fidelity))
+	} else if c.Decode.Exact && c.Fidelity != Exact {
+		// Exact decoding with Fast resampling in the ops would be neither.
+		errs = append(errs, fmt.Errorf("Decode.Exact with Fidelity %v: set Fidelity to %v, which sets Decode.Exact", c.Fidelity, Exact))
 	}
 	if c.OnError != Skip && c.OnError != Fail {
 		errs = append(errs, fmt.Errorf("OnError %v", c.OnError))
@@ -446,6 +499,9 @@ func (c *Config) String() string {
 	}
 	if c.FullDecode {
 		b.WriteString(" full_decode=true")
+	}
+	if c.Fidelity != Fast {
+		fmt.Fprintf(&b, " fidelity=%v", c.Fidelity)
 	}
 	if c.StopAfter != AllStages {
 		fmt.Fprintf(&b, " stop_after=%v", c.StopAfter)

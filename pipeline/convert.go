@@ -191,6 +191,9 @@ func Convert(ctx context.Context, src Source, c *cache.Cache, opts *ConvertOptio
 		Cache: c, CacheFill: 1, MaxBadFraction: -1, StopAfter: DecodeStage, Logf: o.Logf,
 		MemoryBudget: 5*(o.MaxFileBytes+1) + max(640*mib, 64*mib+int64(o.Workers)*64*mib),
 	}
+	if o.Decode.Exact {
+		cfg.Fidelity = Exact // stores Pillow's pixels
+	}
 	ld, err := build(src, cfg, cv)
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: convert: %w", err)

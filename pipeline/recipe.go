@@ -16,7 +16,11 @@ import (
 //	             → (normalise, by packing) → RandomErasing(0.25)
 //
 // For eval the resize happens during decoding (resize first); the Resize op that follows
-// only acts on images smaller than the target, which torchvision enlarges. randaugment is
+// only acts on images smaller than the target, which torchvision enlarges. eval sets
+// Fidelity to Exact (torchvision's pixels, bit for bit, for evaluating a pretrained
+// model); train and randaugment set Fast. EXIF orientation is left as
+// Decode.IgnoreOrientation says (applied by default, as ImageOps.exif_transpose does;
+// torchvision's stock ImageFolder does not apply it). randaugment is
 // the timm/torchvision v2 style training recipe; RandomErasing runs on the packed sample,
 // so it erases to 0 in normalised units (the mean colour) with Pack.Normalize, and it
 // cannot be combined with DeviceConvert (New says so). MixUp/CutMix and label smoothing
@@ -33,12 +37,16 @@ func ApplyRecipe(cfg *Config, name string, size int) error {
 	}
 	switch name {
 	case "train":
+		cfg.Fidelity = Fast
+		cfg.Decode.Exact = false
 		cfg.Decode.Resize = decode.ResizePolicy{}
 		cfg.Augment = augment.Pipeline{
 			augment.NewRandomResizedCrop(size, size),
 			&augment.RandomHorizontalFlip{P: 0.5},
 		}
 	case "randaugment":
+		cfg.Fidelity = Fast
+		cfg.Decode.Exact = false
 		cfg.Decode.Resize = decode.ResizePolicy{}
 		cfg.Augment = augment.Pipeline{
 			augment.NewRandomResizedCrop(size, size),
@@ -48,6 +56,7 @@ func ApplyRecipe(cfg *Config, name string, size int) error {
 		}
 	case "eval":
 		short := size * 256 / 224
+		cfg.Fidelity = Exact
 		cfg.Decode.Resize = decode.ResizePolicy{Mode: decode.ResizeShorter, Size: short}
 		cfg.Augment = augment.Pipeline{
 			&augment.Resize{Size: short},

@@ -192,6 +192,7 @@ func (w *worker) reset(l *Loader) {
 	} else {
 		w.actx = augment.NewContext()
 	}
+	w.actx.Resizer.Exact = l.cfg.Fidelity == Exact
 	w.img = decode.Image{}
 }
 

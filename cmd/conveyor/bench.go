@@ -24,11 +24,13 @@ import (
 // benchResult is what --json prints: one run's report, with the dataset and recipe, plus
 // the stage ceilings with --stages, or every run of a sweep.
 type benchResult struct {
-	Dataset string  `json:"dataset"`
-	Recipe  string  `json:"recipe"`
-	Samples int     `json:"samples"`
-	Classes int     `json:"classes"`
-	OpenS   float64 `json:"open_s"` // listing the dataset (or opening its index)
+	Dataset string `json:"dataset"`
+	Recipe  string `json:"recipe"`
+	// Fidelity is the pixels' fidelity: "exact" or "fast".
+	Fidelity string  `json:"fidelity"`
+	Samples  int     `json:"samples"`
+	Classes  int     `json:"classes"`
+	OpenS    float64 `json:"open_s"` // listing the dataset (or opening its index)
 	runReport
 
 	Ceilings   []ceiling `json:"ceilings,omitempty"`
@@ -160,6 +162,7 @@ flags:
 	cacheFill := fs.Float64("cache-fill", 0, "share of worker time storing into --cache may take, 0 to 1; 1 stores every sample at once (0: the loader's default, 0.1)")
 	device := fs.String("device", "cpu", "where batches go: cpu, auto, cuda or cuda:N (GPU N: asynchronous copies into a device ring)")
 	deviceConvert := fs.Bool("device-convert", false, "copy uint8 pixels and convert to --dtype/--layout/--normalize on the device")
+	fidelity := fs.String("fidelity", "", "pixels: exact (torchvision's with PIL, bit for bit: full decode, Pillow's resampling) or fast (DCT scaling, crop-aware decoding); default: the recipe's (eval exact, train and randaugment fast)")
 	fullDecode := fs.Bool("full-decode", false, "decode whole images even where the recipe's random crop allows decoding only the crop")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof FILE)")
 	memProfile := fs.String("memprofile", "", "write a heap profile (allocations and what is live at the end) to this file (go tool pprof -sample_index=alloc_space FILE)")
@@ -210,6 +213,12 @@ flags:
 		return usagef("--cache-codec: %v", err)
 	}
 	policy, ok := onErrorPolicies[*onError]
+	var fid pipeline.Fidelity
+	if *fidelity != "" {
+		if fid, err = pipeline.ParseFidelity(*fidelity); err != nil {
+			return usagef("--fidelity: %v", err)
+		}
+	}
 	switch {
 	case !slices.Contains(pipeline.Recipes, *recipe):
 		return usagef("--recipe %q: want one of %s", *recipe, strings.Join(pipeline.Recipes, ", "))
@@ -402,6 +411,10 @@ flags:
 	if err := pipeline.ApplyRecipe(&base, *recipe, *size); err != nil {
 		return err
 	}
+	if *fidelity != "" {
+		base.Fidelity, base.Decode.Exact = fid, fid == pipeline.Exact
+	}
+	res.Fidelity = base.Fidelity.String()
 
 	opts := runOptions{epochs: *epochs, pr: pr}
 	if !*jsonOut {

@@ -47,6 +47,28 @@ func TestBenchJSON(t *testing.T) {
 	}
 }
 
+// TestBenchFidelity checks that the recipe picks the fidelity and --fidelity overrides it.
+func TestBenchFidelity(t *testing.T) {
+	dir := smallTree(t, 6)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--recipe", "eval"}, "exact"},
+		{[]string{"--recipe", "train"}, "fast"},
+		{[]string{"--recipe", "eval", "--fidelity", "fast"}, "fast"},
+		{[]string{"--recipe", "train", "--fidelity", "exact"}, "exact"},
+	} {
+		res := benchJSON(t, dir, append([]string{"--workers", "1"}, c.args...)...)
+		if res.Fidelity != c.want {
+			t.Errorf("%q: fidelity %q, want %q", c.args, res.Fidelity, c.want)
+		}
+		if exact := strings.Contains(res.Config, "exact=true") && strings.Contains(res.Config, "fidelity=exact"); exact != (c.want == "exact") {
+			t.Errorf("%q: config %q", c.args, res.Config)
+		}
+	}
+}
+
 // TestBenchMix runs the bench with batch mixing and smoothing: the configuration it
 // reports says so, and the mix stage did one item per batch.
 func TestBenchMix(t *testing.T) {
@@ -306,6 +328,7 @@ func TestBenchErrors(t *testing.T) {
 		{"--mixup", "1", "--mix-switch", "0"},
 		{"--mix-prob", "1.5"},
 		{"--smoothing", "1"},
+		{"--fidelity", "exactly"},
 	} {
 		if err := benchTo(args, &bytes.Buffer{}, io.Discard); err == nil {
 			t.Errorf("bench %q: no error", args)

@@ -26,9 +26,9 @@ func printReport(w io.Writer, res *benchResult) {
 	fmt.Fprintln(tw)
 	row("dataset", "%s: %d samples, %d classes, opened in %.2f s", res.Dataset, res.Samples, res.Classes, res.OpenS)
 	if r.WebP != "" {
-		row("recipe", "%s, decode backend %s (WebP: %s)", res.Recipe, r.Backend, r.WebP)
+		row("recipe", "%s (%s pixels), decode backend %s (WebP: %s)", res.Recipe, res.Fidelity, r.Backend, r.WebP)
 	} else {
-		row("recipe", "%s, decode backend %s", res.Recipe, r.Backend)
+		row("recipe", "%s (%s pixels), decode backend %s", res.Recipe, res.Fidelity, r.Backend)
 	}
 	row("throughput", "%.1f images/s (last epoch %.1f), %.1f MB/s read; %d images in %.2f s", r.ImagesPerS, r.SteadyImagesPerS, r.MBPerS, r.Images, r.Seconds)
 	if t := r.Settings.Tuned; t != nil {
