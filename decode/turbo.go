@@ -64,10 +64,14 @@ func newTurboJPEG() (*turboJPEG, error) {
 }
 
 // reduceGap is how many times larger than the resize target a DCT-scaled decode must
-// stay, as Pillow's Image.thumbnail(reducing_gap=2.0) does with draft(). DCT scaling is
-// a box filter; leaving the last factor of two to the triangle filter keeps the result
-// close to decoding at full size (PSNR 39-49 dB against the Go backend on test images,
-// where scaling right down to the target gives 34-38 dB).
+// stay. DCT scaling is close to a box filter; leaving at least the last factor of two to
+// the resampler's triangle filter keeps the result close to decoding at full size and
+// resizing, as torchvision does (it never scales in the DCT; Pillow's draft() would, but
+// only at 1/2, 1/4 and 1/8, and torchvision does not call it). Every M/8 that
+// libjpeg-turbo offers up to 1 is used: on real photos each stays above 45 dB against a
+// full decode and resize (TestDCTScaleNoShift, bench/fidelity.sh), and the in-between
+// scales decode faster than the next power of two up (bench/RESULTS.md). Scaling right
+// down to the target would give 34-38 dB.
 const reduceGap = 2
 
 // scale returns the smallest scaling factor at which w×h pixels of a JPEG still cover
@@ -88,55 +92,63 @@ func (t *turboJPEG) accepts(h *header) bool { return h.format == JPEG }
 // decode decodes j at the DCT scale at which j.rs still covers reduceGap times the
 // target: into planes when a resize follows, else, or when the planes are declined, into
 // RGB. rs's edges then fall between pixels of the scaled image, and the spans carry the
-// fractions. Anything libjpeg-turbo declines (CMYK, a libjpeg warning, which image/jpeg
+// fractions (see scaleRect). Anything libjpeg-turbo declines (CMYK, a libjpeg warning, which image/jpeg
 // may accept, or an error) goes on to the Go backends, which decide, so that both JPEG
 // backends accept the same files.
 func (t *turboJPEG) decode(j *job) (decoded, error) {
 	h := &j.h
 	cw, ch := j.rs.Dx(), j.rs.Dy()
 	if j.resized {
-		if m, err := t.decodePlanes(j.data, h.width, h.height, cw, ch, j.tw, j.th, j.rs.Max.Y); err == nil {
-			crop, sx, sy := scaleRect(j.rs, h, m.Bounds())
+		if m, num, denom, err := t.decodePlanes(j.data, h.width, h.height, cw, ch, j.tw, j.th, j.rs.Max.Y); err == nil {
+			crop, sx, sy := scaleRect(j.rs, num, denom, m.Bounds())
 			return decoded{crop: crop, sx: sx, sy: sy, planes: m}, nil
 		}
 	}
 	img := j.img
-	if t.decodeRGB(img, j.data, h.width, h.height, cw, ch, j.tw, j.th) != nil {
+	num, denom, err := t.decodeRGB(img, j.data, h.width, h.height, cw, ch, j.tw, j.th)
+	if err != nil {
 		return decoded{}, errDeclined
 	}
-	crop, sx, sy := scaleRect(j.rs, h, image.Rect(0, 0, img.Width, img.Height))
+	crop, sx, sy := scaleRect(j.rs, num, denom, image.Rect(0, 0, img.Width, img.Height))
 	return decoded{crop: crop, sx: sx, sy: sy}, nil
 }
 
 // decodeRGB decodes a w×h JPEG into img at the DCT scale at which a cw×ch part of it
-// (the whole image, or a crop) still covers reduceGap times tw×th.
-func (t *turboJPEG) decodeRGB(img *Image, data []byte, w, h, cw, ch, tw, th int) error {
-	num, denom := t.scale(cw, ch, tw, th)
+// (the whole image, or a crop) still covers reduceGap times tw×th, and returns that scale.
+func (t *turboJPEG) decodeRGB(img *Image, data []byte, w, h, cw, ch, tw, th int) (num, denom int, err error) {
+	num, denom = t.scale(cw, ch, tw, th)
 	sw, sh := turbojpeg.ScaledSize(w, h, num, denom)
 	img.Reset(sw, sh)
 	gw, gh, err := t.dec.DecodeRGB(img.Pix, data, num, denom)
 	if err != nil {
-		return err
+		return 0, 0, err
 	}
 	if gw != sw || gh != sh { // the library read another size than image/jpeg; it fit in img
 		img.Width, img.Height, img.Stride = gw, gh, 3*gw
 		img.Pix = img.Pix[:3*gw*gh]
 	}
-	return nil
+	return num, denom, nil
 }
 
 // decodePlanes decodes a w×h JPEG into its YCbCr (or grey) planes at the DCT scale at
 // which a cw×ch part of it still covers reduceGap times tw×th, at least down to row
-// bottom-1 (of the full-size image). The result shares the decoder's memory until the
-// next call.
-func (t *turboJPEG) decodePlanes(data []byte, w, h, cw, ch, tw, th, bottom int) (image.Image, error) {
-	num, denom := t.scale(cw, ch, tw, th)
+// bottom-1 (of the full-size image), and returns them with that scale. The planes share
+// the decoder's memory until the next call.
+func (t *turboJPEG) decodePlanes(data []byte, w, h, cw, ch, tw, th, bottom int) (m image.Image, num, denom int, err error) {
+	num, denom = t.scale(cw, ch, tw, th)
 	if num == denom && t.rows != nil {
 		m, err := t.decodeRows(data, w, h, bottom)
 		if !errors.Is(err, libjpeg.ErrUnsupported) {
-			return m, err
+			return m, 1, 1, err
 		}
 	}
+	m, err = t.decodeYUV(data, w, h, num, denom)
+	return m, num, denom, err
+}
+
+// decodeYUV decodes a w×h JPEG into its planes at the DCT scale num/denom through
+// TurboJPEG.
+func (t *turboJPEG) decodeYUV(data []byte, w, h, num, denom int) (image.Image, error) {
 	planes, sw, sh, sub, err := t.dec.DecodeYUV(data, num, denom, t.grow)
 	if err != nil {
 		return nil, err
@@ -223,16 +235,40 @@ func (t *turboJPEG) close() error {
 	return t.dec.Close()
 }
 
-// scaleRect maps the rectangle rs of an h.width×h.height image to the same image decoded
-// at a DCT scale into b: the whole pixels of b it touches, and the spans within them.
-func scaleRect(rs image.Rectangle, h *header, b image.Rectangle) (crop image.Rectangle, sx, sy span) {
-	x0, x1, sx := scaleSpan(rs.Min.X, rs.Max.X, h.width, b.Dx())
-	y0, y1, sy := scaleSpan(rs.Min.Y, rs.Max.Y, h.height, b.Dy())
+// scaleRect maps the rectangle rs of an image to the same image decoded at the DCT scale
+// num/denom into b: the whole pixels of b it touches, and the spans within them.
+//
+// The scale is exactly num/denom on both axes, whatever b's size. An n-sample side
+// decodes to ceil(n·num/denom) samples, of which only n·num/denom hold the image: the
+// last one is part padding (the IDCT of the edge block's padded samples), so its centre
+// is not at the image's scaled edge. Mapping n to all ceil(n·num/denom) samples instead
+// would stretch the image by up to a scaled pixel and shift the output by up to a third
+// of an output pixel on sides that are not multiples of 8 (TestDCTScaleNoShift).
+func scaleRect(rs image.Rectangle, num, denom int, b image.Rectangle) (crop image.Rectangle, sx, sy span) {
+	x0, x1, sx := dctSpan(rs.Min.X, rs.Max.X, num, denom, b.Dx())
+	y0, y1, sy := dctSpan(rs.Min.Y, rs.Max.Y, num, denom, b.Dy())
 	return image.Rect(x0, y0, x1, y1), sx, sy
 }
 
-// scaleSpan maps the samples [a, b) of n to an image scaled to sn samples: it returns the
-// whole samples [lo, hi) that the scaled interval touches, and the interval within them.
+// dctSpan maps the samples [a, b) of a side scaled by num/denom to sn samples: it returns
+// the whole samples [lo, hi) that the scaled interval touches, and the interval within
+// them.
+func dctSpan(a, b, num, denom, sn int) (lo, hi int, sp span) {
+	if num == denom {
+		return a, b, span{0, float64(b - a)}
+	}
+	// Exact products first; a/denom is exact in float64 for the powers of two and
+	// within an ulp otherwise.
+	fa := float64(int64(a)*int64(num)) / float64(denom)
+	fb := min(float64(int64(b)*int64(num))/float64(denom), float64(sn))
+	lo = min(int(math.Floor(fa)), sn-1)
+	hi = max(min(int(math.Ceil(fb)), sn), lo+1)
+	return lo, hi, span{fa - float64(lo), fb - fa}
+}
+
+// scaleSpan maps the samples [a, b) of n to an image that n was resampled to sn samples
+// (libwebp's scaler, which maps the edges onto each other): it returns the whole samples
+// [lo, hi) that the scaled interval touches, and the interval within them.
 func scaleSpan(a, b, n, sn int) (lo, hi int, sp span) {
 	if sn == n {
 		return a, b, span{0, float64(b - a)}
@@ -253,7 +289,7 @@ func (t *turboJPEG) footprint(j *job) estimate {
 	w, h := j.h.width, j.h.height
 	num, denom := t.scale(j.rs.Dx(), j.rs.Dy(), j.tw, j.th)
 	sw, sh := turbojpeg.ScaledSize(w, h, num, denom)
-	crop, _, _ := scaleRect(j.rs, &j.h, image.Rect(0, 0, sw, sh))
+	crop, _, _ := scaleRect(j.rs, num, denom, image.Rect(0, 0, sw, sh))
 	l := &j.frame
 	e := estimate{src: crop.Size()}
 	vmax := 4
