@@ -1,0 +1,127 @@
+package decode
+
+import "image"
+
+// Chroma upsampling as libjpeg-turbo does it by default ("fancy" upsampling, jdsample.c
+// in 2.1): a subsampled chroma sample sits at the centre of the luma samples it covers,
+// and each luma sample's chroma is interpolated from the nearest chroma sample (weight
+// 3/4) and the next nearest (1/4) along each subsampled axis, the image's edge samples
+// repeated beyond it. PIL, and so torchvision, decode JPEGs through libjpeg with these
+// defaults; replicating each chroma sample instead moves a colour edge by half a chroma
+// sample and is up to a hundred levels off next to it.
+//
+// The rounding is libjpeg-turbo's, bit for bit: horizontal 2:1 (4:2:2) rounds the left
+// output of a pair with a bias of 1 and the right one with 2 (out of 4); 2:1 both ways
+// (4:2:0) sums columns vertically first (3·near + far) and rounds the pair with 8 and 7
+// (out of 16); vertical 2:1 alone (4:4:0) rounds the upper row of a pair with 1 and the
+// lower with 2. Where the chroma is two samples wide or less, libjpeg-turbo replicates
+// (4:2:2 and 4:2:0), and so does this; 4:1:1 and 4:1:0 are replicated by libjpeg-turbo
+// too, so they are left to the plain conversion.
+
+// jpegUpsampler holds the rows of upsampled chroma, reused from one image to the next.
+type jpegUpsampler struct {
+	cb, cr []uint8
+}
+
+// toRGB converts the whole planes m, as jpegFast decodes them, to RGB in dst with
+// libjpeg-turbo's chroma upsampling and color.YCbCrToRGB's arithmetic. It reports false,
+// converting nothing, for a layout that libjpeg-turbo does not upsample that way.
+func (u *jpegUpsampler) toRGB(dst *Image, m *image.YCbCr) bool {
+	hs, vs, ok := chromaShifts(m.SubsampleRatio)
+	if !ok || hs > 1 || hs+vs == 0 || m.Rect.Min != (image.Point{}) {
+		return false
+	}
+	w, h := m.Rect.Dx(), m.Rect.Dy()
+	cw, ch := (w+hs)>>hs, (h+vs)>>vs // chroma samples that hold the image
+	dst.Reset(w, h)
+	n := cw << hs // a pair of outputs for each chroma sample, one more than w when w is odd
+	u.cb, u.cr = grow(u.cb, n), grow(u.cr, n)
+	cb, cr := u.cb[:n], u.cr[:n]
+	for y := 0; y < h; y++ {
+		cy := y >> vs
+		near := cy * m.CStride
+		far := near // the next nearest chroma row, the edge rows repeated
+		if vs == 1 {
+			if y&1 == 0 {
+				far = max(cy-1, 0) * m.CStride
+			} else {
+				far = min(cy+1, ch-1) * m.CStride
+			}
+		}
+		switch {
+		case hs == 0: // 4:4:0
+			bias := int32(1 + y&1)
+			upsampleV(cb, m.Cb[near:near+cw], m.Cb[far:far+cw], bias)
+			upsampleV(cr, m.Cr[near:near+cw], m.Cr[far:far+cw], bias)
+		case cw <= 2: // libjpeg-turbo replicates so narrow a plane
+			replicateH(cb, m.Cb[near:near+cw])
+			replicateH(cr, m.Cr[near:near+cw])
+		case vs == 0: // 4:2:2
+			upsampleH(cb, m.Cb[near:near+cw])
+			upsampleH(cr, m.Cr[near:near+cw])
+		default: // 4:2:0
+			upsampleHV(cb, m.Cb[near:near+cw], m.Cb[far:far+cw])
+			upsampleHV(cr, m.Cr[near:near+cw], m.Cr[far:far+cw])
+		}
+		ycbcrRow(dst.Row(y)[:3*w], m.Y[y*m.YStride:][:w], cb[:w], cr[:w])
+	}
+	return true
+}
+
+// upsampleV is libjpeg-turbo's h1v2_fancy_upsample for one output row: 3/4 of the
+// nearest row and 1/4 of the next nearest, bias 1 for the upper row of a pair and 2 for
+// the lower.
+func upsampleV(dst, near, far []uint8, bias int32) {
+	dst = dst[:len(near)]
+	far = far[:len(near)]
+	for x, v := range near {
+		dst[x] = uint8((3*int32(v) + int32(far[x]) + bias) >> 2)
+	}
+}
+
+// replicateH doubles each sample of src into dst.
+func replicateH(dst, src []uint8) {
+	dst = dst[:2*len(src)]
+	for x, v := range src {
+		dst[2*x], dst[2*x+1] = v, v
+	}
+}
+
+// upsampleH is libjpeg-turbo's h2v1_fancy_upsample for one row of at least three
+// samples: each output 3/4 of its own sample and 1/4 of the neighbour on its side, bias
+// 1 on the left of a pair and 2 on the right, the edge samples repeated (which gives the
+// library's special cases for the first and last columns).
+func upsampleH(dst, src []uint8) {
+	n := len(src)
+	dst = dst[:2*n]
+	prev := int32(src[0])
+	for c := 0; c < n-1; c++ {
+		this, next := 3*int32(src[c]), int32(src[c+1])
+		dst[2*c] = uint8((this + prev + 1) >> 2)
+		dst[2*c+1] = uint8((this + next + 2) >> 2)
+		prev = int32(src[c])
+	}
+	this := 3 * int32(src[n-1])
+	dst[2*n-2] = uint8((this + prev + 1) >> 2)
+	dst[2*n-1] = src[n-1]
+}
+
+// upsampleHV is libjpeg-turbo's h2v2_fancy_upsample for one output row from the nearest
+// chroma row and the next nearest, of at least three samples: column sums 3·near + far,
+// then 3/4 of a column's sum and 1/4 of its neighbour's, bias 8 on the left of a pair and
+// 7 on the right (out of 16), the edge columns repeated.
+func upsampleHV(dst, near, far []uint8) {
+	n := len(near)
+	dst = dst[:2*n]
+	far = far[:n]
+	last := 3*int32(near[0]) + int32(far[0])
+	this := last
+	for c := 0; c < n-1; c++ {
+		next := 3*int32(near[c+1]) + int32(far[c+1])
+		dst[2*c] = uint8((3*this + last + 8) >> 4)
+		dst[2*c+1] = uint8((3*this + next + 7) >> 4)
+		last, this = this, next
+	}
+	dst[2*n-2] = uint8((3*this + last + 8) >> 4)
+	dst[2*n-1] = uint8((4*this + 7) >> 4)
+}
