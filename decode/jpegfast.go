@@ -28,7 +28,9 @@ func (g *goJPEG) accepts(h *header) bool { return h.format == JPEG }
 func (g *goJPEG) decode(j *job) (decoded, error) {
 	var m image.Image
 	if guard(JPEG, func() (err error) {
-		m, err = g.dec.decode(j.data, j.h.width, j.h.height, j.rs)
+		// One chroma sample more each side, for upsampling at r's edges (planar.go).
+		r := j.rs.Inset(-2).Intersect(image.Rect(0, 0, j.h.width, j.h.height))
+		m, err = g.dec.decode(j.data, j.h.width, j.h.height, r)
 		return err
 	}) != nil {
 		return decoded{}, errDeclined

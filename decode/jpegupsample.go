@@ -31,14 +31,32 @@ func (u *jpegUpsampler) toRGB(dst *Image, m *image.YCbCr) bool {
 	if !ok || hs > 1 || hs+vs == 0 || m.Rect.Min != (image.Point{}) {
 		return false
 	}
+	u.convert(dst, m, m.Rect)
+	return true
+}
+
+// convert converts the rectangle r of the planes m (any layout chromaShifts knows,
+// origin at (0, 0)) to RGB in dst, sized to r: chroma upsampled as libjpeg-turbo does
+// (4:2:2, 4:2:0, 4:4:0), or replicated where it replicates (4:1:1, 4:1:0). It reads the
+// chroma samples of r and one more on each side, within the image; chroma rows past the
+// planes' last one (a decode that stopped below r) count as the image's edge.
+func (u *jpegUpsampler) convert(dst *Image, m *image.YCbCr, r image.Rectangle) {
+	hs, vs, _ := chromaShifts(m.SubsampleRatio)
 	w, h := m.Rect.Dx(), m.Rect.Dy()
-	cw, ch := (w+hs)>>hs, (h+vs)>>vs // chroma samples that hold the image
-	dst.Reset(w, h)
-	n := cw << hs // a pair of outputs for each chroma sample, one more than w when w is odd
+	cw, ch := (w+1<<hs-1)>>hs, (h+1<<vs-1)>>vs // chroma samples that hold the image
+	if m.CStride > 0 {
+		ch = min(ch, len(m.Cb)/m.CStride, len(m.Cr)/m.CStride)
+	}
+	// The chroma columns read: r's and a neighbour each side, whose outputs are wrong
+	// (the slice's ends count as edges) but unused, except at the image's own edges.
+	c0, c1 := max(r.Min.X>>hs-1, 0), min((r.Max.X-1)>>hs+2, cw)
+	x0 := r.Min.X - c0<<hs // r's first pixel in the upsampled row
+	dst.Reset(r.Dx(), r.Dy())
+	n := (c1 - c0) << hs
 	u.cb, u.cr = grow(u.cb, n), grow(u.cr, n)
 	cb, cr := u.cb[:n], u.cr[:n]
-	for y := 0; y < h; y++ {
-		cy := y >> vs
+	for y := r.Min.Y; y < r.Max.Y; y++ {
+		cy := min(y>>vs, ch-1)
 		near := cy * m.CStride
 		far := near // the next nearest chroma row, the edge rows repeated
 		if vs == 1 {
@@ -48,24 +66,27 @@ func (u *jpegUpsampler) toRGB(dst *Image, m *image.YCbCr) bool {
 				far = min(cy+1, ch-1) * m.CStride
 			}
 		}
+		ncb, ncr := m.Cb[near+c0:near+c1], m.Cr[near+c0:near+c1]
+		fcb, fcr := m.Cb[far+c0:far+c1], m.Cr[far+c0:far+c1]
 		switch {
+		case hs == 0 && vs == 0: // 4:4:4
+			cb, cr = ncb, ncr
 		case hs == 0: // 4:4:0
 			bias := int32(1 + y&1)
-			upsampleV(cb, m.Cb[near:near+cw], m.Cb[far:far+cw], bias)
-			upsampleV(cr, m.Cr[near:near+cw], m.Cr[far:far+cw], bias)
-		case cw <= 2: // libjpeg-turbo replicates so narrow a plane
-			replicateH(cb, m.Cb[near:near+cw])
-			replicateH(cr, m.Cr[near:near+cw])
+			upsampleV(cb, ncb, fcb, bias)
+			upsampleV(cr, ncr, fcr, bias)
+		case hs == 2 || cw <= 2: // libjpeg-turbo replicates these
+			replicateH(cb, ncb, hs)
+			replicateH(cr, ncr, hs)
 		case vs == 0: // 4:2:2
-			upsampleH(cb, m.Cb[near:near+cw])
-			upsampleH(cr, m.Cr[near:near+cw])
+			upsampleH(cb, ncb)
+			upsampleH(cr, ncr)
 		default: // 4:2:0
-			upsampleHV(cb, m.Cb[near:near+cw], m.Cb[far:far+cw])
-			upsampleHV(cr, m.Cr[near:near+cw], m.Cr[far:far+cw])
+			upsampleHV(cb, ncb, fcb)
+			upsampleHV(cr, ncr, fcr)
 		}
-		ycbcrRow(dst.Row(y)[:3*w], m.Y[y*m.YStride:][:w], cb[:w], cr[:w])
+		ycbcrRow(dst.Row(y - r.Min.Y)[:3*r.Dx()], m.Y[y*m.YStride+r.Min.X:][:r.Dx()], cb[x0:x0+r.Dx()], cr[x0:x0+r.Dx()])
 	}
-	return true
 }
 
 // upsampleV is libjpeg-turbo's h1v2_fancy_upsample for one output row: 3/4 of the
@@ -79,11 +100,14 @@ func upsampleV(dst, near, far []uint8, bias int32) {
 	}
 }
 
-// replicateH doubles each sample of src into dst.
-func replicateH(dst, src []uint8) {
-	dst = dst[:2*len(src)]
+// replicateH repeats each sample of src 2^shift times into dst.
+func replicateH(dst, src []uint8, shift int) {
+	k := 1 << shift
+	dst = dst[:k*len(src)]
 	for x, v := range src {
-		dst[2*x], dst[2*x+1] = v, v
+		for i := range k {
+			dst[k*x+i] = v
+		}
 	}
 }
 

@@ -43,6 +43,8 @@ type Resizer struct {
 	acc   []int32     // one row of sums for the Go vertical kernels
 
 	py, pcb, pcr []uint8 // resampled planes of resizeYCbCr
+	up           jpegUpsampler
+	rgb          Image // planes converted first, where resizeYCbCr must
 }
 
 // axisPlan holds the weights for resampling n samples to out samples along one axis.

@@ -35,8 +35,9 @@ func TestDCTScaleNoShift(t *testing.T) {
 			tc{file: f, p: ResizePolicy{Mode: ResizeShorter, Size: 256}},  // 7/8: 700×525 for 700×524.125
 			tc{file: f, p: ResizePolicy{Mode: ResizeShorter, Size: 180}},  // 5/8
 			tc{file: f, p: ResizePolicy{Mode: ResizeShorter, Size: 100}},  // 3/8
-			tc{file: f, p: ResizePolicy{Mode: ResizeShorter, Size: 60}},   // 1/4
-			tc{file: f, p: ResizePolicy{Mode: ResizeShorter, Size: 30}},   // 1/8
+			tc{file: f, p: ResizePolicy{Mode: ResizeShorter, Size: 60}},   // 3/8 (1/4 would be 2.5 times)
+			tc{file: f, p: ResizePolicy{Mode: ResizeShorter, Size: 30}},   // 1/4
+			tc{file: f, p: ResizePolicy{Mode: ResizeShorter, Size: 25}},   // 1/8
 			tc{file: f, r: image.Rect(101, 57, 701, 554), w: 112, h: 112}, // 1/2
 			tc{file: f, r: image.Rect(3, 13, 800, 599), w: 150, h: 96},    // 1/2
 			tc{file: f, r: image.Rect(250, 0, 539, 599), w: 100, h: 180})  // 3/4
@@ -46,6 +47,8 @@ func TestDCTScaleNoShift(t *testing.T) {
 			tc{file: f, p: ResizePolicy{Mode: ResizeShorter, Size: 100}}, // 5/8: 209×313 for 208.125×312.5
 			tc{file: f, p: ResizePolicy{Mode: ResizeShorter, Size: 64}},  // 1/2
 			tc{file: f, p: ResizePolicy{Mode: ResizeShorter, Size: 60}},  // 3/8
+			tc{file: f, p: ResizePolicy{Mode: ResizeShorter, Size: 40}},  // 3/8 (1/4 would be 2.1 times: 44.7 dB)
+			tc{file: f, p: ResizePolicy{Mode: ResizeShorter, Size: 25}},  // 1/4
 			tc{file: f, r: image.Rect(17, 29, 333, 461), w: 72, h: 96})   // 1/2
 	}
 	full := turboDecoder(t, Options{})

@@ -64,21 +64,37 @@ func newTurboJPEG() (*turboJPEG, error) {
 }
 
 // reduceGap is how many times larger than the resize target a DCT-scaled decode must
-// stay. DCT scaling is close to a box filter; leaving at least the last factor of two to
-// the resampler's triangle filter keeps the result close to decoding at full size and
-// resizing, as torchvision does (it never scales in the DCT; Pillow's draft() would, but
-// only at 1/2, 1/4 and 1/8, and torchvision does not call it). Every M/8 that
-// libjpeg-turbo offers up to 1 is used: on real photos each stays above 45 dB against a
-// full decode and resize (TestDCTScaleNoShift, bench/fidelity.sh), and the in-between
-// scales decode faster than the next power of two up (bench/RESULTS.md). Scaling right
-// down to the target would give 34-38 dB.
+// stay; the coarse scales need more (scaleGap). DCT scaling is close to a box filter;
+// leaving at least the last factor of two to the resampler's triangle filter keeps the
+// result close to decoding at full size and resizing, as torchvision does: it never
+// scales in the DCT (Pillow's draft() would, at 1/2, 1/4 and 1/8 only, but torchvision
+// does not call it). Every M/8 that libjpeg-turbo offers up to 1 is used: the in-between
+// ones decode a photo at a size between two powers of two instead of at the larger one.
+// TestDCTScaleNoShift holds the bound.
 const reduceGap = 2
 
+// scaleGap returns how many times larger than the target a decode at num/denom must
+// stay. Measured on the 38 photos of bench/photos.sh against a full decode and the same
+// resize (shorter sides 256, 160, 100): 3/8 to 7/8 stay above 47 dB from twice the
+// target up; 1/4 (a 2×2 inverse DCT, which aliases fine texture) falls to 43 dB at 2.6
+// times and is above 50 dB from 3; 1/8 (the blocks' averages) is at 40 dB at twice and
+// above 48 dB from 2.5; scaling right down to the target gives 33-38 dB.
+func scaleGap(num, denom int) float64 {
+	switch {
+	case 8*num <= denom: // 1/8
+		return 2.5
+	case 4*num <= denom: // 1/4
+		return 3
+	}
+	return reduceGap
+}
+
 // scale returns the smallest scaling factor at which w×h pixels of a JPEG still cover
-// reduceGap times tw×th, or 1 if none does.
+// scaleGap times tw×th, or 1 if none does.
 func (t *turboJPEG) scale(w, h, tw, th int) (num, denom int) {
 	for _, f := range t.factors {
-		if sw, sh := turbojpeg.ScaledSize(w, h, f[0], f[1]); sw >= tw*reduceGap && sh >= th*reduceGap {
+		g := scaleGap(f[0], f[1])
+		if sw, sh := turbojpeg.ScaledSize(w, h, f[0], f[1]); float64(sw) >= g*float64(tw) && float64(sh) >= g*float64(th) {
 			return f[0], f[1]
 		}
 	}
@@ -89,7 +105,7 @@ func (t *turboJPEG) name() string { return "libjpeg-turbo" }
 
 func (t *turboJPEG) accepts(h *header) bool { return h.format == JPEG }
 
-// decode decodes j at the DCT scale at which j.rs still covers reduceGap times the
+// decode decodes j at the DCT scale at which j.rs still covers scaleGap times the
 // target: into planes when a resize follows, else, or when the planes are declined, into
 // RGB. rs's edges then fall between pixels of the scaled image, and the spans carry the
 // fractions (see scaleRect). Anything libjpeg-turbo declines (CMYK, a libjpeg warning, which image/jpeg
@@ -99,7 +115,10 @@ func (t *turboJPEG) decode(j *job) (decoded, error) {
 	h := &j.h
 	cw, ch := j.rs.Dx(), j.rs.Dy()
 	if j.resized {
-		if m, num, denom, err := t.decodePlanes(j.data, h.width, h.height, cw, ch, j.tw, j.th, j.rs.Max.Y); err == nil {
+		// Down to a row below the crop: upsampling chroma reads the next chroma row
+		// where the planes are converted first (planar.go).
+		bottom := min(j.rs.Max.Y+2, h.height)
+		if m, num, denom, err := t.decodePlanes(j.data, h.width, h.height, cw, ch, j.tw, j.th, bottom); err == nil {
 			crop, sx, sy := scaleRect(j.rs, num, denom, m.Bounds())
 			return decoded{crop: crop, sx: sx, sy: sy, planes: m}, nil
 		}
@@ -114,7 +133,7 @@ func (t *turboJPEG) decode(j *job) (decoded, error) {
 }
 
 // decodeRGB decodes a w×h JPEG into img at the DCT scale at which a cw×ch part of it
-// (the whole image, or a crop) still covers reduceGap times tw×th, and returns that scale.
+// (the whole image, or a crop) still covers scaleGap times tw×th, and returns that scale.
 func (t *turboJPEG) decodeRGB(img *Image, data []byte, w, h, cw, ch, tw, th int) (num, denom int, err error) {
 	num, denom = t.scale(cw, ch, tw, th)
 	sw, sh := turbojpeg.ScaledSize(w, h, num, denom)
@@ -131,7 +150,7 @@ func (t *turboJPEG) decodeRGB(img *Image, data []byte, w, h, cw, ch, tw, th int)
 }
 
 // decodePlanes decodes a w×h JPEG into its YCbCr (or grey) planes at the DCT scale at
-// which a cw×ch part of it still covers reduceGap times tw×th, at least down to row
+// which a cw×ch part of it still covers scaleGap times tw×th, at least down to row
 // bottom-1 (of the full-size image), and returns them with that scale. The planes share
 // the decoder's memory until the next call.
 func (t *turboJPEG) decodePlanes(data []byte, w, h, cw, ch, tw, th, bottom int) (m image.Image, num, denom int, err error) {

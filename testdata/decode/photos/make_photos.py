@@ -15,12 +15,14 @@ from PIL import Image
 
 photos = sys.argv[1] if len(sys.argv) > 1 else "/tmp/conveyor-photos"
 
-# name: (source under PHOTOS, crop box in the source, output size, subsampling)
+# name: (source under PHOTOS, crop (None: centred, "portrait", or a box), output size, subsampling)
 FILES = {
     "seeding-800x599-420.jpg": ("lomiri/seeding_by_Clements_Engelhardt.jpg", None, (800, 599), "4:2:0"),
     "seeding-800x599-422.jpg": ("lomiri/seeding_by_Clements_Engelhardt.jpg", None, (800, 599), "4:2:2"),
     "friends-333x500-420.jpg": ("lomiri/friends_by_Aitzol_Berasategi.jpg", "portrait", (333, 500), "4:2:0"),
     "ladybird-333x500-422.jpg": ("mate_nature/LadyBird.jpg", "portrait", (333, 500), "4:2:2"),
+    # Saturated colours: many pixels' YCbCr lie outside the RGB cube.
+    "onestandsout-500x333-420.jpg": ("kde_plasma/OneStandsOut.jpg", (480, 267, 2080, 1333), (500, 333), "4:2:0"),
 }
 
 for name, (src, box, size, sub) in FILES.items():
@@ -30,10 +32,14 @@ for name, (src, box, size, sub) in FILES.items():
         if box is None:  # the widest centred box of the output's aspect
             w = min(W, round(H * size[0] / size[1]))
             h = min(H, round(w * size[1] / size[0]))
-        else:  # "portrait": the full height, the output's aspect, centred
+        elif box == "portrait":  # the full height, the output's aspect, centred
             h = H
             w = round(H * size[0] / size[1])
-        x, y = (W - w) // 2, (H - h) // 2
-        im = im.crop((x, y, x + w, y + h)).resize(size, Image.LANCZOS)
+        if isinstance(box, tuple):
+            im = im.crop(box)
+        else:
+            x, y = (W - w) // 2, (H - h) // 2
+            im = im.crop((x, y, x + w, y + h))
+        im = im.resize(size, Image.LANCZOS)
         im.save(name, quality=90, subsampling=sub)
         print(name, im.size, sub, os.path.getsize(name))
