@@ -89,7 +89,7 @@ def summary(name, rs):
     mdx = statistics.fmean(r[7] for r in rs); mdy = statistics.fmean(r[8] for r in rs)
     adx = statistics.fmean(abs(r[7]) for r in rs); ady = statistics.fmean(abs(r[8]) for r in rs)
     med = statistics.median(ps)
-    print(f"{name:32s} {len(rs):5d}  worst {worst[5]:5.1f} dB ({os.path.basename(worst[3])} {worst[4]})  "
+    print(f"{name:32s} {len(rs):5d}  worst {worst[5]:5.2f} dB ({os.path.basename(worst[3])} {worst[4]})  "
           f"median {med:5.1f}  <45 dB: {n45:3d}  max err {max(r[6] for r in rs):3d}  "
           f"shift mean ({mdx:+.3f}, {mdy:+.3f}) |mean| ({adx:.3f}, {ady:.3f})")
 

@@ -118,7 +118,7 @@ func horizX1[D, S uint8 | uint16](dst []D, src []S, p *axisPlan, x0 int, round i
 func (z *Resizer) resizeYCbCr(dst *Image, m image.Image, r image.Rectangle, sx, sy span, w, h int) *Image {
 	if yc, ok := m.(*image.YCbCr); ok && int64(r.Dx())*int64(r.Dy()) <= convertFirstArea*int64(w)*int64(h) {
 		hs, vs, _ := chromaShifts(yc.SubsampleRatio)
-		if gamutExcess(yc, r, hs, vs) > gamutLimit {
+		if gamutExcess(yc, r, hs, vs, gamutLimit) {
 			// Converting after resampling clamps only the output; a decoder clamps
 			// every pixel before anything is resized, as torchvision's pipeline does,
 			// and where many colours leave the RGB cube (saturated photos) the two
@@ -217,34 +217,43 @@ func planar(m image.Image) bool {
 	return false
 }
 
-// gamutLimit is the mean excess (gamutExcess) above which resizeYCbCr converts to RGB
-// before resampling. Measured with bench/fidelity.sh on bench/imagenet-like.sh's photos:
-// every image below 45 dB against torchvision had an excess of 0.13 or more, and 0.05
-// leaves none below 45 dB; about 45% of those photos (saturated wallpapers) then take
-// the slower path, 12-15% fewer images a second over the set (bench/RESULTS.md).
+// gamutLimit is the mean excess (see gamutExcess) above which resizeYCbCr converts to
+// RGB before resampling. Measured with bench/fidelity.sh on bench/imagenet-like.sh's
+// photos against torchvision: every image below 45 dB had an excess of 0.13 or more, and
+// 0.05 leaves none below 45 dB; about 45% of those photos (saturated wallpapers) then
+// take the slower path, which cost 10-25% of eval and train throughput on that set on a
+// shared 2-core machine (bench/RESULTS.md). A larger limit trades that back: at 0.5
+// about 10% convert first and some images stay at 43-45 dB.
 const gamutLimit = 0.05
 
-// gamutExcess returns by how much, on average over the chroma samples of the rectangle r
-// of m, the colours leave the RGB cube: the levels each channel is clamped by, summed,
-// with each chroma sample taken with the luma sample at its top-left corner. It reads
-// about a quarter of r's pixels for 4:2:0 (0.1 ms for a 500×375 image).
-func gamutExcess(m *image.YCbCr, r image.Rectangle, hs, vs int) float64 {
+// gamutExcess reports whether, on average over the chroma samples of the rectangle r of
+// m, the colours leave the RGB cube by more than limit: the levels each channel is
+// clamped by, summed, each chroma sample taken with the luma sample at its top-left
+// corner. It looks at every other chroma sample of every other chroma row (a sixteenth of
+// a 4:2:0 image's pixels, about 25 µs for 500×375) and stops once the sum is over.
+func gamutExcess(m *image.YCbCr, r image.Rectangle, hs, vs int, limit float64) bool {
 	cx0, cx1 := r.Min.X>>hs, (r.Max.X-1)>>hs+1
 	cy0, cy1 := r.Min.Y>>vs, (r.Max.Y-1)>>vs+1
+	n := int64((cx1-cx0+1)/2) * int64((cy1-cy0+1)/2)
+	over := int64(limit * float64(n))
 	var sum int64
-	for cy := cy0; cy < cy1; cy++ {
+	for cy := cy0; cy < cy1; cy += 2 {
 		y := min(max(cy<<vs, r.Min.Y), r.Max.Y-1)
 		yr := m.Y[y*m.YStride:]
 		cbr, crr := m.Cb[cy*m.CStride:][:cx1], m.Cr[cy*m.CStride:][:cx1]
-		for cx := cx0; cx < cx1; cx++ {
+		var row int32
+		for cx := cx0; cx < cx1; cx += 2 {
 			x := min(max(cx<<hs, r.Min.X), r.Max.X-1)
 			yy := int32(yr[x])
 			cb1, cr1 := int32(cbr[cx])-128, int32(crr[cx])-128
-			sum += int64(excess(yy+(91881*cr1+1<<15)>>16) + excess(yy+(-22554*cb1-46802*cr1+1<<15)>>16) +
-				excess(yy+(116130*cb1+1<<15)>>16))
+			row += excess(yy+(91881*cr1+1<<15)>>16) + excess(yy+(-22554*cb1-46802*cr1+1<<15)>>16) +
+				excess(yy+(116130*cb1+1<<15)>>16)
+		}
+		if sum += int64(row); sum > over {
+			return true
 		}
 	}
-	return float64(sum) / float64((cx1-cx0)*(cy1-cy0))
+	return false
 }
 
 // excess returns how far v lies outside [0, 255].
