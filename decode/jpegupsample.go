@@ -119,11 +119,13 @@ func upsampleH(dst, src []uint8) {
 	n := len(src)
 	dst = dst[:2*n]
 	prev := int32(src[0])
-	for c := 0; c < n-1; c++ {
-		this, next := 3*int32(src[c]), int32(src[c+1])
-		dst[2*c] = uint8((this + prev + 1) >> 2)
-		dst[2*c+1] = uint8((this + next + 2) >> 2)
-		prev = int32(src[c])
+	for c := 1; c < n; c++ {
+		v := int32(src[c-1])
+		this, next := 3*v, int32(src[c])
+		d := dst[2*c-2 : 2*c : 2*c]
+		d[0] = uint8((this + prev + 1) >> 2)
+		d[1] = uint8((this + next + 2) >> 2)
+		prev = v
 	}
 	this := 3 * int32(src[n-1])
 	dst[2*n-2] = uint8((this + prev + 1) >> 2)
@@ -140,10 +142,12 @@ func upsampleHV(dst, near, far []uint8) {
 	far = far[:n]
 	last := 3*int32(near[0]) + int32(far[0])
 	this := last
-	for c := 0; c < n-1; c++ {
-		next := 3*int32(near[c+1]) + int32(far[c+1])
-		dst[2*c] = uint8((3*this + last + 8) >> 4)
-		dst[2*c+1] = uint8((3*this + next + 7) >> 4)
+	for c := 1; c < n; c++ {
+		next := 3*int32(near[c]) + int32(far[c])
+		d := dst[2*c-2 : 2*c : 2*c]
+		t := 3 * this
+		d[0] = uint8((t + last + 8) >> 4)
+		d[1] = uint8((t + next + 7) >> 4)
 		last, this = this, next
 	}
 	dst[2*n-2] = uint8((3*this + last + 8) >> 4)
