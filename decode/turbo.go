@@ -55,7 +55,7 @@ func newTurboJPEG() (*turboJPEG, error) {
 		t.rows = l.NewDecoder()
 	}
 	for _, f := range lib.ScalingFactors() {
-		if f[0] <= f[1] {
+		if f[0] <= f[1] && fastScale(f[0], f[1]) {
 			t.factors = append(t.factors, f)
 		}
 	}
@@ -66,24 +66,28 @@ func newTurboJPEG() (*turboJPEG, error) {
 // reduceGap is how many times larger than the resize target a DCT-scaled decode must
 // stay; the coarse scales need more (scaleGap). DCT scaling is close to a box filter;
 // leaving at least the last factor of two to the resampler's triangle filter keeps the
-// result close to decoding at full size and resizing, as torchvision does: it never
-// scales in the DCT (Pillow's draft() would, at 1/2, 1/4 and 1/8 only, but torchvision
-// does not call it). Every M/8 that libjpeg-turbo offers up to 1 is used: the in-between
-// ones decode a photo at a size between two powers of two instead of at the larger one.
-// TestDCTScaleNoShift holds the bound.
+// result close to decoding at full size and resizing, as torchvision does (it never
+// scales in the DCT). TestDCTScaleNoShift holds the bound.
 const reduceGap = 2
+
+// fastScale reports whether the DCT scale num/denom is one decode uses: 1/8, 1/4, 1/2
+// and 1, the scales Pillow's draft() uses too. libjpeg-turbo has SIMD inverse DCTs for
+// those only; at 3/8 it decoded a 2560×1600 photo's planes in 12 ms where 1/2 took 9, and
+// 5/8 to 7/8 (17-24 ms) were slower than decoding at full size (14 ms), so the in-between
+// scales buy nothing (bench/RESULTS.md).
+func fastScale(num, denom int) bool {
+	return num == denom || num == 1 && (denom == 2 || denom == 4 || denom == 8)
+}
 
 // scaleGap returns how many times larger than the target a decode at num/denom must
 // stay. Measured on the 38 photos of bench/photos.sh against a full decode and the same
-// resize (shorter sides 256, 160, 100): 3/8 to 7/8 stay above 47 dB from twice the
-// target up; 1/4 (a 2×2 inverse DCT, which aliases fine texture) falls to 43 dB at 2.6
-// times and is above 50 dB from 3; 1/8 (the blocks' averages) is at 40 dB at twice and
-// above 48 dB from 2.5; scaling right down to the target gives 33-38 dB.
+// resize (shorter sides 256, 160, 100): 1/2 (and the in-between scales, no longer used)
+// stays above 47 dB from twice the target up; 1/4 (a 2×2 inverse DCT, which aliases fine
+// texture) falls to 43 dB at 2.6 times and is above 50 dB from 3; 1/8 (the blocks'
+// averages) is at 40 dB at twice, 44 dB at 2.6 times for a 16×24 output of a detailed
+// photo, above 48 dB from 3; scaling right down to the target gives 33-38 dB.
 func scaleGap(num, denom int) float64 {
-	switch {
-	case 8*num <= denom: // 1/8
-		return 2.5
-	case 4*num <= denom: // 1/4
+	if 4*num <= denom { // 1/4, 1/8
 		return 3
 	}
 	return reduceGap
