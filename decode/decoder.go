@@ -127,12 +127,12 @@ func (d *Decoder) header(data []byte) (header, error) {
 // The steps are: sniff the format from the bytes; read the header and fail with
 // ErrTooLarge if width×height exceeds MaxPixels, or with a *FormatError if the file is
 // too small to hold that many pixels, before any pixel memory is allocated; decode (a
-// JPEG on the turbo backend at the smallest DCT scale M/8 that stays at least twice the
-// resize target, more at 1/4 and 1/8, the image's extent mapped exactly: on real
-// photos at least 45 dB against a full decode and the same resize, with no sub-pixel
-// shift (TestDCTScaleNoShift); torchvision never scales in the DCT); convert to RGB, dropping alpha; resize per
-// Options.Resize (only shrinking, with the antialiased filter of Resizer); and apply the
-// EXIF orientation. Resizing happens before orienting, on the stored axes, so the
+// JPEG on the turbo backend at the smallest DCT scale of 1/8, 1/4 and 1/2 that stays
+// at least twice the resize target, 3 times at 1/4 and 1/8, the image's extent mapped
+// exactly: on real photos at least 45 dB against a full decode and the same resize,
+// with no sub-pixel shift (TestDCTScaleNoShift); torchvision never scales in the DCT);
+// convert to RGB, dropping alpha; resize per Options.Resize (only shrinking, with the
+// antialiased filter of Resizer); and apply the EXIF orientation. Resizing happens before orienting, on the stored axes, so the
 // transpose touches only the small image; the result equals orienting first up to ±1 per
 // channel. A JPEG that is resized (a YCbCr or greyscale one from libjpeg-turbo, a
 // sequential one on the Go backend) is resampled as planes, each at its own resolution,
@@ -168,7 +168,7 @@ func (d *Decoder) Decode(dst *Image, data []byte) (*Image, error) {
 //     are inverse-transformed; libjpeg-turbo 2.1 and the other decoders produce every
 //     pixel.
 //   - A JPEG on the turbo backend decodes at the smallest DCT scale at which r still
-//     covers twice w×h (more at 1/4 and 1/8), as Decode does for its resize target; r maps to the scaled image
+//     covers twice w×h (3 times at 1/4 and 1/8), as Decode does for its resize target; r maps to the scaled image
 //     at exactly that scale, its edges falling between scaled pixels, and the resampler
 //     takes the fractions.
 //   - A JPEG is resampled plane by plane (luma from r, chroma from the same region of

@@ -221,7 +221,7 @@ func planar(m image.Image) bool {
 // RGB before resampling. Measured with bench/fidelity.sh on bench/imagenet-like.sh's
 // photos against torchvision: every image below 45 dB had an excess of 0.13 or more, and
 // 0.05 leaves none below 45 dB; about 45% of those photos (saturated wallpapers) then
-// take the slower path, which cost 10% of train and 18% of eval throughput on that set
+// take the slower path, which cost 10% of train and 20% of eval throughput on that set
 // (bench/RESULTS.md). A larger limit trades that back: at 0.5 about 10% convert first
 // and some images stay at 43-45 dB.
 const gamutLimit = 0.05
