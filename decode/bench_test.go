@@ -14,6 +14,17 @@ func benchDecode(b *testing.B, backend string, w, h int, p ResizePolicy) {
 	if err := jpeg.Encode(&buf, photo(w, h), &jpeg.Options{Quality: 90}); err != nil {
 		b.Fatal(err)
 	}
+	benchDecodeData(b, backend, buf.Bytes(), p)
+}
+
+// benchDecodeData measures decoding data with the given backend and resize policy.
+func benchDecodeData(b *testing.B, backend string, data []byte, p ResizePolicy) {
+	buf := bytes.NewBuffer(data)
+	cfg, err := ReadConfig(data)
+	if err != nil {
+		b.Fatal(err)
+	}
+	w, h := cfg.Width, cfg.Height
 	var d *Decoder
 	if backend == BackendTurbo {
 		d = turboDecoder(b, Options{Resize: p})
@@ -43,6 +54,10 @@ func BenchmarkDecode(b *testing.B) {
 	b.Run("jpeg-500x375-shorter256/turbo", func(b *testing.B) { benchDecode(b, BackendTurbo, 500, 375, s256) })
 	b.Run("jpeg-1920x1080-shorter256/go", func(b *testing.B) { benchDecode(b, BackendGo, 1920, 1080, s256) })
 	b.Run("jpeg-1920x1080-shorter256/turbo", func(b *testing.B) { benchDecode(b, BackendTurbo, 1920, 1080, s256) })
+	// Real photos (testdata/decode/photos), whole: the Go path upsamples chroma.
+	for _, f := range []string{"seeding-800x599-420", "ladybird-333x500-422"} {
+		b.Run("photo-"+f+"/go", func(b *testing.B) { benchDecodeData(b, BackendGo, photoFixture(b, f+".jpg"), ResizePolicy{}) })
+	}
 }
 
 // BenchmarkJPEGPlanes compares the JPEG decoders alone, to YCbCr planes: image/jpeg, the

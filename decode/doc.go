@@ -17,8 +17,9 @@
 // and whose inverse DCT is libjpeg's accurate integer one; everything else with the
 // standard library and golang.org/x/image. WebP and PNG give identical pixels either way
 // (lossy WebP from x/image/webp is converted with libwebp's own YUV arithmetic, so it
-// matches PIL exactly); JPEG differs by about one unit per channel (libjpeg-turbo
-// upsamples chroma smoothly, the Go path replicates it).
+// matches PIL exactly); JPEG differs by about one unit per channel (both upsample chroma
+// with libjpeg-turbo's triangle filter; the colour conversions' rounding differs, and
+// image/jpeg's inverse DCT for progressive files).
 //
 // Resizer is the resampling kernel (PIL's antialiased bilinear filter in fixed point,
 // with AVX2 assembly on amd64, within ±1 of Pillow; with Resizer.Exact, Pillow 9.4's

@@ -103,6 +103,11 @@ func outputCost(j *job, e estimate, intoDst bool) int64 {
 		// Three output planes; the intermediate buffer and the row of sums may grow
 		// for each plane; luma's and chroma's weight tables.
 		resample = 3*tw*th + 3*2*tmp + 3*4*max(cw, tw) + 2*plans
+		if cw*ch <= convertFirstArea*tw*th {
+			// Or converted first: the RGB crop, two rows of upsampled chroma, and RGB's
+			// resampling.
+			resample = max(resample, 3*cw*ch+2*(cw+16)+2*3*tmp+4*3*max(cw, tw)+plans)
+		}
 	}
 	if e.rgb {
 		resample = max(resample, 2*3*tmp+4*3*max(cw, tw)+plans)

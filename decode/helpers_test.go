@@ -123,3 +123,50 @@ func clampF(v float64) uint8 { return uint8(max(0, min(255, math.Round(v)))) }
 
 // newRand returns a deterministic random source.
 func newRand() *rand.Rand { return rand.New(rand.NewPCG(1, 2)) }
+
+// refFancyRGB converts m as a JPEG decoder with libjpeg's default chroma upsampling does,
+// computed the plain way: each pixel's chroma interpolated bilinearly, in floating point,
+// from the chroma samples around it, each centred on the luma samples it covers, the
+// edge samples repeated beyond the image; then color.YCbCrToRGB. It differs from
+// libjpeg-turbo's integer rounding by at most one level of chroma. Layouts libjpeg
+// replicates (4:1:1, 4:1:0) and images two chroma samples wide or less are converted by
+// refRGB.
+func refFancyRGB(m *image.YCbCr) *Image {
+	hs, vs, _ := chromaShifts(m.SubsampleRatio)
+	b := m.Rect
+	w, h := b.Dx(), b.Dy()
+	cw, ch := (w+1<<hs-1)>>hs, (h+1<<vs-1)>>vs
+	if hs > 1 || hs+vs == 0 || hs == 1 && cw <= 2 {
+		return refRGB(m)
+	}
+	at := func(p []uint8, cx, cy int) float64 {
+		cx, cy = max(0, min(cx, cw-1)), max(0, min(cy, ch-1))
+		return float64(p[cy*m.CStride+cx])
+	}
+	// pos returns the two chroma samples around luma sample i on an axis subsampled by
+	// 2^s, and the weight of the second.
+	pos := func(i, s int) (int, int, float64) {
+		if s == 0 {
+			return i, i, 0
+		}
+		f := (float64(i)+0.5)/2 - 0.5
+		lo := int(math.Floor(f))
+		return lo, lo + 1, f - float64(lo)
+	}
+	out := &Image{}
+	out.Reset(w, h)
+	for y := 0; y < h; y++ {
+		y0, y1, fy := pos(y, vs)
+		for x := 0; x < w; x++ {
+			x0, x1, fx := pos(x, hs)
+			c := func(p []uint8) uint8 {
+				v := (1-fy)*((1-fx)*at(p, x0, y0)+fx*at(p, x1, y0)) + fy*((1-fx)*at(p, x0, y1)+fx*at(p, x1, y1))
+				return uint8(math.Round(v))
+			}
+			r, g, bl := color.YCbCrToRGB(m.Y[y*m.YStride+x], c(m.Cb), c(m.Cr))
+			p := out.Row(y)[3*x:]
+			p[0], p[1], p[2] = r, g, bl
+		}
+	}
+	return out
+}

@@ -2,11 +2,13 @@ package decode
 
 import (
 	"bytes"
+	"fmt"
 	"image"
 	"image/color"
 	"image/jpeg"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
@@ -164,7 +166,7 @@ func TestResizeYCbCr(t *testing.T) {
 			r := image.Rect(x0, y0, x0+4+rng.IntN(b.Dx()-x0-3), y0+4+rng.IntN(b.Dy()-y0-3))
 			w, h := 8+rng.IntN(120), 8+rng.IntN(120)
 			sx, sy := wholeSpans(r)
-			z.resizeYCbCr(&got, m, r, sx, sy, w, h)
+			z.resizePlanes(&got, m, r, sx, sy, w, h)
 			var ry, rcb, rcr []uint8
 			switch m := m.(type) {
 			case *image.Gray:
@@ -247,6 +249,81 @@ func TestYCbCrRow(t *testing.T) {
 			}
 			if d[3*n] != 0 || d[3*n+1] != 0 {
 				t.Fatalf("AVX2 %v, n %d: wrote past the row", simd, n)
+			}
+		}
+	}
+}
+
+// TestPlanarOutOfGamut resamples real photos as planes, whole and cropped, on both JPEG
+// backends, and compares with a full decode converted to RGB first and the same resize
+// (what torchvision does): at least 45 dB. In a photo of saturated colours many pixels'
+// YCbCr lie outside the RGB cube, and a decoder clamps each of them; resampling the planes
+// first and converting at the output clamps only the averages, 42-43 dB off, so such an
+// image is converted first (gamutExcess). Crops whose edges fall on MCU boundaries, at
+// their own size, also check that the Go decoder inverse-transforms the chroma samples
+// that upsampling reads beyond a crop: within 2 levels of libjpeg-turbo's full decode.
+func TestPlanarOutOfGamut(t *testing.T) {
+	full := turboDecoder(t, Options{})
+	var rs Resizer
+	for _, name := range []string{"onestandsout-500x333-420.jpg", "seeding-800x599-420.jpg", "ladybird-333x500-422.jpg"} {
+		data := photoFixture(t, name)
+		ref, err := full.Decode(nil, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		W, H := ref.Width, ref.Height
+		for _, backend := range []string{BackendTurbo, BackendGo} {
+			for _, c := range []struct {
+				r    image.Rectangle
+				w, h int
+				tol  int // the largest difference allowed, or 0 for none
+			}{
+				{image.Rect(0, 0, W, H), 0, 0, 0}, // Resize(256)
+				{image.Rect(37, 21, W-3, 291), 224, 224, 0},
+				{image.Rect(32, 48, 160, 160), 128, 112, 2},
+				{image.Rect(W-130, 16, W-2, 97), 128, 81, 2},
+			} {
+				if !strings.HasPrefix(name, "onestandsout") {
+					c.tol = 0 // resampled as planes: chroma is not upsampled as libjpeg does
+				}
+				t.Run(fmt.Sprintf("%s/%s/%v", name, backend, c.r), func(t *testing.T) {
+					var d *Decoder
+					var got *Image
+					var err error
+					if c.w == 0 {
+						p := ResizePolicy{Mode: ResizeShorter, Size: 256}
+						if backend == BackendGo {
+							d = goDecoder(t, Options{Resize: p})
+						} else {
+							d = turboDecoder(t, Options{Resize: p})
+						}
+						c.w, c.h = p.OutputSize(W, H)
+						got, err = d.Decode(nil, data)
+					} else {
+						if backend == BackendGo {
+							d = goDecoder(t, Options{})
+						} else {
+							d = turboDecoder(t, Options{})
+						}
+						got, err = d.DecodeRegion(nil, data, c.r, c.w, c.h)
+					}
+					if err != nil {
+						t.Fatal(err)
+					}
+					want, err := rs.Resize(new(Image), ref, c.r, c.w, c.h)
+					if err != nil {
+						t.Fatal(err)
+					}
+					_, psnr := stats(got, want)
+					md, x, y, ch := maxDiff(got, want)
+					t.Logf("PSNR %.1f dB, max difference %d", psnr, md)
+					if psnr < 45 {
+						t.Errorf("PSNR %.1f dB, want at least 45", psnr)
+					}
+					if c.tol > 0 && md > c.tol {
+						t.Errorf("channel %d of pixel (%d,%d) differs by %d, want at most %d", ch, x, y, md, c.tol)
+					}
+				})
 			}
 		}
 	}

@@ -59,6 +59,8 @@ type Resizer struct {
 	enext  int
 	etmp   []uint8  // Exact's 8-bit intermediate
 	eacc   []uint64 // Exact's row of sums, two to a word
+	up     jpegUpsampler
+	rgb    Image // planes converted first, where resizeYCbCr must
 }
 
 // axisPlan holds the weights for resampling n samples to out samples along one axis.

@@ -21,6 +21,7 @@ import (
 // ones a Decoder returns.
 type stdlib struct {
 	rd bytes.Reader
+	up jpegUpsampler
 }
 
 func openStdlib() (backend, error) { return new(stdlib), nil }
@@ -31,7 +32,8 @@ func (s *stdlib) accepts(*header) bool { return true }
 
 // decode decodes the whole image and converts the part j.rs (rounded out to the chroma
 // grid) to RGB in j.img: lossy WebP with libwebp's arithmetic, a GIF frame smaller than
-// its logical screen on a black canvas.
+// its logical screen on a black canvas, a JPEG with subsampled chroma whole, upsampled
+// as libjpeg-turbo does (jpegupsample.go).
 func (s *stdlib) decode(j *job) (decoded, error) {
 	h := &j.h
 	out := decoded{crop: j.rs}
@@ -62,6 +64,9 @@ func (s *stdlib) decode(j *job) (decoded, error) {
 				return nil
 			}
 		}
+		if y, ok := m.(*image.YCbCr); ok && h.format == JPEG && s.up.toRGB(j.img, y) {
+			return nil // the whole image, chroma upsampled as libjpeg-turbo does
+		}
 		out.crop = j.conv.toRGBRegion(j.img, m, j.rs)
 		return nil
 	})
@@ -79,8 +84,12 @@ const stdOverhead = 256 << 10
 func (s *stdlib) footprint(j *job) estimate {
 	w, h := int64(j.h.width), int64(j.h.height)
 	px := w * h
-	// toRGBRegion rounds the region out to the chroma grid by at most 3 pixels.
+	// toRGBRegion rounds the region out to the chroma grid by at most 3 pixels; a JPEG
+	// is converted whole.
 	rgb := 3 * min(w, int64(j.rs.Dx())+4) * min(h, int64(j.rs.Dy())+4)
+	if j.h.format == JPEG {
+		rgb = 3 * px
+	}
 	e := estimate{rgb: true, src: j.rs.Size(), sure: true, bytes: stdOverhead + int64(len(j.data)) + rgb}
 	switch j.h.format {
 	case JPEG:

@@ -14,10 +14,10 @@ import (
 // turboJPEG is the libjpeg-turbo JPEG backend (libturbojpeg.so.0, see internal/turbojpeg).
 // It decodes into packed RGB, or, when a resize follows, into its raw YCbCr planes for
 // planar resampling (no upsampling or colour conversion at the decoded size), and can
-// scale by 1/8 to 1 in the DCT, which makes shrinking a large photo several times
+// scale by 1/8, 1/4 or 1/2 in the DCT, which makes shrinking a large photo several times
 // cheaper than decoding it at full size.
-// libjpeg-turbo's IDCT and chroma upsampling differ slightly from image/jpeg's (a mean of
-// about one unit per channel); the differential test bounds it.
+// Its pixels differ from the Go decoder's by the colour conversion's rounding (at most 1
+// level on whole sequential files, TestGoJPEGMatchesTurbo).
 //
 // Where the same library's libjpeg API loads (internal/libjpeg), planes at full scale are
 // decoded through it instead, from the top down to the iMCU row holding the crop's last
@@ -55,7 +55,7 @@ func newTurboJPEG() (*turboJPEG, error) {
 		t.rows = l.NewDecoder()
 	}
 	for _, f := range lib.ScalingFactors() {
-		if f[0] <= f[1] {
+		if f[0] <= f[1] && fastScale(f[0], f[1]) {
 			t.factors = append(t.factors, f)
 		}
 	}
@@ -64,17 +64,41 @@ func newTurboJPEG() (*turboJPEG, error) {
 }
 
 // reduceGap is how many times larger than the resize target a DCT-scaled decode must
-// stay, as Pillow's Image.thumbnail(reducing_gap=2.0) does with draft(). DCT scaling is
-// a box filter; leaving the last factor of two to the triangle filter keeps the result
-// close to decoding at full size (PSNR 39-49 dB against the Go backend on test images,
-// where scaling right down to the target gives 34-38 dB).
+// stay; the coarse scales need more (scaleGap). DCT scaling is close to a box filter;
+// leaving at least the last factor of two to the resampler's triangle filter keeps the
+// result close to decoding at full size and resizing, as torchvision does (it never
+// scales in the DCT). TestDCTScaleNoShift holds the bound.
 const reduceGap = 2
 
+// fastScale reports whether the DCT scale num/denom is one decode uses: 1/8, 1/4, 1/2
+// and 1, the scales Pillow's draft() uses too. libjpeg-turbo has SIMD inverse DCTs for
+// those only; at 3/8 it decoded a 2560×1600 photo's planes in 12 ms where 1/2 took 9, and
+// 5/8 to 7/8 (17-24 ms) were slower than decoding at full size (14 ms), so the in-between
+// scales buy nothing (bench/RESULTS.md).
+func fastScale(num, denom int) bool {
+	return num == denom || num == 1 && (denom == 2 || denom == 4 || denom == 8)
+}
+
+// scaleGap returns how many times larger than the target a decode at num/denom must
+// stay. Measured on the 38 photos of bench/photos.sh against a full decode and the same
+// resize (shorter sides 256, 160, 100): 1/2 (and the in-between scales, no longer used)
+// stays above 47 dB from twice the target up; 1/4 (a 2×2 inverse DCT, which aliases fine
+// texture) falls to 43 dB at 2.6 times and is above 50 dB from 3; 1/8 (the blocks'
+// averages) is at 40 dB at twice, 44 dB at 2.6 times for a 16×24 output of a detailed
+// photo, above 48 dB from 3; scaling right down to the target gives 33-38 dB.
+func scaleGap(num, denom int) float64 {
+	if 4*num <= denom { // 1/4, 1/8
+		return 3
+	}
+	return reduceGap
+}
+
 // scale returns the smallest scaling factor at which w×h pixels of a JPEG still cover
-// reduceGap times tw×th, or 1 if none does.
+// scaleGap times tw×th, or 1 if none does.
 func (t *turboJPEG) scale(w, h, tw, th int) (num, denom int) {
 	for _, f := range t.factors {
-		if sw, sh := turbojpeg.ScaledSize(w, h, f[0], f[1]); sw >= tw*reduceGap && sh >= th*reduceGap {
+		g := scaleGap(f[0], f[1])
+		if sw, sh := turbojpeg.ScaledSize(w, h, f[0], f[1]); float64(sw) >= g*float64(tw) && float64(sh) >= g*float64(th) {
 			return f[0], f[1]
 		}
 	}
@@ -85,58 +109,69 @@ func (t *turboJPEG) name() string { return "libjpeg-turbo" }
 
 func (t *turboJPEG) accepts(h *header) bool { return h.format == JPEG }
 
-// decode decodes j at the DCT scale at which j.rs still covers reduceGap times the
+// decode decodes j at the DCT scale at which j.rs still covers scaleGap times the
 // target: into planes when a resize follows, else, or when the planes are declined, into
 // RGB. rs's edges then fall between pixels of the scaled image, and the spans carry the
-// fractions. Anything libjpeg-turbo declines (CMYK, a libjpeg warning, which image/jpeg
+// fractions (see scaleRect). Anything libjpeg-turbo declines (CMYK, a libjpeg warning, which image/jpeg
 // may accept, or an error) goes on to the Go backends, which decide, so that both JPEG
 // backends accept the same files.
 func (t *turboJPEG) decode(j *job) (decoded, error) {
 	h := &j.h
 	cw, ch := j.rs.Dx(), j.rs.Dy()
 	if j.resized {
-		if m, err := t.decodePlanes(j.data, h.width, h.height, cw, ch, j.tw, j.th, j.rs.Max.Y); err == nil {
-			crop, sx, sy := scaleRect(j.rs, h, m.Bounds())
+		// Down to a row below the crop: upsampling chroma reads the next chroma row
+		// where the planes are converted first (planar.go).
+		bottom := min(j.rs.Max.Y+2, h.height)
+		if m, num, denom, err := t.decodePlanes(j.data, h.width, h.height, cw, ch, j.tw, j.th, bottom); err == nil {
+			crop, sx, sy := scaleRect(j.rs, num, denom, m.Bounds())
 			return decoded{crop: crop, sx: sx, sy: sy, planes: m}, nil
 		}
 	}
 	img := j.img
-	if t.decodeRGB(img, j.data, h.width, h.height, cw, ch, j.tw, j.th) != nil {
+	num, denom, err := t.decodeRGB(img, j.data, h.width, h.height, cw, ch, j.tw, j.th)
+	if err != nil {
 		return decoded{}, errDeclined
 	}
-	crop, sx, sy := scaleRect(j.rs, h, image.Rect(0, 0, img.Width, img.Height))
+	crop, sx, sy := scaleRect(j.rs, num, denom, image.Rect(0, 0, img.Width, img.Height))
 	return decoded{crop: crop, sx: sx, sy: sy}, nil
 }
 
 // decodeRGB decodes a w×h JPEG into img at the DCT scale at which a cw×ch part of it
-// (the whole image, or a crop) still covers reduceGap times tw×th.
-func (t *turboJPEG) decodeRGB(img *Image, data []byte, w, h, cw, ch, tw, th int) error {
-	num, denom := t.scale(cw, ch, tw, th)
+// (the whole image, or a crop) still covers scaleGap times tw×th, and returns that scale.
+func (t *turboJPEG) decodeRGB(img *Image, data []byte, w, h, cw, ch, tw, th int) (num, denom int, err error) {
+	num, denom = t.scale(cw, ch, tw, th)
 	sw, sh := turbojpeg.ScaledSize(w, h, num, denom)
 	img.Reset(sw, sh)
 	gw, gh, err := t.dec.DecodeRGB(img.Pix, data, num, denom)
 	if err != nil {
-		return err
+		return 0, 0, err
 	}
 	if gw != sw || gh != sh { // the library read another size than image/jpeg; it fit in img
 		img.Width, img.Height, img.Stride = gw, gh, 3*gw
 		img.Pix = img.Pix[:3*gw*gh]
 	}
-	return nil
+	return num, denom, nil
 }
 
 // decodePlanes decodes a w×h JPEG into its YCbCr (or grey) planes at the DCT scale at
-// which a cw×ch part of it still covers reduceGap times tw×th, at least down to row
-// bottom-1 (of the full-size image). The result shares the decoder's memory until the
-// next call.
-func (t *turboJPEG) decodePlanes(data []byte, w, h, cw, ch, tw, th, bottom int) (image.Image, error) {
-	num, denom := t.scale(cw, ch, tw, th)
+// which a cw×ch part of it still covers scaleGap times tw×th, at least down to row
+// bottom-1 (of the full-size image), and returns them with that scale. The planes share
+// the decoder's memory until the next call.
+func (t *turboJPEG) decodePlanes(data []byte, w, h, cw, ch, tw, th, bottom int) (m image.Image, num, denom int, err error) {
+	num, denom = t.scale(cw, ch, tw, th)
 	if num == denom && t.rows != nil {
 		m, err := t.decodeRows(data, w, h, bottom)
 		if !errors.Is(err, libjpeg.ErrUnsupported) {
-			return m, err
+			return m, 1, 1, err
 		}
 	}
+	m, err = t.decodeYUV(data, w, h, num, denom)
+	return m, num, denom, err
+}
+
+// decodeYUV decodes a w×h JPEG into its planes at the DCT scale num/denom through
+// TurboJPEG.
+func (t *turboJPEG) decodeYUV(data []byte, w, h, num, denom int) (image.Image, error) {
 	planes, sw, sh, sub, err := t.dec.DecodeYUV(data, num, denom, t.grow)
 	if err != nil {
 		return nil, err
@@ -223,16 +258,40 @@ func (t *turboJPEG) close() error {
 	return t.dec.Close()
 }
 
-// scaleRect maps the rectangle rs of an h.width×h.height image to the same image decoded
-// at a DCT scale into b: the whole pixels of b it touches, and the spans within them.
-func scaleRect(rs image.Rectangle, h *header, b image.Rectangle) (crop image.Rectangle, sx, sy span) {
-	x0, x1, sx := scaleSpan(rs.Min.X, rs.Max.X, h.width, b.Dx())
-	y0, y1, sy := scaleSpan(rs.Min.Y, rs.Max.Y, h.height, b.Dy())
+// scaleRect maps the rectangle rs of an image to the same image decoded at the DCT scale
+// num/denom into b: the whole pixels of b it touches, and the spans within them.
+//
+// The scale is exactly num/denom on both axes, whatever b's size. An n-sample side
+// decodes to ceil(n·num/denom) samples, of which only n·num/denom hold the image: the
+// last one is part padding (the IDCT of the edge block's padded samples), so its centre
+// is not at the image's scaled edge. Mapping n to all ceil(n·num/denom) samples instead
+// would stretch the image by up to a scaled pixel and shift the output by up to a third
+// of an output pixel on sides that are not multiples of 8 (TestDCTScaleNoShift).
+func scaleRect(rs image.Rectangle, num, denom int, b image.Rectangle) (crop image.Rectangle, sx, sy span) {
+	x0, x1, sx := dctSpan(rs.Min.X, rs.Max.X, num, denom, b.Dx())
+	y0, y1, sy := dctSpan(rs.Min.Y, rs.Max.Y, num, denom, b.Dy())
 	return image.Rect(x0, y0, x1, y1), sx, sy
 }
 
-// scaleSpan maps the samples [a, b) of n to an image scaled to sn samples: it returns the
-// whole samples [lo, hi) that the scaled interval touches, and the interval within them.
+// dctSpan maps the samples [a, b) of a side scaled by num/denom to sn samples: it returns
+// the whole samples [lo, hi) that the scaled interval touches, and the interval within
+// them.
+func dctSpan(a, b, num, denom, sn int) (lo, hi int, sp span) {
+	if num == denom {
+		return a, b, span{0, float64(b - a)}
+	}
+	// Exact products first; a/denom is exact in float64 for the powers of two and
+	// within an ulp otherwise.
+	fa := float64(int64(a)*int64(num)) / float64(denom)
+	fb := min(float64(int64(b)*int64(num))/float64(denom), float64(sn))
+	lo = min(int(math.Floor(fa)), sn-1)
+	hi = max(min(int(math.Ceil(fb)), sn), lo+1)
+	return lo, hi, span{fa - float64(lo), fb - fa}
+}
+
+// scaleSpan maps the samples [a, b) of n to an image that n was resampled to sn samples
+// (libwebp's scaler, which maps the edges onto each other): it returns the whole samples
+// [lo, hi) that the scaled interval touches, and the interval within them.
 func scaleSpan(a, b, n, sn int) (lo, hi int, sp span) {
 	if sn == n {
 		return a, b, span{0, float64(b - a)}
@@ -253,7 +312,7 @@ func (t *turboJPEG) footprint(j *job) estimate {
 	w, h := j.h.width, j.h.height
 	num, denom := t.scale(j.rs.Dx(), j.rs.Dy(), j.tw, j.th)
 	sw, sh := turbojpeg.ScaledSize(w, h, num, denom)
-	crop, _, _ := scaleRect(j.rs, &j.h, image.Rect(0, 0, sw, sh))
+	crop, _, _ := scaleRect(j.rs, num, denom, image.Rect(0, 0, sw, sh))
 	l := &j.frame
 	e := estimate{src: crop.Size()}
 	vmax := 4

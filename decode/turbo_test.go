@@ -9,6 +9,7 @@ import (
 	"image"
 	"image/jpeg"
 	"image/png"
+	"strings"
 	"testing"
 
 	"github.com/conveyor-ml/conveyor/internal/turbojpeg"
@@ -124,15 +125,26 @@ func TestTurboScale(t *testing.T) {
 		{640, 480, 640, 480, 1, 1},
 		{640, 480, 320, 240, 1, 1},
 		{640, 480, 160, 120, 1, 2},
-		{640, 480, 161, 120, 5, 8}, // 1/2 gives 320 < 2*161
-		{640, 480, 40, 30, 1, 8},
-		{640, 480, 39, 1, 1, 8},
+		{640, 480, 161, 120, 1, 1}, // 1/2 gives 320 < 2*161; no 5/8
+		{640, 480, 40, 30, 1, 4},   // 1/8 gives 80 < 3*40
+		{640, 480, 26, 20, 1, 8},   // 1/8 gives 80×60 >= 3*(26×20)
+		{640, 480, 53, 40, 1, 4},   // 1/4 gives 160×120 >= 3*(53×40)
+		{640, 480, 54, 41, 1, 2},   // 1/4 gives 120 < 3*41; no 3/8
+		{640, 480, 27, 1, 1, 4},    // 1/8 gives 80 < 3*27
 		{1920, 1080, 455, 256, 1, 2},
-		{333, 211, 64, 41, 1, 2}, // 3/8 gives 125 < 128
+		{333, 211, 64, 41, 1, 2}, // 1/4 gives 84 < 3*64
 	} {
 		if num, denom := tj.scale(tc.w, tc.h, tc.tw, tc.th); num*tc.denom != tc.num*denom {
 			t.Errorf("scale(%dx%d -> %dx%d) = %d/%d, want %d/%d", tc.w, tc.h, tc.tw, tc.th, num, denom, tc.num, tc.denom)
 		}
+	}
+	// Only the scales with SIMD inverse DCTs: the others decode slower than 1/2.
+	var got []string
+	for _, f := range tj.factors {
+		got = append(got, fmt.Sprintf("%d/%d", f[0], f[1]))
+	}
+	if g := strings.Join(got, " "); g != "1/8 1/4 1/2 1/1" {
+		t.Errorf("scales %s, want 1/8 1/4 1/2 1/1", g)
 	}
 }
 
