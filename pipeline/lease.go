@@ -34,8 +34,12 @@ const LeaseTTL = 5 * time.Minute
 // and would otherwise be taken for a lost run's.
 //
 // A lease is live when its last renewal is less than LeaseTTL older than this run's own
-// (both times are the store's), unless it names this host and a process that no longer
-// runs here (killed; a requeued Slurm task or a restarted container resumes at once).
+// (both times are the store's), unless it names this host, seen since the same boot and
+// from the same PID namespace, and a process that no longer runs here (killed; a
+// requeued Slurm task resumes at once), or this host before a reboot. Containers sharing
+// a host name (host networking) each have their own PID namespace, where the other's pid
+// means nothing: a lease from another namespace, or one that does not name its
+// namespace, is stale only by its age.
 type Lease struct {
 	b       *objstore.Bucket
 	name    string
@@ -54,6 +58,53 @@ type leaseInfo struct {
 	PID     int       `json:"pid"`
 	Staging string    `json:"staging"`
 	Started time.Time `json:"started"`
+	// Boot and PIDNS tell where PID is meaningful: the host's boot ID and the PID
+	// namespace of the process (Linux; empty elsewhere).
+	Boot  string `json:"boot,omitempty"`
+	PIDNS string `json:"pidns,omitempty"`
+}
+
+// held names the leases this process holds, live until Close: another run in this
+// process has the same host and pid.
+var held sync.Map
+
+// bootID is this host's boot ID, "" where there is none to read.
+func bootID() string {
+	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// pidNamespace names this process's PID namespace, "" where there is none to read.
+func pidNamespace() string {
+	ns, err := os.Readlink("/proc/self/ns/pid")
+	if err != nil {
+		return ""
+	}
+	return ns
+}
+
+// staleHere reports whether li, a lease that is not this process's, is known stale on
+// this host: its host rebooted since, or its process, in this PID namespace, exited.
+func staleHere(li *leaseInfo, name string) bool {
+	host, _ := os.Hostname()
+	if li.Host == "" || li.Host != host {
+		return false
+	}
+	boot := bootID()
+	if li.Boot != "" && boot != "" && li.Boot != boot {
+		return true // written before this host's last boot
+	}
+	if li.Boot != boot || li.PIDNS != pidNamespace() {
+		return false // its pid is another namespace's, or cannot be told
+	}
+	if li.PID == os.Getpid() {
+		_, live := held.Load(name)
+		return !live // an earlier process's with this pid, unless this one holds it
+	}
+	return !processAlive(li.PID)
 }
 
 // leasePrefix is the names of part p's leases up to their IDs.
@@ -76,12 +127,14 @@ func AcquireLease(ctx context.Context, b *objstore.Bucket, p cache.Part, staging
 	if err != nil {
 		abs = staging
 	}
-	body, err := json.Marshal(leaseInfo{Host: host, PID: os.Getpid(), Staging: abs, Started: time.Now().UTC()})
+	body, err := json.Marshal(leaseInfo{Host: host, PID: os.Getpid(), Staging: abs, Started: time.Now().UTC(), Boot: bootID(), PIDNS: pidNamespace()})
 	if err != nil {
 		return nil, err
 	}
 	l := &Lease{b: b, name: leasePrefix(p) + hex.EncodeToString(id[:]) + leaseExt, body: body, stop: make(chan struct{})}
+	held.Store(l.name, true)
 	if err := l.renew(ctx); err != nil {
+		held.Delete(l.name)
 		return nil, err
 	}
 	l.wg.Add(1)
@@ -130,6 +183,7 @@ func (l *Lease) Close(ctx context.Context) error {
 	}
 	close(l.stop)
 	l.wg.Wait()
+	defer held.Delete(l.name)
 	if err := l.b.Delete(context.WithoutCancel(ctx), l.name); err != nil {
 		return fmt.Errorf("pipeline: deleting the conversion's lease: %w", err)
 	}
@@ -152,7 +206,6 @@ func otherLeases(ctx context.Context, b *objstore.Bucket, p cache.Part, own *Lea
 		now = own.renewed
 		own.mu.Unlock()
 	}
-	host, _ := os.Hostname()
 	var live []string
 	for _, o := range objs {
 		id, ok := strings.CutSuffix(strings.TrimPrefix(o.Name, leasePrefix(p)), leaseExt)
@@ -166,7 +219,7 @@ func otherLeases(ctx context.Context, b *objstore.Bucket, p cache.Part, own *Lea
 			return nil, err
 		}
 		stale := !now.IsZero() && !o.ModTime.IsZero() && now.Sub(o.ModTime) > LeaseTTL ||
-			li.Host != "" && li.Host == host && (li.PID == os.Getpid() || !processAlive(li.PID))
+			staleHere(&li, o.Name)
 		if stale {
 			b.Delete(ctx, o.Name) // best effort: a killed run's
 			continue

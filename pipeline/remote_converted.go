@@ -446,7 +446,19 @@ type Orphans struct {
 	// part: orphans were not looked for (Objects and Uploads are empty), since that
 	// run's files are in neither this run's staging directory nor the part's record.
 	Live []string
+
+	part  cache.Part // whose orphans these are
+	lease *Lease     // the lease ConvertedOrphans was given
 }
+
+// orphansListed, when set (by tests), runs between ConvertedOrphans' listing of the
+// prefix and its look at the leases.
+var orphansListed func()
+
+// ErrLiveRun reports that Orphans.Delete deleted nothing: another run of the part took a
+// lease since the orphans were listed, and may use files of theirs (a run resuming from
+// a lost run's staging directory uploads only what is not stored).
+var ErrLiveRun = errors.New("another run of the part is live")
 
 // Bytes is the orphan objects' total size (uploads' parts are not counted).
 func (o *Orphans) Bytes() int64 {
@@ -470,13 +482,30 @@ func (o *Orphans) Len() int { return len(o.Objects) + len(o.Uploads) }
 // that run, whose files would otherwise look orphaned. A store that does not list
 // uploads is taken to have none, and Orphans.Unlisted says so.
 func ConvertedOrphans(ctx context.Context, b *objstore.Bucket, dir string, p cache.Part, lease *Lease) (*Orphans, error) {
-	o := &Orphans{}
+	o := &Orphans{part: p, lease: lease}
+	// The prefix is listed before the leases are: a run's lease is stored before any
+	// of its files, so a run whose files this listing holds has a lease the next one
+	// sees. (Leases listed first miss a run that started between the two listings.)
+	objs, err := b.List(ctx, "")
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: %w", err)
+	}
+	ups, uerr := b.Uploads(ctx, "")
+	if errors.Is(uerr, objstore.ErrNoUploadList) {
+		o.Unlisted, uerr = uerr, nil
+	}
+	if uerr != nil {
+		return nil, fmt.Errorf("pipeline: %w", uerr)
+	}
+	if orphansListed != nil {
+		orphansListed()
+	}
 	live, err := otherLeases(ctx, b, p, lease)
 	if err != nil {
 		return nil, err
 	}
 	if len(live) > 0 {
-		o.Live = live
+		o.Live, o.Unlisted = live, nil
 		return o, nil
 	}
 	keep := map[string]bool{}
@@ -505,21 +534,10 @@ func ConvertedOrphans(ctx context.Context, b *objstore.Bucket, dir string, p cac
 		}
 		return parted && sp == p
 	}
-	objs, err := b.List(ctx, "")
-	if err != nil {
-		return nil, fmt.Errorf("pipeline: %w", err)
-	}
 	for _, ob := range objs {
 		if orphan(ob.Name) {
 			o.Objects = append(o.Objects, ob)
 		}
-	}
-	ups, err := b.Uploads(ctx, "")
-	if errors.Is(err, objstore.ErrNoUploadList) {
-		o.Unlisted, err = err, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("pipeline: %w", err)
 	}
 	for _, u := range ups {
 		if orphan(u.Name) {
@@ -560,8 +578,19 @@ func storedManifest(ctx context.Context, b *objstore.Bucket, p cache.Part) ([]st
 	return names, nil
 }
 
-// Delete deletes the orphans from b, and aborts their uploads.
+// Delete deletes the orphans from b, and aborts their uploads, unless another run of
+// the part holds a live lease now (ErrLiveRun, naming it): one may have started since
+// ConvertedOrphans listed them.
 func (o *Orphans) Delete(ctx context.Context, b *objstore.Bucket) error {
+	if o.Len() > 0 {
+		live, err := otherLeases(ctx, b, o.part, o.lease)
+		if err != nil {
+			return err
+		}
+		if len(live) > 0 {
+			return fmt.Errorf("pipeline: nothing deleted: %w since the orphans were listed: %s", ErrLiveRun, strings.Join(live, "; "))
+		}
+	}
 	for _, ob := range o.Objects {
 		if err := b.Delete(ctx, ob.Name); err != nil {
 			return fmt.Errorf("pipeline: %w", err)

@@ -301,7 +301,10 @@ func orphans(ctx context.Context, b *objstore.Bucket, dir, url string, part cach
 			url, len(o.Objects), o.Bytes(), len(o.Uploads), orphanName(o))
 		return nil
 	}
-	if err := o.Delete(ctx, b); err != nil {
+	if err := o.Delete(ctx, b); errors.Is(err, pipeline.ErrLiveRun) {
+		fmt.Fprintf(stderr, "conveyor convert: orphaned files under %s: %v; run again once it has ended to delete them\n", url, err)
+		return nil
+	} else if err != nil {
 		return fmt.Errorf("deleting orphaned files under %s: %w", url, err)
 	}
 	fmt.Fprintf(stdout, "conveyor convert deleted=%d bytes=%d aborted_uploads=%d url=%s\n", len(o.Objects), o.Bytes(), len(o.Uploads), url)

@@ -111,13 +111,14 @@ func testConvertS3OrphansOfLiveRun(t *testing.T, srv *s3test.Server) {
 	if !slices.Contains(shardFiles(t, b), theirs) {
 		t.Fatalf("the live run's %s was deleted", theirs)
 	}
-	// That run was killed: its lease names this host and an exited process.
+	// That run was killed: its lease names this host, its boot and PID namespace, and an
+	// exited process.
 	host, _ := os.Hostname()
 	dead := exec.Command("true")
 	if err := dead.Run(); err != nil {
 		t.Skip("no true(1):", err)
 	}
-	body, _ = json.Marshal(map[string]any{"host": host, "pid": dead.Process.Pid, "staging": "/tmp/lost", "started": time.Now()})
+	body, _ = json.Marshal(map[string]any{"host": host, "pid": dead.Process.Pid, "staging": "/tmp/lost", "started": time.Now(), "boot": bootID(t), "pidns": pidNamespace(t)})
 	srv.Put(t, lease, body)
 	out, stderr, err = runConvert(t, args...)
 	if err != nil || !strings.Contains(out, "deleted=1 ") {
@@ -191,4 +192,21 @@ func testVerifyOrphans(t *testing.T, srv *s3test.Server) {
 			t.Errorf("verify %s with a lost run's shard: %v, want it named an orphan and exit 0\n%s", c.dir, err, out.String())
 		}
 	}
+}
+
+// bootID and pidNamespace are what a lease written on this host records (Linux).
+func bootID(t *testing.T) string {
+	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		t.Skip("no boot ID here: a killed run's lease is stale only by its age")
+	}
+	return strings.TrimSpace(string(b))
+}
+
+func pidNamespace(t *testing.T) string {
+	ns, err := os.Readlink("/proc/self/ns/pid")
+	if err != nil {
+		t.Skip("no PID namespace here: a killed run's lease is stale only by its age")
+	}
+	return ns
 }
