@@ -49,7 +49,17 @@ type Lease struct {
 	mu      sync.Mutex
 	renewed time.Time // the store's time of the last renewal
 	err     error     // the last renewal's failure
+	// ok is this host's time, taken before its request, of the last renewal that
+	// succeeded; lapsed says why another run may have taken this one for a killed one
+	// since the lease was taken: it was not renewed for most of LeaseTTL, or was found
+	// deleted ("" when neither).
+	ok     time.Time
+	lapsed string
 }
+
+// ErrLeaseLapsed reports that a conversion's lease lapsed while it ran: another run of
+// the part may have taken it for a killed run's and deleted its files as orphans.
+var ErrLeaseLapsed = errors.New("the conversion's lease lapsed")
 
 // leaseInfo is a lease's contents: who holds it, for messages and for telling a
 // killed process's lease on this host.
@@ -156,8 +166,18 @@ func AcquireLease(ctx context.Context, b *objstore.Bucket, p cache.Part, staging
 	return l, nil
 }
 
-// renew stores the lease again and records the store's time of it.
+// renew stores the lease again and records the store's time of it, and whether it
+// lapsed since the last renewal (deleted meanwhile, or renewed too late).
 func (l *Lease) renew(ctx context.Context) error {
+	start := time.Now()
+	l.mu.Lock()
+	made := !l.ok.IsZero()
+	l.mu.Unlock()
+	var gone bool
+	if made {
+		_, err := l.b.Stat(ctx, l.name)
+		gone = errors.Is(err, fs.ErrNotExist)
+	}
 	err := l.b.Put(ctx, l.name, bytes.NewReader(l.body), int64(len(l.body)))
 	var ob objstore.Object
 	if err == nil {
@@ -165,11 +185,45 @@ func (l *Lease) renew(ctx context.Context) error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if gone && l.lapsed == "" {
+		l.lapsed = "it was deleted, by a run that took this one for a killed one"
+	}
 	if err != nil {
 		l.err = fmt.Errorf("pipeline: renewing the conversion's lease: %w", err)
 		return l.err
 	}
-	l.renewed, l.err = ob.ModTime, nil
+	if made && l.lapsed == "" && time.Since(l.ok) > lapseAfter {
+		l.lapsed = fmt.Sprintf("it was not renewed for %v (it is stale after %v)", time.Since(l.ok).Round(time.Second), LeaseTTL)
+	}
+	l.renewed, l.err, l.ok = ob.ModTime, nil, start
+	return nil
+}
+
+// lapseAfter is how long a lease may go unrenewed, by this host's clock, before this
+// run takes it as lapsed: less than LeaseTTL, for the requests' own time.
+const lapseAfter = LeaseTTL * 4 / 5
+
+// Check renews the lease now and returns an error wrapping ErrLeaseLapsed, naming the
+// lease, when it lapsed at any time since it was taken: another run may then have
+// deleted files this run uploaded, as orphans. A run checks before it records what it
+// uploaded; nil for a nil Lease.
+func (l *Lease) Check(ctx context.Context) error {
+	if l == nil {
+		return nil
+	}
+	l.mu.Lock()
+	if !l.ok.IsZero() && l.lapsed == "" && time.Since(l.ok) > lapseAfter {
+		l.lapsed = fmt.Sprintf("it was not renewed for %v (it is stale after %v)", time.Since(l.ok).Round(time.Second), LeaseTTL)
+	}
+	l.mu.Unlock()
+	if err := l.renew(ctx); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.lapsed != "" {
+		return fmt.Errorf("pipeline: %s: %w: %s; another run of the part may have deleted files this one uploaded", l.b.URL(l.name), ErrLeaseLapsed, l.lapsed)
+	}
 	return nil
 }
 

@@ -151,3 +151,51 @@ func TestLeaseLiveOnThisHost(t *testing.T) {
 		}
 	}
 }
+
+// A run whose lease lapsed — deleted by another run that took it for a killed one, or
+// not renewed for LeaseTTL — may have had its uploaded shards deleted as orphans: it
+// uploaded its record anyway, naming shards no longer stored.
+func TestUploadConvertedLeaseLapsed(t *testing.T) {
+	ctx := context.Background()
+	dir := convertTree(t, 4, 10)
+	for _, lapse := range []string{"deleted", "unrenewed"} {
+		t.Run(lapse, func(t *testing.T) {
+			b := leaseBucket(t)
+			lease, err := AcquireLease(ctx, b, cache.Part{}, dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer lease.Close(ctx)
+			switch lapse {
+			case "deleted":
+				if err := b.Delete(ctx, lease.Name()); err != nil {
+					t.Fatal(err)
+				}
+			case "unrenewed":
+				lease.mu.Lock()
+				lease.ok = lease.ok.Add(-LeaseTTL)
+				lease.mu.Unlock()
+			}
+			_, err = UploadConverted(ctx, dir, b, cache.Part{}, lease)
+			if !errors.Is(err, ErrLeaseLapsed) {
+				t.Fatalf("UploadConverted after the lease lapsed: %v, want ErrLeaseLapsed", err)
+			}
+			if _, err := b.Stat(ctx, cache.InfoName); err == nil {
+				t.Errorf("%s uploaded after the lease lapsed", cache.InfoName)
+			}
+		})
+	}
+	// A lease renewed on time lets the records go up.
+	b := leaseBucket(t)
+	lease, err := AcquireLease(ctx, b, cache.Part{}, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lease.Close(ctx)
+	if _, err := UploadConverted(ctx, dir, b, cache.Part{}, lease); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Stat(ctx, cache.InfoName); err != nil {
+		t.Errorf("%s not uploaded: %v", cache.InfoName, err)
+	}
+}

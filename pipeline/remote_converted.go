@@ -273,8 +273,11 @@ type UploadReport struct {
 // and the others leave it; each then reads back what is stored and fails, naming its URL,
 // when it describes another conversion (other --size, --codec, part count or source)
 // than the part's, before the part's record is added to a dataset it does not belong
-// to. Errors name the URL.
-func UploadConverted(ctx context.Context, dir string, b *objstore.Bucket, p cache.Part) (UploadReport, error) {
+// to. With lease (the run's, nil: none), the records are uploaded only when it has not
+// lapsed since it was taken (Lease.Check): files uploaded before may have been deleted
+// meanwhile by another run, as a killed run's orphans, and a rerun uploads them again.
+// Errors name the URL.
+func UploadConverted(ctx context.Context, dir string, b *objstore.Bucket, p cache.Part, lease *Lease) (UploadReport, error) {
 	var rep UploadReport
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -329,6 +332,9 @@ func UploadConverted(ctx context.Context, dir string, b *objstore.Bucket, p cach
 	}
 	if _, err := os.Stat(dir + string(os.PathSeparator) + cache.InfoName); err != nil {
 		return rep, fmt.Errorf("pipeline: %s: no %s to upload: %w", dir, cache.InfoName, err)
+	}
+	if err := lease.Check(ctx); err != nil {
+		return rep, err
 	}
 	if !p.Whole() {
 		// Before the part's record, so that a part that converted otherwise than the

@@ -253,7 +253,7 @@ flags:
 		return err
 	}
 	// A conversion stopped by --max-bytes is uploaded as it is: its record says so.
-	up, uerr := pipeline.UploadConverted(ctx, dst, bucket, part)
+	up, uerr := pipeline.UploadConverted(ctx, dst, bucket, part, lease)
 	fmt.Fprintf(stdout, "conveyor convert uploaded=%d unchanged=%d bytes=%d url=%s\n", up.Uploaded, up.Skipped, up.Bytes, dstURL)
 	if errors.Is(uerr, pipeline.ErrOtherConversion) {
 		return errors.Join(err, uerr) // not resumable: it names what to do
