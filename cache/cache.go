@@ -28,12 +28,32 @@ var (
 	ErrDisabled = errors.New("cache: writing disabled")
 	// ErrReadOnly: the Cache was opened with ReadOnly.
 	ErrReadOnly = errors.New("cache: opened read-only")
+	// ErrBusy: another process sharing the directory held its lock for longer than a
+	// Put waits (a suspended or stuck process), so this record was not stored.
+	ErrBusy = errors.New("cache: directory busy")
 )
 
+// putLockWait bounds how long a Put waits for the directory's lock: storing is optional,
+// and a process stopped while holding it (SIGSTOP, a suspended job, a hung file system)
+// must not stall every other loader sharing the directory.
+var putLockWait = 2 * time.Second
+
+// lockWithin takes f's lock, waiting up to d; false when another holds it that long.
+func lockWithin(f *os.File, d time.Duration) (bool, error) {
+	deadline := time.Now().Add(d)
+	for wait := 50 * time.Microsecond; ; wait = min(2*wait, 5*time.Millisecond) {
+		ok, err := tryLock(f)
+		if ok || err != nil || time.Now().After(deadline) {
+			return ok, err
+		}
+		time.Sleep(wait)
+	}
+}
+
 // Refused reports whether err from Put means the cache would not take the record (full,
-// writing disabled, or read-only) rather than that the record itself was at fault.
+// writing disabled, read-only, or its directory busy) rather than that the record itself was at fault.
 func Refused(err error) bool {
-	return errors.Is(err, ErrFull) || errors.Is(err, ErrDisabled) || errors.Is(err, ErrReadOnly)
+	return errors.Is(err, ErrFull) || errors.Is(err, ErrDisabled) || errors.Is(err, ErrReadOnly) || errors.Is(err, ErrBusy)
 }
 
 // Options configures Open. A nil *Options means the defaults.
@@ -225,6 +245,8 @@ type Cache struct {
 	// stored again. Under wmu.
 	gen    uint64
 	others []*shard
+
+	busyLogged bool // ErrBusy logged; under wmu
 
 	hits, misses, corrupt, written, rejected, evicted, shared atomic.Int64
 }
@@ -694,7 +716,19 @@ func (c *Cache) append(spec string, rec []byte, h *header) error {
 		c.rejected.Add(1)
 		return ErrDisabled
 	}
-	if c.lock != nil && lock(c.lock) == nil {
+	locked, err := false, error(nil)
+	if c.lock != nil {
+		locked, err = lockWithin(c.lock, putLockWait)
+		if err == nil && !locked {
+			c.rejected.Add(1)
+			if !c.busyLogged {
+				c.busyLogged = true
+				c.opts.Logf("cache: %s: another process held the directory's lock for over %v: records it would have stored are left out meanwhile", c.dir, putLockWait)
+			}
+			return ErrBusy
+		}
+	}
+	if locked {
 		// Writers sharing the directory append one at a time, each first catching up
 		// with what the others stored: a sample two loaders decoded at once (same
 		// order, same moment) is stored once, by the first.
@@ -962,7 +996,7 @@ type Stats struct {
 	Hits, Misses int64 // Lookup results
 	Corrupt      int64 // records whose checksum or framing failed
 	Written      int64 // records stored
-	Rejected     int64 // Puts not stored: full or disabled
+	Rejected     int64 // Puts not stored: full, disabled or the directory busy (ErrBusy)
 	Evicted      int64 // shards deleted to stay under MaxBytes
 	Shared       int64 // Puts not stored: another process sharing the directory stored the record first
 	// Full is set once a record did not fit under MaxBytes; Disabled says why writing

@@ -3,6 +3,7 @@ package cache
 import (
 	"bufio"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -332,5 +333,44 @@ func TestSameRecordsTwoProcesses(t *testing.T) {
 	rep, err := c.Verify(nil)
 	if err != nil || rep.Records != count {
 		t.Errorf("the directory holds %d records (%v), want %d: each stored once", rep.Records, err, count)
+	}
+}
+
+// A process stopped while it holds the directory's lock (SIGSTOP, a suspended job) held
+// up every Put of every other loader sharing the directory until it ran again: storing
+// is optional, so a Put gives up after putLockWait with ErrBusy, and stores again once
+// the lock is free.
+func TestPutLockHeld(t *testing.T) {
+	dir := t.TempDir()
+	c := open(t, dir, Options{})
+	defer func(d time.Duration) { putLockWait = d }(putLockWait)
+	putLockWait = 50 * time.Millisecond
+	other, err := os.OpenFile(dir+string(os.PathSeparator)+lockName, os.O_RDWR, 0) // another open file: another holder
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if err := lock(other); err != nil {
+		t.Skip("no locks here:", err)
+	}
+	d := c.NewCoder()
+	done := make(chan error, 1)
+	go func() { done <- d.Put(procKey(1), 1, procImage(1)) }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrBusy) || !Refused(err) {
+			t.Fatalf("Put with the lock held elsewhere: %v, want ErrBusy", err)
+		}
+	case <-time.After(5 * time.Second):
+		unlock(other)
+		<-done
+		t.Fatal("Put waited for the lock another holder kept")
+	}
+	if st := c.Stats(); st.Rejected != 1 || st.Written != 0 {
+		t.Errorf("stats %+v, want 1 rejected", st)
+	}
+	unlock(other)
+	if err := d.Put(procKey(2), 2, procImage(2)); err != nil {
+		t.Fatalf("Put once the lock is free: %v", err)
 	}
 }
