@@ -725,7 +725,7 @@ func (c *Cache) append(spec string, rec []byte, h *header) error {
 				c.busyLogged = true
 				c.opts.Logf("cache: %s: another process held the directory's lock for over %v: records it would have stored are left out meanwhile", c.dir, putLockWait)
 			}
-			return ErrBusy
+			return fmt.Errorf("%w: %s: another process held its lock for over %v", ErrBusy, c.dir, putLockWait)
 		}
 	}
 	if locked {
