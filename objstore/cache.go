@@ -73,6 +73,7 @@ type entry struct {
 	hinted bool      // prefetched and not yet opened: only an Open may evict it
 	drop   bool      // released while in flight: evict when done
 	last   bool      // read to its end for now (Done): the first to evict once unused
+	spare  bool      // the one Open that Done allows while keeping last
 	done   chan struct{}
 	err    error
 	lru    *list.Element // in Cache.lru when ready and unreferenced
@@ -202,7 +203,7 @@ func (c *Cache) Prefetch(names ...string) {
 			e = nil
 		}
 		if e != nil {
-			e.drop, e.last = false, false
+			e.drop, e.last, e.spare = false, false, false
 			if e.state == ready && e.lru != nil {
 				// Local and unused: asked for again, it is needed soon, so it is kept
 				// from prefetches as a fetched one would be, and made most recent.
@@ -270,6 +271,11 @@ func (c *Cache) OpenContext(ctx context.Context, name string) (*File, error) {
 	}
 	e.refs++
 	e.drop = false
+	if e.last {
+		// Done allows the Open of the last read under way; another means the object
+		// is read again (a later epoch), and it is used as any other.
+		e.last, e.spare = e.spare, false
+	}
 	if e.lru != nil {
 		c.lru.Remove(e.lru)
 		e.lru = nil
@@ -397,13 +403,14 @@ func (c *Cache) Release(names ...string) {
 // once unused each is the first to be evicted when room is needed, before objects read
 // less recently that are still being read. A reader of shards calls it as it opens a
 // shard's last sample for now, so that a cache holding the shards in flight fetches
-// each once. A later Prefetch of the name undoes it.
+// each once. A later Prefetch of the name undoes it, as does the second Open after it
+// (the object is read again).
 func (c *Cache) Done(names ...string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, n := range names {
 		if e := c.entries[n]; e != nil {
-			e.last = true
+			e.last, e.spare = true, true
 			if e.lru != nil {
 				c.lru.MoveToBack(e.lru)
 			}

@@ -795,3 +795,42 @@ func testS3NoUploadList(t *testing.T, srv *s3test.Server) {
 		t.Errorf("%d listings of uploads answered 404, want 2 (Put's and Uploads')", n)
 	}
 }
+
+// Done marks an object as read to its end for now: the first to evict. Read again
+// later (the next epoch, opened without a Prefetch: a plan with no room to fetch
+// ahead), it was still evicted first while being read, before objects used less
+// recently — most recently used first, each epoch after the first.
+func TestCacheDoneThenReadAgain(t *testing.T) {
+	data := shards(4, 100<<10, 100<<10+1, 5)
+	b := localBucket(t, data)
+	c, err := objstore.NewCache(b, &objstore.CacheOptions{Dir: t.TempDir(), MaxBytes: 350 << 10, Concurrency: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	names := sortedNames(data)
+	a, bb, cc, d := names[0], names[1], names[2], names[3]
+	read := func(n string) {
+		t.Helper()
+		f, err := c.Open(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, f)
+		f.Close()
+	}
+	// Epoch 1: a's last sample is opened after Done, as the planner calls it.
+	read(a)
+	c.Done(a)
+	read(a)
+	// Epoch 2: b, c, then a, which is now the most recently used.
+	read(bb)
+	read(cc)
+	read(a)
+	read(d) // room for d: the least recently used, b, goes
+	before := c.Stats()
+	read(a)
+	if st := c.Stats(); st.Misses != before.Misses {
+		t.Errorf("a, the most recently used, was evicted for d (stats %+v)", st)
+	}
+}
