@@ -99,7 +99,16 @@ func (r *run) deliver() (*Batch, error) {
 		}
 	}
 	if !ok {
-		return nil, r.xferErr // written before out was closed
+		if r.xferErr != nil {
+			return nil, r.xferErr // written before out was closed
+		}
+		// The transfer stage ended cleanly, but a Close since may have taken back the
+		// batches it had passed on (reclaim drains out): the epoch did not end, it was
+		// stopped, and saying so keeps a consumer from taking it for a complete one.
+		if err := r.cause(); err != nil {
+			return nil, err
+		}
+		return nil, nil
 	}
 	if r.ctx.Err() != nil {
 		r.putBack(b)

@@ -834,3 +834,39 @@ func TestWaitCountsStarvation(t *testing.T) {
 		t.Errorf("slow consumer waited %v of %v, fast one %v of %v", slowWait, slowWall, wait, wall)
 	}
 }
+
+// TestCloseAfterLastBatchAssembled: a Loader closed while the consumer is between batches,
+// after the epoch's last batch was assembled (so the transfer stage ended cleanly and Close
+// takes back the batches it had passed on), ends the epoch with ErrClosed, never with the
+// quiet end of a complete epoch.
+func TestCloseAfterLastBatchAssembled(t *testing.T) {
+	dir, err := Dir(sharedTree(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		cfg := testConfig(2)
+		cfg.NoAutotune = true
+		cfg.Prefetch = 16 // the whole epoch fits in the batches in flight
+		ld := newLoader(t, dir, cfg)
+		var n int
+		var last error
+		for b, err := range ld.Epoch(context.Background(), 0) {
+			if err != nil {
+				last = err
+				break
+			}
+			b.Release()
+			n++
+			if n == 1 {
+				time.Sleep(300 * time.Millisecond) // every batch assembled and passed on
+				if err := ld.Close(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if !errors.Is(last, ErrClosed) {
+			t.Fatalf("after Close, the epoch ended with %v after %d batches, want ErrClosed", last, n)
+		}
+	}
+}

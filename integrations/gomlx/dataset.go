@@ -73,7 +73,8 @@ type Options struct {
 
 // Dataset is a train.Dataset over a conveyor Loader. Yield delivers the current epoch's
 // batches, then io.EOF; Reset ends the epoch and the next Yield starts the following one.
-// Its methods are safe for concurrent use, though GoMLX calls them from one goroutine.
+// Its methods are safe for concurrent use, though GoMLX calls them from one goroutine;
+// Close, from another goroutine, ends a Yield that is waiting for the loader.
 type Dataset struct {
 	ld      *pipeline.Loader
 	ctx     context.Context
@@ -90,6 +91,10 @@ type Dataset struct {
 	done   error // io.EOF or the error that ended the epoch; returned until Reset
 	onehot []float32
 	stats  Stats
+
+	cmu     sync.Mutex         // guards the two below; never held while waiting
+	cancel  context.CancelFunc // cancels the running epoch's context
+	closing bool               // Close was called (until Reset)
 }
 
 // Stats counts what a Dataset did.
@@ -214,6 +219,9 @@ func (d *Dataset) Stats() Stats {
 func (d *Dataset) Reset() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.cmu.Lock()
+	d.closing = false
+	d.cmu.Unlock()
 	if d.next == nil && d.done == nil {
 		return
 	}
@@ -225,8 +233,15 @@ func (d *Dataset) Reset() {
 }
 
 // Close stops the epoch in progress, waiting for the loader's goroutines; the Dataset
-// yields io.EOF until Reset. It does not close the loader.
+// yields io.EOF until Reset. A Yield waiting for the loader in another goroutine returns
+// io.EOF. It does not close the loader.
 func (d *Dataset) Close() error {
+	d.cmu.Lock()
+	d.closing = true
+	if d.cancel != nil {
+		d.cancel()
+	}
+	d.cmu.Unlock()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.next != nil {
@@ -242,6 +257,12 @@ func (d *Dataset) stopEpoch() {
 		d.stop() // breaks out of the loader's iterator: its goroutines exit
 	}
 	d.next, d.stop = nil, nil
+	d.cmu.Lock()
+	if d.cancel != nil {
+		d.cancel()
+		d.cancel = nil
+	}
+	d.cmu.Unlock()
 }
 
 // Yield implements train.Dataset: the epoch's next batch as inputs [images] and labels
@@ -254,7 +275,16 @@ func (d *Dataset) Yield() (spec any, inputs, labels []*tensors.Tensor, err error
 		return nil, nil, nil, d.done
 	}
 	if d.next == nil {
-		d.next, d.stop = iter.Pull2(d.ld.EpochFrom(d.ctx, d.epoch, d.cursor))
+		d.cmu.Lock()
+		if d.closing {
+			d.cmu.Unlock()
+			d.done = io.EOF
+			return nil, nil, nil, d.done
+		}
+		ctx, cancel := context.WithCancel(d.ctx)
+		d.cancel = cancel
+		d.cmu.Unlock()
+		d.next, d.stop = iter.Pull2(d.ld.EpochFrom(ctx, d.epoch, d.cursor))
 	}
 	t0 := time.Now()
 	b, err, ok := d.next()
@@ -262,7 +292,10 @@ func (d *Dataset) Yield() (spec any, inputs, labels []*tensors.Tensor, err error
 	d.stats.Wait += t1.Sub(t0)
 	if !ok || err != nil {
 		d.stopEpoch()
-		if !ok {
+		d.cmu.Lock()
+		closing := d.closing
+		d.cmu.Unlock()
+		if !ok || closing {
 			d.done = io.EOF
 			d.epoch, d.cursor = d.epoch+1, 0
 		} else {

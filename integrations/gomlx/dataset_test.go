@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -606,5 +607,56 @@ func TestMicroBatches(t *testing.T) {
 			t.Fatal(err)
 		}
 		check(t, i+1, in, lab, w)
+	}
+}
+
+// stuckFiles is a FileSource whose Opens wait until release is closed.
+type stuckFiles struct {
+	pipeline.FileSource
+	release chan struct{}
+}
+
+func (s stuckFiles) Open(i int) (fs.File, error) {
+	<-s.release
+	return s.FileSource.Open(i)
+}
+
+// TestCloseEndsWaitingYield: Close from another goroutine ends a Yield waiting for the
+// loader (its files stuck), with io.EOF, and the Dataset yields io.EOF until Reset.
+func TestCloseEndsWaitingYield(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	src := stuckFiles{source(t).(pipeline.FileSource), release}
+	ld := loader(t, src, config(nil))
+	d, err := gomlx.New(context.Background(), ld, &gomlx.Options{Backend: newBackend(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		_, _, _, err := d.Yield()
+		got <- err
+	}()
+	time.Sleep(100 * time.Millisecond) // Yield is waiting on the stuck reads
+	closed := make(chan struct{})
+	go func() {
+		d.Close()
+		close(closed)
+	}()
+	select {
+	case err := <-got:
+		if err != io.EOF {
+			t.Fatalf("Yield ended by Close: %v, want io.EOF", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not end a waiting Yield within 5 s")
+	}
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not return within 5 s")
+	}
+	if _, _, _, err := d.Yield(); err != io.EOF {
+		t.Fatalf("Yield after Close: %v, want io.EOF", err)
 	}
 }
