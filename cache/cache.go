@@ -38,11 +38,14 @@ var (
 // must not stall every other loader sharing the directory.
 var putLockWait = 2 * time.Second
 
+// tryLockHook is tryLock, replaced by tests.
+var tryLockHook = tryLock
+
 // lockWithin takes f's lock, waiting up to d; false when another holds it that long.
 func lockWithin(f *os.File, d time.Duration) (bool, error) {
 	deadline := time.Now().Add(d)
 	for wait := 50 * time.Microsecond; ; wait = min(2*wait, 5*time.Millisecond) {
-		ok, err := tryLock(f)
+		ok, err := tryLockHook(f)
 		if ok || err != nil || time.Now().After(deadline) {
 			return ok, err
 		}
@@ -719,7 +722,12 @@ func (c *Cache) append(spec string, rec []byte, h *header) error {
 	locked, err := false, error(nil)
 	if c.lock != nil {
 		locked, err = lockWithin(c.lock, putLockWait)
-		if err == nil && !locked {
+		if err != nil {
+			// A directory whose lock cannot be taken (a file system without locks): other
+			// processes could be evicting or appending, so nothing is written unguarded.
+			return c.disable(fmt.Errorf("locking the directory: %w", err))
+		}
+		if !locked {
 			c.rejected.Add(1)
 			if !c.busyLogged {
 				c.busyLogged = true

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -372,5 +373,22 @@ func TestPutLockHeld(t *testing.T) {
 	unlock(other)
 	if err := d.Put(procKey(2), 2, procImage(2)); err != nil {
 		t.Fatalf("Put once the lock is free: %v", err)
+	}
+}
+
+// TestPutLockFails: on a file system whose locks fail (NFS without a lock daemon), a Put
+// writes nothing unguarded: writing is disabled, with the reason, and nothing is stored.
+func TestPutLockFails(t *testing.T) {
+	dir := t.TempDir()
+	c := open(t, dir, Options{})
+	defer func(f func(*os.File) (bool, error)) { tryLockHook = f }(tryLockHook)
+	tryLockHook = func(*os.File) (bool, error) { return false, syscall.ENOLCK }
+	d := c.NewCoder()
+	err := d.Put(procKey(1), 1, procImage(1))
+	if !errors.Is(err, ErrDisabled) || !errors.Is(err, syscall.ENOLCK) {
+		t.Fatalf("Put when the lock fails: %v, want ErrDisabled wrapping ENOLCK", err)
+	}
+	if st := c.Stats(); st.Written != 0 || st.Rejected != 1 {
+		t.Errorf("stats %+v, want nothing written, 1 rejected", st)
 	}
 }
