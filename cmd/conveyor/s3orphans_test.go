@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conveyor-ml/conveyor/cache"
 	"github.com/conveyor-ml/conveyor/internal/s3test"
 	"github.com/conveyor-ml/conveyor/objstore"
 	"github.com/conveyor-ml/conveyor/pipeline"
@@ -209,4 +210,21 @@ func pidNamespace(t *testing.T) string {
 		t.Skip("no PID namespace here: a killed run's lease is stale only by its age")
 	}
 	return ns
+}
+
+// TestOrphanAdvice: verify's advice for an orphan of a dataset converted in parts names
+// the part whose convert deletes it, so it can be followed as printed.
+func TestOrphanAdvice(t *testing.T) {
+	p := cache.Part{Index: 1, Count: 4}
+	url := "s3://bucket/ds/"
+	got := orphanAdvice(url, url+p.ShardPrefix()+"00000000000000ff-00000000.shard")
+	if !strings.Contains(got, "conveyor convert SRC "+url+" --part 1/4 --delete-orphans") {
+		t.Errorf("advice for a part's orphan: %q", got)
+	}
+	if got := orphanAdvice(url, url+"00000000000000ff-00000000.shard"); strings.Contains(got, "--part") || !strings.Contains(got, "--delete-orphans") {
+		t.Errorf("advice for a whole conversion's orphan: %q", got)
+	}
+	if got := orphanAdvice("/data/ds", "/data/ds/x.shard"); got != "" {
+		t.Errorf("advice for a local orphan: %q", got)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -124,7 +125,7 @@ key, and exits 1 when there is any.
 		return fmt.Errorf("%s: %w", name, err)
 	}
 	for _, o := range orphaned {
-		fmt.Fprintf(stdout, "orphan %s: %s does not list it (left by an earlier or lost run); readers ignore it: delete it%s\n", o, cache.InfoName, orphanAdvice(name))
+		fmt.Fprintf(stdout, "orphan %s: %s does not list it (left by an earlier or lost run); readers ignore it: delete it%s\n", o, cache.InfoName, orphanAdvice(name, o))
 	}
 	fmt.Fprintf(stdout, "conveyor verify shards=%d records=%d bytes=%d damaged=%d unreadable_bytes=%d torn_shards=%d damaged_shards=%d lost_records=%d superseded=%d orphans=%d\n",
 		rep.Shards, rep.Records, rep.Bytes, rep.Damaged-rep.Superseded, rep.Unreadable, rep.TornShards, rep.DamagedShards, rep.Lost, rep.Superseded, len(orphaned))
@@ -384,10 +385,15 @@ func (d *remoteDataset) orphans(ctx context.Context, info *cache.Info, reported 
 	return out, nil
 }
 
-// orphanAdvice says how to delete the orphans of the dataset at name.
-func orphanAdvice(name string) string {
-	if strings.HasPrefix(name, "s3://") {
-		return " (conveyor convert SRC " + name + " --delete-orphans deletes them)"
+// orphanAdvice says how to delete the orphan file o of the dataset at name: a convert of
+// the part that left it, for a dataset converted in parts (its shards' names say which).
+func orphanAdvice(name, o string) string {
+	if !strings.HasPrefix(name, "s3://") {
+		return ""
 	}
-	return ""
+	part := ""
+	if p, ok := cache.ShardPart(path.Base(o)); ok {
+		part = " --part " + p.String()
+	}
+	return " (conveyor convert SRC " + name + part + " --delete-orphans deletes it)"
 }
