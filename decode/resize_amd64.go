@@ -67,3 +67,9 @@ func horiz8to16x1AVX2(dst *uint16, src *uint8, start *int32, w *int16, groups in
 //
 //go:noescape
 func ycbcrRowAVX2(dst *uint8, y, cb, cr *uint8, blocks int)
+
+// upsampleHVAVX2 is upsampleHV for the outputs of 16*blocks chroma samples, near[0] the
+// first; it reads near[-1] and far[-1] through one sample past the last.
+//
+//go:noescape
+func upsampleHVAVX2(dst, near, far *uint8, blocks int)

@@ -439,3 +439,61 @@ yccloop:
 yccdone:
 	VZEROUPPER
 	RET
+
+// func upsampleHVAVX2(dst, near, far *uint8, blocks int)
+//
+// upsampleHV for 16*blocks chroma samples: reads near and far from one sample before the
+// first to one after the last, writes two outputs a sample. Column sums 3·near + far
+// (at most 1020) and 3·this + neighbour + bias (at most 4087) fit 16 bits, so the
+// arithmetic is upsampleHV's; the even (left) and odd (right) outputs of each sample are
+// joined as the low and high bytes of one word, which lays them out in order.
+TEXT ·upsampleHVAVX2(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ near+8(FP), SI
+	MOVQ far+16(FP), DX
+	MOVQ blocks+24(FP), CX
+	TESTQ CX, CX
+	JZ uhvdone
+	MOVL $8, AX
+	VMOVD AX, X14
+	VPBROADCASTW X14, Y14
+	MOVL $7, AX
+	VMOVD AX, X15
+	VPBROADCASTW X15, Y15
+
+uhvloop:
+	VPMOVZXBW -1(SI), Y0
+	VPMOVZXBW -1(DX), Y1
+	VPMOVZXBW (SI), Y2
+	VPMOVZXBW (DX), Y3
+	VPMOVZXBW 1(SI), Y4
+	VPMOVZXBW 1(DX), Y5
+	VPADDW Y0, Y0, Y6
+	VPADDW Y0, Y6, Y6
+	VPADDW Y1, Y6, Y0   // last: 3·near + far of the sample before
+	VPADDW Y2, Y2, Y6
+	VPADDW Y2, Y6, Y6
+	VPADDW Y3, Y6, Y2   // this
+	VPADDW Y4, Y4, Y6
+	VPADDW Y4, Y6, Y6
+	VPADDW Y5, Y6, Y4   // next
+	VPADDW Y2, Y2, Y6
+	VPADDW Y2, Y6, Y6   // 3·this
+	VPADDW Y6, Y0, Y0
+	VPADDW Y14, Y0, Y0
+	VPSRLW $4, Y0, Y0   // left outputs
+	VPADDW Y6, Y4, Y4
+	VPADDW Y15, Y4, Y4
+	VPSRLW $4, Y4, Y4   // right outputs
+	VPSLLW $8, Y4, Y4
+	VPOR Y4, Y0, Y0
+	VMOVDQU Y0, (DI)
+	ADDQ $16, SI
+	ADDQ $16, DX
+	ADDQ $32, DI
+	DECQ CX
+	JNZ uhvloop
+
+uhvdone:
+	VZEROUPPER
+	RET
