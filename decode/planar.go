@@ -242,18 +242,36 @@ func gamutExcess(m *image.YCbCr, r image.Rectangle, hs, vs int, limit float64) b
 		yr := m.Y[y*m.YStride:]
 		cbr, crr := m.Cb[cy*m.CStride:][:cx1], m.Cr[cy*m.CStride:][:cx1]
 		var row int32
-		for cx := cx0; cx < cx1; cx += 2 {
+		cx := cx0
+		if hs == 1 && useAVX2 {
+			if cx<<1 < r.Min.X { // the first sample's luma is clamped into r
+				row += gamutSample(yr[r.Min.X], cbr[cx], crr[cx])
+				cx += 2
+			}
+			// Blocks of 8 samples, whose chroma lies before cx1 and whose luma
+			// bytes, read 32 at a time, lie within the plane.
+			if blocks := min((cx1-cx)/16, (len(yr)-2*cx)/32); blocks > 0 {
+				row += gamutRowAVX2(&yr[2*cx], &cbr[cx], &crr[cx], blocks)
+				cx += 16 * blocks
+			}
+		}
+		for ; cx < cx1; cx += 2 {
 			x := min(max(cx<<hs, r.Min.X), r.Max.X-1)
-			yy := int32(yr[x])
-			cb1, cr1 := int32(cbr[cx])-128, int32(crr[cx])-128
-			row += excess(yy+(91881*cr1+1<<15)>>16) + excess(yy+(-22554*cb1-46802*cr1+1<<15)>>16) +
-				excess(yy+(116130*cb1+1<<15)>>16)
+			row += gamutSample(yr[x], cbr[cx], crr[cx])
 		}
 		if sum += int64(row); sum > over {
 			return true
 		}
 	}
 	return false
+}
+
+// gamutSample is one sample's excess: the levels its three channels are clamped by.
+func gamutSample(y, cb, cr uint8) int32 {
+	yy := int32(y)
+	cb1, cr1 := int32(cb)-128, int32(cr)-128
+	return excess(yy+(91881*cr1+1<<15)>>16) + excess(yy+(-22554*cb1-46802*cr1+1<<15)>>16) +
+		excess(yy+(116130*cb1+1<<15)>>16)
 }
 
 // excess returns how far v lies outside [0, 255].

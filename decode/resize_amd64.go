@@ -73,3 +73,10 @@ func ycbcrRowAVX2(dst *uint8, y, cb, cr *uint8, blocks int)
 //
 //go:noescape
 func upsampleHVAVX2(dst, near, far *uint8, blocks int)
+
+// gamutRowAVX2 is gamutExcess's sum over 8*blocks samples of a row of a horizontally 2:1
+// subsampled image: sample k has chroma cb[2k], cr[2k] and luma y[4k]. It reads 32*blocks
+// luma bytes and 16*blocks chroma bytes.
+//
+//go:noescape
+func gamutRowAVX2(y, cb, cr *uint8, blocks int) int32
