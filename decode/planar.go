@@ -222,8 +222,7 @@ func planar(m image.Image) bool {
 // photos against torchvision: every image below 45 dB had an excess of 0.13 or more, and
 // 0.05 leaves none below 45 dB; about 45% of those photos (saturated wallpapers) then
 // take the slower path. With the AVX2 upsampling and gamut kernels the train recipe on
-// that set runs at about 0.95 of the CPU time per image it took before the path existed
-// (bench/RESULTS.md). A larger limit trades the rest back: at 0.5 about 10% convert
+// that set runs at about 0.97 of its speed before the path existed (bench/RESULTS.md). A larger limit trades the rest back: at 0.5 about 10% convert
 // first and some images stay at 43-45 dB.
 const gamutLimit = 0.05
 
