@@ -142,7 +142,19 @@ func upsampleHV(dst, near, far []uint8) {
 	far = far[:n]
 	last := 3*int32(near[0]) + int32(far[0])
 	this := last
-	for c := 1; c < n; c++ {
+	c := 1 // the next sample whose column sum is read
+	if useAVX2 && n >= 18 {
+		// Samples 1 to 16*blocks, with their neighbours; 0 and the last are the edges.
+		blocks := (n - 2) / 16
+		upsampleHVAVX2(&dst[2], &near[1], &far[1], blocks)
+		dst[0] = uint8((4*this + 8) >> 4)
+		dst[1] = uint8((3*this + 3*int32(near[1]) + int32(far[1]) + 7) >> 4)
+		c = 16*blocks + 1
+		last = 3*int32(near[c-2]) + int32(far[c-2])
+		this = 3*int32(near[c-1]) + int32(far[c-1])
+		// The loop below writes the outputs of sample c-1 again, as the kernel did.
+	}
+	for ; c < n; c++ {
 		next := 3*int32(near[c]) + int32(far[c])
 		d := dst[2*c-2 : 2*c : 2*c]
 		t := 3 * this

@@ -339,6 +339,12 @@ func vert8to16(dst []uint16, src []uint8, stride int, w []int16, n int, simd boo
 	if simd && n >= 16 {
 		i = n &^ 15
 		vert8to16AVX2(&dst[0], &src[0], stride, &w[0], len(w)/2, i)
+		if i < n {
+			// The last 16 samples again: an output depends on its column only, and
+			// one more kernel call costs less than the Go loops over the rest.
+			vert8to16AVX2(&dst[n-16], &src[n-16], stride, &w[0], len(w)/2, 16)
+			return
+		}
 	}
 	if i == n {
 		return
@@ -367,6 +373,10 @@ func vert16to8(dst []uint8, src []uint16, stride int, w []int16, n int, simd boo
 	if simd && n >= 16 {
 		i = n &^ 15
 		vert16to8AVX2(&dst[0], &src[0], 2*stride, &w[0], len(w)/2, i)
+		if i < n { // the last 16 samples again, as in vert8to16
+			vert16to8AVX2(&dst[n-16], &src[n-16], 2*stride, &w[0], len(w)/2, 16)
+			return
+		}
 	}
 	if i == n {
 		return

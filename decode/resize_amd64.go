@@ -67,3 +67,16 @@ func horiz8to16x1AVX2(dst *uint16, src *uint8, start *int32, w *int16, groups in
 //
 //go:noescape
 func ycbcrRowAVX2(dst *uint8, y, cb, cr *uint8, blocks int)
+
+// upsampleHVAVX2 is upsampleHV for the outputs of 16*blocks chroma samples, near[0] the
+// first; it reads near[-1] and far[-1] through one sample past the last.
+//
+//go:noescape
+func upsampleHVAVX2(dst, near, far *uint8, blocks int)
+
+// gamutRowAVX2 is gamutExcess's sum over 8*blocks samples of a row of a horizontally 2:1
+// subsampled image: sample k has chroma cb[2k], cr[2k] and luma y[4k]. It reads 32*blocks
+// luma bytes and 16*blocks chroma bytes.
+//
+//go:noescape
+func gamutRowAVX2(y, cb, cr *uint8, blocks int) int32

@@ -439,3 +439,150 @@ yccloop:
 yccdone:
 	VZEROUPPER
 	RET
+
+// func upsampleHVAVX2(dst, near, far *uint8, blocks int)
+//
+// upsampleHV for 16*blocks chroma samples: reads near and far from one sample before the
+// first to one after the last, writes two outputs a sample. Column sums 3·near + far
+// (at most 1020) and 3·this + neighbour + bias (at most 4087) fit 16 bits, so the
+// arithmetic is upsampleHV's; the even (left) and odd (right) outputs of each sample are
+// joined as the low and high bytes of one word, which lays them out in order.
+TEXT ·upsampleHVAVX2(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ near+8(FP), SI
+	MOVQ far+16(FP), DX
+	MOVQ blocks+24(FP), CX
+	TESTQ CX, CX
+	JZ uhvdone
+	MOVL $8, AX
+	VMOVD AX, X14
+	VPBROADCASTW X14, Y14
+	MOVL $7, AX
+	VMOVD AX, X15
+	VPBROADCASTW X15, Y15
+
+uhvloop:
+	VPMOVZXBW -1(SI), Y0
+	VPMOVZXBW -1(DX), Y1
+	VPMOVZXBW (SI), Y2
+	VPMOVZXBW (DX), Y3
+	VPMOVZXBW 1(SI), Y4
+	VPMOVZXBW 1(DX), Y5
+	VPADDW Y0, Y0, Y6
+	VPADDW Y0, Y6, Y6
+	VPADDW Y1, Y6, Y0   // last: 3·near + far of the sample before
+	VPADDW Y2, Y2, Y6
+	VPADDW Y2, Y6, Y6
+	VPADDW Y3, Y6, Y2   // this
+	VPADDW Y4, Y4, Y6
+	VPADDW Y4, Y6, Y6
+	VPADDW Y5, Y6, Y4   // next
+	VPADDW Y2, Y2, Y6
+	VPADDW Y2, Y6, Y6   // 3·this
+	VPADDW Y6, Y0, Y0
+	VPADDW Y14, Y0, Y0
+	VPSRLW $4, Y0, Y0   // left outputs
+	VPADDW Y6, Y4, Y4
+	VPADDW Y15, Y4, Y4
+	VPSRLW $4, Y4, Y4   // right outputs
+	VPSLLW $8, Y4, Y4
+	VPOR Y4, Y0, Y0
+	VMOVDQU Y0, (DI)
+	ADDQ $16, SI
+	ADDQ $16, DX
+	ADDQ $32, DI
+	DECQ CX
+	JNZ uhvloop
+
+uhvdone:
+	VZEROUPPER
+	RET
+
+DATA gamutk<>+0x00(SB)/4, $0x000000ff
+DATA gamutk<>+0x04(SB)/4, $32768
+DATA gamutk<>+0x08(SB)/4, $128
+DATA gamutk<>+0x0c(SB)/4, $91881
+DATA gamutk<>+0x10(SB)/4, $-22554
+DATA gamutk<>+0x14(SB)/4, $-46802
+DATA gamutk<>+0x18(SB)/4, $116130
+DATA gamutk<>+0x1c(SB)/4, $255
+GLOBL gamutk<>(SB), RODATA|NOPTR, $32
+
+// func gamutRowAVX2(y, cb, cr *uint8, blocks int) int32
+//
+// gamutExcess's row sum for 8*blocks samples of a horizontally 2:1 subsampled row:
+// sample k is chroma byte 2k and luma byte 4k, eight of them a YMM register of dwords.
+TEXT ·gamutRowAVX2(SB), NOSPLIT, $0-36
+	MOVQ y+0(FP), SI
+	MOVQ cb+8(FP), R8
+	MOVQ cr+16(FP), R9
+	MOVQ blocks+24(FP), CX
+	VPXOR Y15, Y15, Y15 // sum
+	TESTQ CX, CX
+	JZ gamutsum
+	VPBROADCASTD gamutk<>+0x00(SB), Y8  // 0xff
+	VPBROADCASTD gamutk<>+0x04(SB), Y9  // rounding
+	VPBROADCASTD gamutk<>+0x08(SB), Y10 // 128
+	VPBROADCASTD gamutk<>+0x0c(SB), Y11
+	VPBROADCASTD gamutk<>+0x10(SB), Y12
+	VPBROADCASTD gamutk<>+0x14(SB), Y13
+	VPBROADCASTD gamutk<>+0x18(SB), Y14
+	VPXOR Y7, Y7, Y7 // zero
+
+gamutloop:
+	VMOVDQU (SI), Y0
+	VPAND Y8, Y0, Y0     // yy
+	VPMOVZXWD (R8), Y1
+	VPAND Y8, Y1, Y1
+	VPSUBD Y10, Y1, Y1   // cb - 128
+	VPMOVZXWD (R9), Y2
+	VPAND Y8, Y2, Y2
+	VPSUBD Y10, Y2, Y2   // cr - 128
+	VPMULLD Y11, Y2, Y3
+	VPADDD Y9, Y3, Y3
+	VPSRAD $16, Y3, Y3
+	VPADDD Y0, Y3, Y3    // r
+	VPMULLD Y12, Y1, Y4
+	VPMULLD Y13, Y2, Y5
+	VPADDD Y5, Y4, Y4
+	VPADDD Y9, Y4, Y4
+	VPSRAD $16, Y4, Y4
+	VPADDD Y0, Y4, Y4    // g
+	VPMULLD Y14, Y1, Y5
+	VPADDD Y9, Y5, Y5
+	VPSRAD $16, Y5, Y5
+	VPADDD Y0, Y5, Y5    // b
+	// excess(v) = max(-v, v-255, 0)
+	VPBROADCASTD gamutk<>+0x1c(SB), Y6
+	VPSUBD Y3, Y7, Y0
+	VPSUBD Y6, Y3, Y3
+	VPMAXSD Y0, Y3, Y3
+	VPMAXSD Y7, Y3, Y3
+	VPADDD Y3, Y15, Y15
+	VPSUBD Y4, Y7, Y0
+	VPSUBD Y6, Y4, Y4
+	VPMAXSD Y0, Y4, Y4
+	VPMAXSD Y7, Y4, Y4
+	VPADDD Y4, Y15, Y15
+	VPSUBD Y5, Y7, Y0
+	VPSUBD Y6, Y5, Y5
+	VPMAXSD Y0, Y5, Y5
+	VPMAXSD Y7, Y5, Y5
+	VPADDD Y5, Y15, Y15
+	ADDQ $32, SI
+	ADDQ $16, R8
+	ADDQ $16, R9
+	DECQ CX
+	JNZ gamutloop
+
+gamutsum:
+	VEXTRACTI128 $1, Y15, X0
+	VPADDD X0, X15, X15
+	VPSHUFD $0x4e, X15, X0
+	VPADDD X0, X15, X15
+	VPSHUFD $0xb1, X15, X0
+	VPADDD X0, X15, X15
+	VMOVD X15, AX
+	MOVL AX, ret+32(FP)
+	VZEROUPPER
+	RET
