@@ -9,7 +9,9 @@
 # PHOTOS is bench/photos.sh's tree, INET bench/imagenet-like.sh's (both built when
 # missing). FIDELITY_BIN=path runs a prebuilt bench/fidelity binary instead of `go run`
 # (to measure another revision); FIDELITY_BOXES sets the crops per image (default 2);
-# FIDELITY_KEEP=1 keeps the raw outputs; FIDELITY_LIST=1 prints every sample.
+# FIDELITY_KEEP=1 keeps the raw outputs; FIDELITY_LIST=1 prints every sample;
+# FIDELITY_EXACT=1 measures Fidelity Exact's decoding (decode.Options.Exact) instead of the
+# fast path (every sample should then be identical: "inf" dB).
 #
 # Prints, per tree, recipe and format: samples, worst PSNR (and its file), median, how
 # many are below 45 dB, the largest error in levels, and the mean sub-pixel shift of
@@ -25,9 +27,9 @@ inet=${2:-/tmp/conveyor-imagenet-like}
 out=$(mktemp -d /tmp/conveyor-fidelity.XXXXXX)
 [ "${FIDELITY_KEEP:-0}" = 1 ] || trap 'rm -rf "$out"' EXIT
 if [ -n "${FIDELITY_BIN:-}" ]; then
-  "$FIDELITY_BIN" -out "$out" -boxes "${FIDELITY_BOXES:-2}" "$photos" "$inet"
+  "$FIDELITY_BIN" -out "$out" -boxes "${FIDELITY_BOXES:-2}" -exact="${FIDELITY_EXACT:-0}" "$photos" "$inet"
 else
-  go run ./bench/fidelity -out "$out" -boxes "${FIDELITY_BOXES:-2}" "$photos" "$inet"
+  go run ./bench/fidelity -out "$out" -boxes "${FIDELITY_BOXES:-2}" -exact="${FIDELITY_EXACT:-0}" "$photos" "$inet"
 fi
 /usr/bin/python3 - "$out" "$photos" "$inet" <<'PY'
 import os, sys, statistics

@@ -32,28 +32,29 @@ import (
 func main() {
 	out := flag.String("out", "", "output folder (required)")
 	boxes := flag.Int("boxes", 2, "RandomResizedCrop boxes per image")
+	exact := flag.Bool("exact", false, "decode as Fidelity Exact does (decode.Options.Exact) instead of the fast path")
 	flag.Parse()
 	if *out == "" || flag.NArg() == 0 {
 		log.Fatal("usage: fidelity -out DIR [-boxes N] ROOT...")
 	}
-	if err := run(*out, *boxes, flag.Args()); err != nil {
+	if err := run(*out, *boxes, *exact, flag.Args()); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run(out string, boxes int, roots []string) error {
+func run(out string, boxes int, exact bool, roots []string) error {
 	const size, crop = 256, 224
-	eval, err := decode.NewDecoder(&decode.Options{Resize: decode.ResizePolicy{Mode: decode.ResizeShorter, Size: size}})
+	eval, err := decode.NewDecoder(&decode.Options{Resize: decode.ResizePolicy{Mode: decode.ResizeShorter, Size: size}, Exact: exact})
 	if err != nil {
 		return err
 	}
 	defer eval.Close()
-	region, err := decode.NewDecoder(nil)
+	region, err := decode.NewDecoder(&decode.Options{Exact: exact})
 	if err != nil {
 		return err
 	}
 	defer region.Close()
-	log.Printf("fidelity: JPEG decoded by %s, WebP by %s, PNG by %s", eval.Backend(), eval.WebPBackend(), eval.PNGBackend())
+	log.Printf("fidelity: JPEG decoded by %s, WebP by %s, PNG by %s; exact %t", eval.Backend(), eval.WebPBackend(), eval.PNGBackend(), exact)
 	var files []string
 	for _, root := range roots {
 		err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
