@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/conveyor-ml/conveyor/internal/fakecuda"
+	"github.com/conveyor-ml/conveyor/gpu/gputest"
 	"github.com/conveyor-ml/conveyor/pack"
 	"github.com/conveyor-ml/conveyor/pinned"
 )
@@ -19,7 +19,7 @@ import (
 // backend is one device the contract suite runs on.
 type backend struct {
 	name string
-	open func(t *testing.T) (*Device, *fakecuda.Lib)
+	open func(t *testing.T) (*Device, *gputest.Driver)
 }
 
 // realCUDA is the device named by $CONVEYOR_TEST_DEVICE ("cuda:0"), for runs on a GPU.
@@ -27,14 +27,14 @@ func realCUDA() string { return os.Getenv("CONVEYOR_TEST_DEVICE") }
 
 func backends() []backend {
 	bs := []backend{
-		{"host", func(t *testing.T) (*Device, *fakecuda.Lib) { return openT(t, "cpu"), nil }},
-		{"fakecuda", func(t *testing.T) (*Device, *fakecuda.Lib) {
-			f := fakecuda.Use(t)
+		{"host", func(t *testing.T) (*Device, *gputest.Driver) { return openT(t, "cpu"), nil }},
+		{"fakecuda", func(t *testing.T) (*Device, *gputest.Driver) {
+			f := gputest.Use(t)
 			return openT(t, "cuda:0"), f
 		}},
 	}
 	if name := realCUDA(); name != "" {
-		bs = append(bs, backend{name, func(t *testing.T) (*Device, *fakecuda.Lib) { return openT(t, name), nil }})
+		bs = append(bs, backend{name, func(t *testing.T) (*Device, *gputest.Driver) { return openT(t, name), nil }})
 	}
 	return bs
 }
@@ -51,7 +51,7 @@ func openT(t *testing.T, name string) *Device {
 
 // eachBackend runs test on every backend, checking afterwards that the device gave back
 // all it took.
-func eachBackend(t *testing.T, test func(t *testing.T, d *Device, f *fakecuda.Lib)) {
+func eachBackend(t *testing.T, test func(t *testing.T, d *Device, f *gputest.Driver)) {
 	for _, b := range backends() {
 		t.Run(b.name, func(t *testing.T) {
 			d, f := b.open(t)
@@ -147,7 +147,7 @@ func fill(b []byte, k int) {
 // order, every batch is the one uploaded, with the consumer holding one slot at a time
 // and the ring running ahead.
 func TestContractOrdering(t *testing.T) {
-	eachBackend(t, func(t *testing.T, d *Device, f *fakecuda.Lib) {
+	eachBackend(t, func(t *testing.T, d *Device, f *gputest.Driver) {
 		const size, slots, batches = 1<<20 + 123, 3, 24
 		p := pool(t, d, slots+1, size)
 		r := newRing(t, d, RingOptions{Slots: slots, Bytes: size})
@@ -214,7 +214,7 @@ func TestContractOrdering(t *testing.T) {
 // that is not registered the stand-in copies synchronously, as the driver's pageable
 // copies are (a GPU may too, so only the stand-in's is checked).
 func TestContractReadiness(t *testing.T) {
-	eachBackend(t, func(t *testing.T, d *Device, f *fakecuda.Lib) {
+	eachBackend(t, func(t *testing.T, d *Device, f *gputest.Driver) {
 		const size = 256 << 10
 		p := pool(t, d, 1, size)
 		defer closePool(t, p)
@@ -290,7 +290,7 @@ func TestContractReadiness(t *testing.T) {
 
 // A ring hands out each slot once until it is released; it refuses misuse loudly.
 func TestContractRelease(t *testing.T) {
-	eachBackend(t, func(t *testing.T, d *Device, _ *fakecuda.Lib) {
+	eachBackend(t, func(t *testing.T, d *Device, _ *gputest.Driver) {
 		r := newRing(t, d, RingOptions{Slots: 2, Bytes: 4096})
 		defer closeRing(t, r)
 		a, ok1 := r.TryAcquire()
@@ -337,7 +337,7 @@ func mustPanic(t *testing.T, what string, f func()) {
 // Closing a ring with a slot held reports it and frees everything else; the held slot's
 // memory stays valid until its release, which frees it.
 func TestContractLeak(t *testing.T) {
-	eachBackend(t, func(t *testing.T, d *Device, f *fakecuda.Lib) {
+	eachBackend(t, func(t *testing.T, d *Device, f *gputest.Driver) {
 		const size = 64 << 10
 		r := newRing(t, d, RingOptions{Slots: 3, Bytes: size})
 		s, _ := r.TryAcquire()
@@ -380,7 +380,7 @@ func TestContractLeak(t *testing.T) {
 
 // A consumer blocked in Acquire leaves when its context is cancelled or the ring closes.
 func TestContractCancellation(t *testing.T) {
-	eachBackend(t, func(t *testing.T, d *Device, _ *fakecuda.Lib) {
+	eachBackend(t, func(t *testing.T, d *Device, _ *gputest.Driver) {
 		r := newRing(t, d, RingOptions{Slots: 1, Bytes: 4096})
 		s, _ := r.TryAcquire()
 		ctx, cancel := context.WithCancelCause(context.Background())
@@ -413,7 +413,7 @@ func TestContractCancellation(t *testing.T) {
 // The ring takes its memory once, reports it, never takes more, and refuses a size over
 // its limit before allocating anything.
 func TestContractBudget(t *testing.T) {
-	eachBackend(t, func(t *testing.T, d *Device, f *fakecuda.Lib) {
+	eachBackend(t, func(t *testing.T, d *Device, f *gputest.Driver) {
 		conv, err := NewConverter(pack.Options{Width: 32, Height: 24, Normalize: true})
 		if err != nil {
 			t.Fatal(err)
@@ -470,7 +470,7 @@ func TestContractBudget(t *testing.T) {
 
 // Converting on the device gives exactly what pack.Packer gives on the host.
 func TestContractConversion(t *testing.T) {
-	eachBackend(t, func(t *testing.T, d *Device, _ *fakecuda.Lib) {
+	eachBackend(t, func(t *testing.T, d *Device, _ *gputest.Driver) {
 		rng := rand.New(rand.NewPCG(1, 2))
 		for _, dt := range []pack.DType{pack.Float32, pack.Float16, pack.BFloat16} {
 			for _, layout := range []pack.Layout{pack.NCHW, pack.NHWC} {

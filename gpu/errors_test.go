@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/conveyor-ml/conveyor/internal/fakecuda"
+	"github.com/conveyor-ml/conveyor/gpu/gputest"
 )
 
 func TestResultNames(t *testing.T) {
@@ -50,7 +50,7 @@ func TestNoDriver(t *testing.T) {
 }
 
 func TestNoSuchGPU(t *testing.T) {
-	fakecuda.Use(t)
+	gputest.Use(t)
 	_, err := Open("cuda:3", nil)
 	if err == nil || !strings.Contains(err.Error(), "no such GPU: the driver") || !strings.Contains(err.Error(), "sees 1") {
 		t.Fatalf("cuda:3 on a one-GPU driver: %v", err)
@@ -60,7 +60,7 @@ func TestNoSuchGPU(t *testing.T) {
 // An allocation the device cannot satisfy fails NewRing with the bytes asked for and
 // the memory free, and leaves nothing allocated.
 func TestOutOfMemory(t *testing.T) {
-	f := fakecuda.Use(t)
+	f := gputest.Use(t)
 	d := openT(t, "cuda:0")
 	defer d.Close()
 	_, err := d.NewRing(RingOptions{Slots: 2, Bytes: 600 << 20})
@@ -81,7 +81,7 @@ func TestOutOfMemory(t *testing.T) {
 // A copy that fails on the device surfaces at the slot's next Ready or Wait, names the
 // driver call and code, sticks for later uploads, and Close still frees everything.
 func TestAsyncFailure(t *testing.T) {
-	f := fakecuda.Use(t)
+	f := gputest.Use(t)
 	d := openT(t, "cuda:0")
 	r := newRing(t, d, RingOptions{Slots: 2, Bytes: 1024})
 	a, _ := r.TryAcquire()

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/conveyor-ml/conveyor/internal/fakecuda"
+	"github.com/conveyor-ml/conveyor/gpu/gputest"
 	"github.com/conveyor-ml/conveyor/pack"
 )
 
@@ -44,7 +44,7 @@ func deviceEpoch(t *testing.T, ld *Loader, e int) []byte {
 // Batches on the device, copied as packed or converted there from uint8, are exactly the
 // host loader's batches, on every dtype and layout.
 func TestDeviceBatchesMatchHost(t *testing.T) {
-	f := fakecuda.Use(t)
+	f := gputest.Use(t)
 	t.Cleanup(func() { // after the loaders' Close
 		if f.Allocated() != 0 || f.Registered() != 0 || f.PrimaryRefs() != 0 {
 			t.Errorf("after Close: %d device bytes, %d registered ranges, %d context references", f.Allocated(), f.Registered(), f.PrimaryRefs())
@@ -135,7 +135,7 @@ func overlapEpoch(t *testing.T, ld *Loader, step, margin time.Duration, read boo
 // machine to schedule a copy), the consumer never finds a batch still being copied: each
 // is copied while the previous one is in use.
 func TestDeviceCopiesOverlapTheStep(t *testing.T) {
-	f := fakecuda.Use(t)
+	f := gputest.Use(t)
 	f.Delay(3 * time.Millisecond)
 	src, err := Dir(sharedTree(t))
 	if err != nil {
@@ -163,7 +163,7 @@ func TestDeviceCopiesOverlapTheStep(t *testing.T) {
 // A copy that fails on the device ends the epoch with an error naming the batch, and
 // Close still frees every device byte, registration and context reference.
 func TestDeviceFailureNamesBatch(t *testing.T) {
-	f := fakecuda.Use(t)
+	f := gputest.Use(t)
 	src, err := Dir(sharedTree(t))
 	if err != nil {
 		t.Fatal(err)
@@ -206,7 +206,7 @@ func TestDeviceFailureNamesBatch(t *testing.T) {
 
 // Device memory is taken in New: too much fails there, naming the bytes.
 func TestDeviceOutOfMemoryAtNew(t *testing.T) {
-	f := fakecuda.Use(t)
+	f := gputest.Use(t)
 	src, err := Dir(sharedTree(t))
 	if err != nil {
 		t.Fatal(err)
@@ -263,7 +263,7 @@ func TestDeviceOptions(t *testing.T) {
 // On a GPU the consumer may hold as many batches as the ring has buffers; holding all
 // of them is reported, not a hang.
 func TestDeviceHoldingEveryBuffer(t *testing.T) {
-	fakecuda.Use(t)
+	gputest.Use(t)
 	src, err := Dir(sharedTree(t))
 	if err != nil {
 		t.Fatal(err)

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/conveyor-ml/conveyor/internal/fakecuda"
+	"github.com/conveyor-ml/conveyor/gpu/gputest"
 )
 
 // microEpoch runs epoch e from cursor and returns what it delivered, concatenated, with
@@ -97,8 +97,8 @@ func TestMicroBatchesEqualWholeBatches(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if c.device == "cuda:0" {
-				f := fakecuda.Use(t) // skips without the stand-in driver
-				t.Cleanup(func() {   // after the loaders' Close
+				f := gputest.Use(t) // skips without the stand-in driver
+				t.Cleanup(func() {  // after the loaders' Close
 					if f.Allocated() != 0 || f.Registered() != 0 {
 						t.Errorf("after Close: %d device bytes, %d registered ranges", f.Allocated(), f.Registered())
 					}

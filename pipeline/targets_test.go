@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/conveyor-ml/conveyor/gpu"
-	"github.com/conveyor-ml/conveyor/internal/fakecuda"
+	"github.com/conveyor-ml/conveyor/gpu/gputest"
 	"github.com/conveyor-ml/conveyor/mixup"
 	"github.com/conveyor-ml/conveyor/pack"
 )
@@ -247,7 +247,7 @@ func TestSmoothingOnly(t *testing.T) {
 // before the copy. Without DeviceConvert the device holds the host loader's mixed batch;
 // with it, the conversion of the mixed uint8 pixels.
 func TestMixBeforeDeviceCopy(t *testing.T) {
-	fakecuda.Use(t)
+	gputest.Use(t)
 	src, err := Dir(sharedTree(t))
 	if err != nil {
 		t.Fatal(err)

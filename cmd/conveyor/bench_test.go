@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/conveyor-ml/conveyor/internal/fakecuda"
+	"github.com/conveyor-ml/conveyor/gpu/gputest"
 	"github.com/conveyor-ml/conveyor/internal/s3test"
 	"github.com/conveyor-ml/conveyor/internal/synth"
 	"github.com/conveyor-ml/conveyor/pipeline"
@@ -377,7 +377,7 @@ func TestBenchMicroBatches(t *testing.T) {
 		}
 	}
 
-	f := fakecuda.Use(t) // the rest skips without the stand-in CUDA driver
+	f := gputest.Use(t) // the rest skips without the stand-in CUDA driver
 	whole = benchJSON(t, dir, "--batch", "8", "--device", "cuda:0", "--device-convert")
 	micro = benchJSON(t, dir, "--batch", "8", "--device", "cuda:0", "--device-convert", "--micro-batches", "4")
 	if f.Allocated() != 0 {

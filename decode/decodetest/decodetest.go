@@ -1,6 +1,6 @@
-// Package imagetest makes decode.Image values for tests of the packages that consume
+// Package decodetest makes decode.Image values for tests of the packages that consume
 // them (augment, pack): random pixels, and rows padded past their width.
-package imagetest
+package decodetest
 
 import (
 	"math/rand/v2"

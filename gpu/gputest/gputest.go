@@ -1,8 +1,9 @@
-// Package fakecuda builds and drives a stand-in for the CUDA driver (src/fakecuda.c) that
+// Package gputest builds and drives a stand-in for the CUDA driver (src/fakecuda.c) that
 // runs on the CPU, so the tests of package gpu's CUDA backend, and of a loader using it,
 // run on machines without a GPU. It needs gcc and LLVM's llc (for the conversion
-// kernels' bodies); tests that use it skip, saying so, when either is missing.
-package fakecuda
+// kernels' bodies); tests that use it skip, saying so, when either is missing. It lives
+// beside package gpu because the stand-in runs gpu/kernels' conversion bodies.
+package gputest
 
 import (
 	"crypto/sha256"
@@ -92,8 +93,8 @@ func Build() (string, error) {
 	return libPath, buildErr
 }
 
-// Lib is the loaded fake driver's test hooks.
-type Lib struct {
+// Driver is the loaded fake driver's test hooks.
+type Driver struct {
 	Path                                                  string
 	fail, delay, allocated, registered, reset, primaryRef uintptr
 	setTotal, registerFail, races, stream, streamDestroy  uintptr
@@ -102,20 +103,20 @@ type Lib struct {
 
 var (
 	libOnce sync.Once
-	lib     *Lib
+	lib     *Driver
 	libErr  error
 )
 
 // Use builds the fake driver (once per process), points the gpu package at it through
 // CONVEYOR_LIBCUDA for the rest of t, clears its sticky error and hooks, and returns
 // the hooks. It skips t when the fake cannot be built here.
-func Use(t testing.TB) *Lib {
+func Use(t testing.TB) *Driver {
 	t.Helper()
 	if _, err := Build(); err != nil {
 		t.Skipf("fake CUDA driver unavailable: %v", err)
 	}
 	libOnce.Do(func() {
-		l := &Lib{Path: libPath}
+		l := &Driver{Path: libPath}
 		libErr = dl.Bind("fakecuda", libPath, map[string]*uintptr{
 			"fake_fail": &l.fail, "fake_delay_us": &l.delay, "fake_allocated": &l.allocated,
 			"fake_registered": &l.registered, "fake_reset": &l.reset, "fake_primary_refs": &l.primaryRef,
@@ -131,7 +132,7 @@ func Use(t testing.TB) *Lib {
 	if s, ok := t.(interface{ Setenv(k, v string) }); ok {
 		s.Setenv("CONVEYOR_LIBCUDA", libPath)
 	} else {
-		t.Fatal("fakecuda.Use needs a *testing.T or *testing.B")
+		t.Fatal("gputest.Use needs a *testing.T or *testing.B")
 	}
 	lib.Reset()
 	return lib
@@ -140,59 +141,59 @@ func Use(t testing.TB) *Lib {
 // Fail makes the n-th later call of the driver function op (1: the next) fail with
 // CUDA_ERROR_ILLEGAL_ADDRESS; for cuMemcpyHtoDAsync_v2 and cuLaunchKernel the failure
 // happens on the stream, asynchronously, and sticks, as a fault on a GPU does.
-func (l *Lib) Fail(op string, n int) {
+func (l *Driver) Fail(op string, n int) {
 	b := append([]byte(op), 0)
 	dl.Call(l.fail, uintptr(unsafe.Pointer(&b[0])), uintptr(n))
 }
 
 // Delay makes every copy take at least d.
-func (l *Lib) Delay(d time.Duration) { dl.Call(l.delay, uintptr(d.Microseconds())) }
+func (l *Driver) Delay(d time.Duration) { dl.Call(l.delay, uintptr(d.Microseconds())) }
 
 // Allocated returns the device bytes allocated and not freed.
-func (l *Lib) Allocated() int64 { return int64(dl.Call(l.allocated)) }
+func (l *Driver) Allocated() int64 { return int64(dl.Call(l.allocated)) }
 
 // Registered returns the number of host ranges registered and not unregistered.
-func (l *Lib) Registered() int { return int(int32(dl.Call(l.registered))) }
+func (l *Driver) Registered() int { return int(int32(dl.Call(l.registered))) }
 
 // PrimaryRefs returns the primary context's retain count.
-func (l *Lib) PrimaryRefs() int { return int(int32(dl.Call(l.primaryRef))) }
+func (l *Driver) PrimaryRefs() int { return int(int32(dl.Call(l.primaryRef))) }
 
 // SetTotal sets the device memory size, until Reset (default 1 GiB).
-func (l *Lib) SetTotal(n int64) { dl.Call(l.setTotal, uintptr(n)) }
+func (l *Driver) SetTotal(n int64) { dl.Call(l.setTotal, uintptr(n)) }
 
 // FailRegister makes every later cuMemHostRegister_v2 fail with code (0: succeed again),
 // as a virtual machine that refuses to page-lock memory does. The environment variable
 // CONVEYOR_FAKECUDA_REGISTER_FAIL does the same for a whole process (read at cuInit).
-func (l *Lib) FailRegister(code int) { dl.Call(l.registerFail, uintptr(code)) }
+func (l *Driver) FailRegister(code int) { dl.Call(l.registerFail, uintptr(code)) }
 
 // Races returns how many times a copy or kernel wrote into device bytes that a Read
 // still had pending.
-func (l *Lib) Races() int { return int(int32(dl.Call(l.races))) }
+func (l *Driver) Races() int { return int(int32(dl.Call(l.races))) }
 
 // Stream makes a stream (a CUstream) in the primary context, standing in for a training
 // step's; DestroyStream ends it after its work.
-func (l *Lib) Stream() uintptr { return dl.Call(l.stream) }
+func (l *Driver) Stream() uintptr { return dl.Call(l.stream) }
 
 // DestroyStream ends a stream made by Stream once its queued work is done.
-func (l *Lib) DestroyStream(s uintptr) { dl.Call(l.streamDestroy, s) }
+func (l *Driver) DestroyStream(s uintptr) { dl.Call(l.streamDestroy, s) }
 
 // Read enqueues on stream s (0: the primary context's legacy default stream) a kernel that
 // reads the n device bytes at p for d, as a training step does with a batch. A write into
 // them before it finishes counts in Races.
-func (l *Lib) Read(s uintptr, p uintptr, n int, d time.Duration) error {
+func (l *Driver) Read(s uintptr, p uintptr, n int, d time.Duration) error {
 	if r := int32(dl.Call(l.read, s, p, uintptr(n), uintptr(d.Microseconds()))); r != 0 {
-		return fmt.Errorf("fakecuda: read on stream %#x: CUresult %d", s, r)
+		return fmt.Errorf("gputest: read on stream %#x: CUresult %d", s, r)
 	}
 	return nil
 }
 
 // NewContext makes a context (a CUcontext) on the one device without making it current,
 // as a library with its own contexts would; ContextAllocated reports its memory.
-func (l *Lib) NewContext() uintptr { return dl.Call(l.ctxCreate) }
+func (l *Driver) NewContext() uintptr { return dl.Call(l.ctxCreate) }
 
 // ContextAllocated returns the device bytes allocated in context ctx and not freed.
-func (l *Lib) ContextAllocated(ctx uintptr) int64 { return int64(dl.Call(l.ctxAllocated, ctx)) }
+func (l *Driver) ContextAllocated(ctx uintptr) int64 { return int64(dl.Call(l.ctxAllocated, ctx)) }
 
 // Reset clears the sticky error, the failure hooks, the delay and the race count, and
 // restores the memory size.
-func (l *Lib) Reset() { dl.Call(l.reset) }
+func (l *Driver) Reset() { dl.Call(l.reset) }

@@ -1,4 +1,4 @@
-// Command buildlib builds the stand-in CUDA driver (package fakecuda) and prints the path of
+// Command buildlib builds the stand-in CUDA driver (package gputest) and prints the path of
 // the library, for scripts that run conveyor against it with CONVEYOR_LIBCUDA, as
 // bench/gpu.sh --dry-run does.
 package main
@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/conveyor-ml/conveyor/internal/fakecuda"
+	"github.com/conveyor-ml/conveyor/gpu/gputest"
 )
 
 func main() {
-	p, err := fakecuda.Build()
+	p, err := gputest.Build()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "buildlib:", err)
 		os.Exit(1)
