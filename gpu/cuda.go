@@ -12,6 +12,7 @@ import (
 
 	"github.com/conveyor-ml/conveyor/gpu/kernels"
 	"github.com/conveyor-ml/conveyor/internal/dl"
+	"github.com/conveyor-ml/conveyor/internal/units"
 	"github.com/conveyor-ml/conveyor/pack"
 )
 
@@ -262,7 +263,7 @@ func openCUDA(ordinal int, ctx uintptr) (*cudaDriver, error) {
 			return nil, l.err(name, q.op, q.r)
 		}
 	}
-	c.desc = fmt.Sprintf("%s, %s, driver %d.%d", strings.TrimRight(string(buf[:]), "\x00"), fmtBytes(int64(total)), ver/1000, ver%1000/10)
+	c.desc = fmt.Sprintf("%s, %s, driver %d.%d", strings.TrimRight(string(buf[:]), "\x00"), units.Bytes(int64(total)), ver/1000, ver%1000/10)
 	c.newPolls()
 	return c, nil
 }

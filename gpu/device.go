@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/conveyor-ml/conveyor/internal/units"
 )
 
 // DevicePtr is an address in device memory (CUdeviceptr). On the host backend it is an
@@ -210,7 +212,7 @@ func (d *Device) alloc(n int64, what string) (DevicePtr, error) {
 			e.Detail = what
 			if e.Result == OutOfMemory {
 				if free, total, ierr := d.drv.memInfo(); ierr == nil {
-					e.Detail += fmt.Sprintf("; %s free of %s", fmtBytes(free), fmtBytes(total))
+					e.Detail += fmt.Sprintf("; %s free of %s", units.Bytes(free), units.Bytes(total))
 				}
 			}
 		}

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 	"unsafe"
+
+	"github.com/conveyor-ml/conveyor/internal/units"
 )
 
 // RingOptions configures a Ring.
@@ -120,7 +122,7 @@ func (d *Device) NewRing(o RingOptions) (*Ring, error) {
 	}
 	if o.MaxBytes > 0 && r.bytes > o.MaxBytes {
 		return nil, fmt.Errorf("gpu: %s: ring needs %d bytes (%s: %d slots of %d + %d staging), more than its limit of %d",
-			d.name, r.bytes, fmtBytes(r.bytes), o.Slots, r.slotSize, staging, o.MaxBytes)
+			d.name, r.bytes, units.Bytes(r.bytes), o.Slots, r.slotSize, staging, o.MaxBytes)
 	}
 	if err := d.ref(); err != nil {
 		return nil, err
@@ -139,7 +141,7 @@ func (d *Device) NewRing(o RingOptions) (*Ring, error) {
 		if err := d.drv.loadConverter(); err != nil {
 			return nil, err
 		}
-		if r.staging, err = d.alloc(staging, fmt.Sprintf("ring staging buffer of %s", fmtBytes(staging))); err != nil {
+		if r.staging, err = d.alloc(staging, fmt.Sprintf("ring staging buffer of %s", units.Bytes(staging))); err != nil {
 			return nil, err
 		}
 	}
@@ -149,7 +151,7 @@ func (d *Device) NewRing(o RingOptions) (*Ring, error) {
 		r.slots = append(r.slots, s)
 		r.live++
 		if !r.zeroCopy {
-			what := fmt.Sprintf("ring slot %d of %d, %s each, %s for the ring", i+1, o.Slots, fmtBytes(r.slotSize), fmtBytes(r.bytes))
+			what := fmt.Sprintf("ring slot %d of %d, %s each, %s for the ring", i+1, o.Slots, units.Bytes(r.slotSize), units.Bytes(r.bytes))
 			if s.ptr, err = d.alloc(r.slotSize, what); err != nil {
 				return nil, err
 			}

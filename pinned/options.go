@@ -6,6 +6,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/conveyor-ml/conveyor/internal/units"
 )
 
 // pageSize is the unit of every mapping and of every buffer's start address.
@@ -112,7 +114,7 @@ func (o *Options) String() string {
 	if c.BufferSize > 0 && c.BufferSize <= maxBufferSize() {
 		stride := roundToPage(c.BufferSize)
 		fmt.Fprintf(&sb, " (%s, %d page-rounded), Budget: %d (%s, %d buffers)",
-			fmtBytes(int64(c.BufferSize)), stride, c.Budget, fmtBytes(c.Budget), c.Budget/int64(stride))
+			units.Bytes(int64(c.BufferSize)), stride, c.Budget, units.Bytes(c.Budget), c.Budget/int64(stride))
 	} else {
 		fmt.Fprintf(&sb, ", Budget: %d", c.Budget)
 	}
@@ -138,18 +140,3 @@ func setOrNil(set bool) string {
 func maxBufferSize() int { return math.MaxInt - pageSize + 1 }
 
 func roundToPage(n int) int { return (n + pageSize - 1) &^ (pageSize - 1) }
-
-// fmtBytes formats n in IEC units with one decimal: "588 KiB", "1.5 GiB".
-func fmtBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return strconv.FormatInt(n, 10) + " B"
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit && exp < 5; m /= unit {
-		div *= unit
-		exp++
-	}
-	s := strconv.FormatFloat(float64(n)/float64(div), 'f', 1, 64)
-	return strings.TrimSuffix(s, ".0") + " " + "KMGTPE"[exp:exp+1] + "iB"
-}

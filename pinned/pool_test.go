@@ -650,17 +650,6 @@ func TestPoison(t *testing.T) {
 	}
 }
 
-func TestFmtBytes(t *testing.T) {
-	for n, want := range map[int64]string{
-		0: "0 B", 1023: "1023 B", 1024: "1 KiB", 1536: "1.5 KiB", 150528: "147 KiB",
-		64 << 20: "64 MiB", 3 << 30: "3 GiB", 1 << 62: "4 EiB",
-	} {
-		if got := fmtBytes(n); got != want {
-			t.Errorf("fmtBytes(%d) = %q, want %q", n, got, want)
-		}
-	}
-}
-
 func BenchmarkGetRelease(b *testing.B) {
 	b.Run("serial", func(b *testing.B) { benchGetRelease(b, 1<<20, false) })
 	b.Run("parallel", func(b *testing.B) { benchGetRelease(b, 1<<20, true) })

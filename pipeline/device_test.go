@@ -219,7 +219,7 @@ func TestDeviceOutOfMemoryAtNew(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = New(src, cfg)
-	if err == nil || !strings.Contains(err.Error(), "CUDA_ERROR_OUT_OF_MEMORY") || !strings.Contains(err.Error(), "ring slot 2 of 2, 12.0 MiB each, 24.0 MiB for the ring") {
+	if err == nil || !strings.Contains(err.Error(), "CUDA_ERROR_OUT_OF_MEMORY") || !strings.Contains(err.Error(), "ring slot 2 of 2, 12 MiB each, 24 MiB for the ring") {
 		t.Fatalf("a 24 MiB ring on a 20 MiB device: %v", err)
 	}
 	if f.Allocated() != 0 || f.Registered() != 0 || f.PrimaryRefs() != 0 {
