@@ -104,8 +104,12 @@ type Options struct {
 	Logf func(format string, args ...any)
 }
 
-// EnsureDefaults fills zero fields with their defaults.
-func (o *Options) EnsureDefaults() {
+// EnsureDefaults fills zero fields of o with their defaults and returns o; a nil o is
+// replaced by a new Options. Open calls it on its copy of the options, then Validate.
+func (o *Options) EnsureDefaults() *Options {
+	if o == nil {
+		o = &Options{}
+	}
 	if o.Codec == "" {
 		o.Codec = S2
 	}
@@ -118,28 +122,35 @@ func (o *Options) EnsureDefaults() {
 	if o.Logf == nil {
 		o.Logf = log.Printf
 	}
+	return o
 }
 
-// Validate reports the first invalid field.
+// Validate reports every invalid field of o, joined (errors.Join), each naming its
+// field; nil means o is usable. Call EnsureDefaults first, so that unset fields are not
+// reported.
 func (o *Options) Validate() error {
+	var errs []error
 	if _, err := ParseCodec(string(o.Codec)); err != nil {
-		return err
+		errs = append(errs, err)
 	}
 	if o.Quality < 1 || o.Quality > 100 {
-		return fmt.Errorf("cache: Quality %d not in [1, 100]", o.Quality)
+		errs = append(errs, fmt.Errorf("cache: Quality %d not in [1, 100]", o.Quality))
 	}
 	if o.Remote != nil && !o.ReadOnly {
-		return errors.New("cache: Remote shards are read-only: set ReadOnly")
+		errs = append(errs, errors.New("cache: Remote shards are read-only: set ReadOnly"))
 	}
-	if o.MaxBytes < 0 || o.ShardBytes < 1<<16 {
-		return fmt.Errorf("cache: MaxBytes %d must be ≥ 0 and ShardBytes %d ≥ 64 KiB", o.MaxBytes, o.ShardBytes)
+	if o.MaxBytes < 0 {
+		errs = append(errs, fmt.Errorf("cache: MaxBytes %d must be ≥ 0", o.MaxBytes))
+	}
+	if o.ShardBytes < 1<<16 {
+		errs = append(errs, fmt.Errorf("cache: ShardBytes %d must be ≥ 64 KiB", o.ShardBytes))
 	}
 	if i := strings.IndexFunc(o.ShardPrefix, func(r rune) bool {
 		return !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '-' || r == '_' || r == '.')
 	}); i >= 0 || len(o.ShardPrefix) > 64 {
-		return fmt.Errorf("cache: ShardPrefix %q: want at most 64 letters, digits, '-', '_' or '.'", o.ShardPrefix)
+		errs = append(errs, fmt.Errorf("cache: ShardPrefix %q: want at most 64 letters, digits, '-', '_' or '.'", o.ShardPrefix))
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // String prints the effective options.

@@ -63,7 +63,7 @@ func TestOutOfMemory(t *testing.T) {
 	f := gputest.Use(t)
 	d := openT(t, "cuda:0")
 	defer d.Close()
-	_, err := d.NewRing(RingOptions{Slots: 2, Bytes: 600 << 20})
+	_, err := d.NewRing(&RingOptions{Slots: 2, Bytes: 600 << 20})
 	var e *Error
 	if !errors.As(err, &e) || e.Result != OutOfMemory || e.Op != "cuMemAlloc_v2" {
 		t.Fatalf("two 600 MiB slots on a 1 GiB device: %v", err)
@@ -127,7 +127,7 @@ func TestAsyncFailure(t *testing.T) {
 
 // A host device with a fault hook fails the operation it names, with the driver's code.
 func TestHostFault(t *testing.T) {
-	d := NewHost(HostOptions{Fault: func(op string) Result {
+	d := NewHost(&HostOptions{Fault: func(op string) Result {
 		if op == "cuLaunchKernel" {
 			return 719
 		}
@@ -145,5 +145,42 @@ func TestHostFault(t *testing.T) {
 	}
 	if err := s.Wait(); !errors.Is(err, Result(719)) {
 		t.Errorf("Wait after a failed upload: %v", err)
+	}
+}
+
+// NewRing reports every invalid field of its options at once, before allocating anything;
+// nil options are the zero RingOptions, which lack the required Slots and Bytes.
+func TestRingOptionsValidate(t *testing.T) {
+	d := NewHost(nil)
+	defer d.Close()
+	conv, err := NewConverter(packOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		o    *RingOptions
+		want []string
+	}{
+		{"nil", nil, []string{"Slots 0 must be ≥ 1", "Bytes 0 must be ≥ 1"}},
+		{"negative", &RingOptions{Slots: -1, Bytes: -2}, []string{"Slots -1 must be ≥ 1", "Bytes -2 must be ≥ 1"}},
+		{"partial sample", &RingOptions{Slots: 0, Bytes: conv.InBytes(1) + 1, Convert: conv}, []string{"Slots 0 must be ≥ 1", "not a whole number of 8x6 uint8 samples"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			verr := c.o.EnsureDefaults().Validate()
+			r, err := d.NewRing(c.o)
+			if err == nil {
+				r.Close()
+				t.Fatal("NewRing accepted invalid options")
+			}
+			for _, want := range c.want {
+				if !strings.Contains(err.Error(), want) || verr == nil || !strings.Contains(verr.Error(), want) {
+					t.Errorf("NewRing: %v; Validate: %v; want both to mention %q", err, verr, want)
+				}
+			}
+		})
+	}
+	if d.Allocated() != 0 {
+		t.Errorf("refused rings left %d bytes allocated", d.Allocated())
 	}
 }

@@ -258,7 +258,7 @@ func TestSlotReuseKernelOrder(t *testing.T) {
 		if !ok {
 			t.Skip("the host backend runs nothing asynchronously")
 		}
-		conv, err := NewConverter(pack.Options{Width: 224, Height: 224, Normalize: true})
+		conv, err := NewConverter(&pack.Options{Width: 224, Height: 224, Normalize: true})
 		must(t, err)
 		const samples = 64
 		in := conv.InBytes(samples)

@@ -29,6 +29,33 @@ type RingOptions struct {
 	MaxBytes int64
 }
 
+// EnsureDefaults returns o, or a new RingOptions for a nil o: no field of RingOptions has
+// a default to fill (Slots and Bytes are required). NewRing calls it on its copy of the
+// options, then Validate, as every constructor in conveyor does.
+func (o *RingOptions) EnsureDefaults() *RingOptions {
+	if o == nil {
+		o = &RingOptions{}
+	}
+	return o
+}
+
+// Validate reports every invalid field of o, joined (errors.Join), each naming its
+// field; nil means NewRing can try to allocate the ring.
+func (o *RingOptions) Validate() error {
+	var errs []error
+	if o.Slots < 1 {
+		errs = append(errs, fmt.Errorf("gpu: ring: Slots %d must be ≥ 1", o.Slots))
+	}
+	if o.Bytes < 1 {
+		errs = append(errs, fmt.Errorf("gpu: ring: Bytes %d must be ≥ 1", o.Bytes))
+	} else if c := o.Convert; c != nil {
+		if per := c.InBytes(1); o.Bytes%per != 0 {
+			errs = append(errs, fmt.Errorf("gpu: ring: Bytes %d is not a whole number of %dx%d uint8 samples (%d bytes each)", o.Bytes, c.o.Width, c.o.Height, per))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // Ring is a fixed set of device buffers (slots) filled by asynchronous host-to-device
 // copies on one non-blocking stream, each followed by an event that says when its slot is
 // ready. All device memory is allocated by NewRing and freed by Close (or, for a slot
@@ -100,19 +127,21 @@ type RingStats struct {
 	BlockedTime time.Duration // time spent in those
 }
 
-// NewRing allocates the ring's device memory and its stream and events. An allocation
-// failure names the bytes requested and the device's free memory.
-func (d *Device) NewRing(o RingOptions) (*Ring, error) {
-	if o.Slots < 1 || o.Bytes < 1 {
-		return nil, fmt.Errorf("gpu: ring: Slots %d and Bytes %d must be ≥ 1", o.Slots, o.Bytes)
+// NewRing allocates the ring's device memory and its stream and events. It copies opts,
+// which are required (Slots and Bytes have no defaults), and validates the copy. An
+// allocation failure names the bytes requested and the device's free memory.
+func (d *Device) NewRing(opts *RingOptions) (*Ring, error) {
+	var o RingOptions
+	if opts != nil {
+		o = *opts
+	}
+	if err := o.EnsureDefaults().Validate(); err != nil {
+		return nil, err
 	}
 	r := &Ring{dev: d, o: o, slotSize: int64(o.Bytes), done: make(chan struct{})}
 	var staging int64
 	if c := o.Convert; c != nil {
 		per := c.InBytes(1)
-		if o.Bytes%per != 0 {
-			return nil, fmt.Errorf("gpu: ring: Bytes %d is not a whole number of %dx%d uint8 samples (%d bytes each)", o.Bytes, c.o.Width, c.o.Height, per)
-		}
 		staging = int64(o.Bytes)
 		r.slotSize = int64(c.OutBytes(o.Bytes / per))
 	}

@@ -1,6 +1,7 @@
 package pinned
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -60,7 +61,7 @@ type Options struct {
 }
 
 // EnsureDefaults fills unset fields of o with their defaults and returns o; a nil o is
-// replaced by a new Options.
+// replaced by a new Options. New calls it on its copy of the options, then Validate.
 func (o *Options) EnsureDefaults() *Options {
 	if o == nil {
 		o = &Options{}
@@ -75,30 +76,32 @@ func (o *Options) EnsureDefaults() *Options {
 	return o
 }
 
-// Validate reports whether o, as given, describes a usable pool; call EnsureDefaults
-// first so that unset fields take their defaults.
+// Validate reports every reason o, as given, does not describe a usable pool, joined
+// (errors.Join), each naming its field; nil means it does. Call EnsureDefaults first so
+// that unset fields take their defaults.
 func (o *Options) Validate() error {
 	if o == nil {
 		return fmt.Errorf("pinned: nil Options")
 	}
-	if o.BufferSize <= 0 {
-		return fmt.Errorf("pinned: Options.BufferSize is %d; it must be > 0", o.BufferSize)
-	}
-	if o.BufferSize > maxBufferSize() {
-		return fmt.Errorf("pinned: Options.BufferSize %d is too large", o.BufferSize)
-	}
-	stride := int64(roundToPage(o.BufferSize))
-	if o.Budget < stride {
-		return fmt.Errorf("pinned: Options.Budget %d is less than one buffer (%d bytes: BufferSize %d rounded up to the %d-byte page)",
-			o.Budget, stride, o.BufferSize, pageSize)
+	var errs []error
+	switch {
+	case o.BufferSize <= 0:
+		errs = append(errs, fmt.Errorf("pinned: Options.BufferSize is %d; it must be > 0", o.BufferSize))
+	case o.BufferSize > maxBufferSize():
+		errs = append(errs, fmt.Errorf("pinned: Options.BufferSize %d is too large", o.BufferSize))
+	default: // Budget is measured in page-rounded buffers
+		stride := int64(roundToPage(o.BufferSize))
+		if o.Budget < stride {
+			errs = append(errs, fmt.Errorf("pinned: Options.Budget %d is less than one buffer (%d bytes: BufferSize %d rounded up to the %d-byte page)",
+				o.Budget, stride, o.BufferSize, pageSize))
+		} else if n := o.Budget / stride; n > math.MaxInt32 {
+			errs = append(errs, fmt.Errorf("pinned: Options.Budget %d holds %d buffers; at most %d are allowed", o.Budget, n, math.MaxInt32))
+		}
 	}
 	if o.Initial < 0 {
-		return fmt.Errorf("pinned: Options.Initial %d is negative", o.Initial)
+		errs = append(errs, fmt.Errorf("pinned: Options.Initial %d is negative", o.Initial))
 	}
-	if n := o.Budget / stride; n > math.MaxInt32 {
-		return fmt.Errorf("pinned: Options.Budget %d holds %d buffers; at most %d are allowed", o.Budget, n, math.MaxInt32)
-	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // String prints the effective configuration (defaults applied) for a training log.

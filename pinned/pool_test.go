@@ -284,6 +284,19 @@ func TestOptionsValidate(t *testing.T) {
 	}
 }
 
+// Validate reports every invalid field at once, not only the first.
+func TestOptionsValidateReportsEveryProblem(t *testing.T) {
+	err := (&Options{BufferSize: pageSize + 1, Budget: 1, Initial: -1}).EnsureDefaults().Validate()
+	if err == nil {
+		t.Fatal("Validate accepted two invalid fields")
+	}
+	for _, want := range []string{"Budget 1 is less than one buffer", "Initial -1 is negative"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate() = %q, want it to mention %q", err, want)
+		}
+	}
+}
+
 func TestOptionsDefaultsAndString(t *testing.T) {
 	o := (&Options{BufferSize: 1 << 20}).EnsureDefaults()
 	if o.Budget != 4<<20 || o.Lock == nil || !*o.Lock {

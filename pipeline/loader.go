@@ -113,7 +113,7 @@ func build(src Source, cfg *Config, conv *converting) (*Loader, error) {
 	var devConv *gpu.Converter
 	if c.DeviceConvert {
 		var err error
-		if devConv, err = gpu.NewConverter(c.Pack); err != nil {
+		if devConv, err = gpu.NewConverter(&c.Pack); err != nil {
 			return nil, fmt.Errorf("pipeline: %w", err)
 		}
 	}

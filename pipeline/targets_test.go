@@ -257,7 +257,7 @@ func TestMixBeforeDeviceCopy(t *testing.T) {
 		host := testConfig(2)
 		host.Mix, host.DeviceConvert = mix, convert
 		var want []byte
-		conv, err := gpu.NewConverter(host.Pack)
+		conv, err := gpu.NewConverter(&host.Pack)
 		if err != nil {
 			t.Fatal(err)
 		}
