@@ -13,6 +13,7 @@ import (
 
 	"github.com/conveyor-ml/conveyor/cache"
 	"github.com/conveyor-ml/conveyor/decode"
+	"github.com/conveyor-ml/conveyor/internal/treetest"
 )
 
 func openCache(t *testing.T, dir string, codec cache.Codec) *cache.Cache {
@@ -29,7 +30,7 @@ func openCache(t *testing.T, dir string, codec cache.Codec) *cache.Cache {
 // batches are byte-identical to a loader without it that decodes in full: while it fills
 // and once it serves.
 func TestCacheGivesSameBatches(t *testing.T) {
-	src, err := Dir(sharedTree(t))
+	src, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +78,7 @@ func slicesEqual[T comparable](a, b []T) bool {
 // A cache written by one loader serves another that opens the same directory, and a
 // loader with a different decode spec never sees those records.
 func TestCacheSharedAcrossLoadersAndSpecs(t *testing.T) {
-	src, err := Dir(sharedTree(t))
+	src, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +113,7 @@ func TestCacheSharedAcrossLoadersAndSpecs(t *testing.T) {
 // reading the same order at the same time, store each sample once between them: a Put
 // first catches up with what the other stored. Each stored every sample.
 func TestCacheSharedAtOnce(t *testing.T) {
-	src, err := Dir(sharedTree(t))
+	src, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +160,7 @@ func TestCacheSharedAtOnce(t *testing.T) {
 
 // A file changed after it was cached is decoded again, never served stale.
 func TestCacheChangedFileIsNotStale(t *testing.T) {
-	dir := newTree(t, 2, 4)
+	dir := treetest.New(t, 2, 4)
 	src, err := Dir(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -209,7 +210,7 @@ func TestCacheChangedFileIsNotStale(t *testing.T) {
 // A damaged record is detected, counted, decoded from its source instead (same batch
 // bytes) and stored again.
 func TestCacheDamagedRecordFallsBackToSource(t *testing.T) {
-	src, err := Dir(sharedTree(t))
+	src, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,7 +298,7 @@ func flipBit(t *testing.T, shard string, r cache.Ref) {
 // window are stored on first sight (give or take the batch during which the first wait
 // is still being counted), and the next epochs store the rest.
 func TestCacheFillUsesIdleTime(t *testing.T) {
-	src, err := Dir(sharedTree(t))
+	src, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -332,9 +333,9 @@ func TestCacheFillUsesIdleTime(t *testing.T) {
 // stored, repairs a damaged record and stores nothing else; a loader over the converted
 // dataset then reads every sample with its label.
 func TestConvertResumesAndRepairs(t *testing.T) {
-	dir := newTree(t, 2, 6)
+	dir := treetest.New(t, 2, 6)
 	bad := map[string]bool{}
-	for kind, rel := range corrupt(t, dir) {
+	for kind, rel := range treetest.Corrupt(t, dir) {
 		if kind != "misnamed" && kind != "unreadable" { // both decode (as root, unreadable reads)
 			bad[rel] = true
 		}

@@ -11,10 +11,11 @@ import (
 
 	"github.com/conveyor-ml/conveyor/cache"
 	"github.com/conveyor-ml/conveyor/decode"
+	"github.com/conveyor-ml/conveyor/internal/treetest"
 )
 
 func TestSubsetConcatSplit(t *testing.T) {
-	src, err := Dir(sharedTree(t))
+	src, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +93,7 @@ func TestSubsetConcatSplit(t *testing.T) {
 // in a user's type is still read as stored pixels: no bad samples. A type that hides the
 // capability fails New, saying what is missing.
 func TestWrappedConvertedDataset(t *testing.T) {
-	src, err := Dir(sharedTree(t))
+	src, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +206,7 @@ func TestDirErrors(t *testing.T) {
 
 // An empty class folder is an error naming it, unless FolderOptions allow it.
 func TestEmptyClassFolder(t *testing.T) {
-	dir := newTree(t, 2, 3)
+	dir := treetest.New(t, 2, 3)
 	if err := os.MkdirAll(filepath.Join(dir, "class02", "sub"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +246,7 @@ func TestConcatClassPrefixAndNil(t *testing.T) {
 // Convert refuses a view whose samples include stored pixels: they have no files to
 // convert, and skipping them would write a short dataset.
 func TestConvertRefusesStoredSamples(t *testing.T) {
-	src, err := Dir(sharedTree(t))
+	src, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}

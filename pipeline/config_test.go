@@ -7,6 +7,7 @@ import (
 	"testing"
 	"testing/fstest"
 
+	"github.com/conveyor-ml/conveyor/internal/treetest"
 	"github.com/conveyor-ml/conveyor/mixup"
 	"github.com/conveyor-ml/conveyor/pack"
 )
@@ -15,7 +16,7 @@ import (
 // every float field refuses NaN and values out of its range, so that New fails naming
 // the field instead of an epoch dying of an out-of-memory error or an overflow.
 func TestConfigBounds(t *testing.T) {
-	src, err := Dir(sharedTree(t))
+	src, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +87,7 @@ func TestDenseTargetsBounded(t *testing.T) {
 		t.Errorf("New: %v, want an error about the dense targets' size", err)
 	}
 
-	src, err := Dir(sharedTree(t))
+	src, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +119,7 @@ func TestDenseTargetsBounded(t *testing.T) {
 // Convert's options are bounded as Config's: its loader's memory budget holds five files
 // of MaxFileBytes (2^62 wrapped it negative).
 func TestConvertOptionsBounds(t *testing.T) {
-	src, err := Dir(sharedTree(t))
+	src, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/conveyor-ml/conveyor/cache"
 	"github.com/conveyor-ml/conveyor/decode"
 	"github.com/conveyor-ml/conveyor/internal/synth"
+	"github.com/conveyor-ml/conveyor/internal/treetest"
 )
 
 // convertOpts stores samples resized to shorter side 32.
@@ -25,7 +26,7 @@ func convertOpts(t *testing.T) *ConvertOptions {
 // shards of 64 KiB (several, for a hundred images), and returns the directory.
 func convertTree(t *testing.T, classes, perClass int) string {
 	t.Helper()
-	src, err := Dir(newTree(t, classes, perClass))
+	src, err := Dir(treetest.New(t, classes, perClass))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +181,7 @@ func TestConvertedLostShard(t *testing.T) {
 // An incomplete conversion, stopped or still running, is refused by default, saying
 // which; AllowIncomplete trains on what it holds.
 func TestConvertedIncomplete(t *testing.T) {
-	src, err := Dir(newTree(t, 2, 40)) // over one of Convert's batches of 64
+	src, err := Dir(treetest.New(t, 2, 40)) // over one of Convert's batches of 64
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +250,7 @@ func TestConvertedIncomplete(t *testing.T) {
 // A dataset.json written before manifests is refused until a rerun of Convert, which
 // decodes nothing, records one.
 func TestConvertedWithoutManifest(t *testing.T) {
-	src, err := Dir(newTree(t, 2, 6))
+	src, err := Dir(treetest.New(t, 2, 6))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,7 +284,7 @@ func TestConvertedWithoutManifest(t *testing.T) {
 // Two Converts into one directory at once: one runs, the other fails at once naming
 // it, and every file is stored once.
 func TestConcurrentConverts(t *testing.T) {
-	src, err := Dir(newTree(t, 3, 10))
+	src, err := Dir(treetest.New(t, 3, 10))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/conveyor-ml/conveyor/cache"
 	"github.com/conveyor-ml/conveyor/decode"
+	"github.com/conveyor-ml/conveyor/internal/treetest"
 	"github.com/conveyor-ml/conveyor/pack"
 )
 
@@ -35,7 +36,7 @@ func TestBatchDigests(t *testing.T) {
 	golden := readDigests(t)
 	got := map[string]string{}
 	ctx := context.Background()
-	src, err := Dir(sharedTree(t))
+	src, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,8 +86,8 @@ func TestBatchDigests(t *testing.T) {
 	shard.Rank, shard.World, shard.DropLast = 1, 3, true
 	run("rank1-of-3", src, shard, 2)
 
-	damaged := newTree(t, 2, 12)
-	corrupt(t, damaged)
+	damaged := treetest.New(t, 2, 12)
+	treetest.Corrupt(t, damaged)
 	dsrc, err := Dir(damaged)
 	if err != nil {
 		t.Fatal(err)

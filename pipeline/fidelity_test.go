@@ -7,6 +7,7 @@ import (
 
 	"github.com/conveyor-ml/conveyor/cache"
 	"github.com/conveyor-ml/conveyor/decode"
+	"github.com/conveyor-ml/conveyor/internal/treetest"
 )
 
 func TestFidelityConfig(t *testing.T) {
@@ -65,7 +66,7 @@ func TestRecipeFidelity(t *testing.T) {
 // Exact from them) and records the spec with exact=true, so exact and fast conversions
 // never share records.
 func TestConvertExact(t *testing.T) {
-	src, err := Dir(newTree(t, 2, 3))
+	src, err := Dir(treetest.New(t, 2, 3))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"testing/fstest"
 
 	"github.com/conveyor-ml/conveyor/cache"
+	"github.com/conveyor-ml/conveyor/internal/treetest"
 	"github.com/conveyor-ml/conveyor/mixup"
 )
 
@@ -239,11 +240,11 @@ func TestViewsPassTargetsAndMetadata(t *testing.T) {
 // multiLabelTree writes a manifest with label lists and metadata over a fresh tree's
 // images and returns it.
 func multiLabelTree(t *testing.T) (Source, [][]int) {
-	dir := newTree(t, 2, 9)
+	dir := treetest.New(t, 2, 9)
 	var b strings.Builder
 	b.WriteString("path,labels,name\n")
 	var want [][]int
-	for k, f := range listFiles(t, dir) {
+	for k, f := range treetest.Files(t, dir) {
 		rel, _ := filepath.Rel(dir, f)
 		lists := []string{"a;c", "b", "a;b;c;d", "d", "c;a"}
 		ids := [][]int{{0, 2}, {1}, {0, 1, 2, 3}, {3}, {0, 2}}
@@ -325,7 +326,7 @@ func TestMultiHotBatches(t *testing.T) {
 
 // TestClassesOnEverySource checks that every built-in source names its classes.
 func TestClassesOnEverySource(t *testing.T) {
-	dir := newTree(t, 3, 2)
+	dir := treetest.New(t, 3, 2)
 	folder, err := Dir(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -405,7 +406,7 @@ func (s badLabels) Label(i int) int { return 7 }
 // TestLabelOutsideClasses checks that a label without a class ends the epoch naming the
 // sample when the batch needs target rows, instead of writing outside the row.
 func TestLabelOutsideClasses(t *testing.T) {
-	src, err := Dir(sharedTree(t))
+	src, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}

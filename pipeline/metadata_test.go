@@ -18,13 +18,14 @@ import (
 	"github.com/conveyor-ml/conveyor/cache"
 	"github.com/conveyor-ml/conveyor/decode"
 	"github.com/conveyor-ml/conveyor/internal/s3test"
+	"github.com/conveyor-ml/conveyor/internal/treetest"
 	"github.com/conveyor-ml/conveyor/objstore"
 )
 
 // partedDataset converts a small tree in two parts into a new directory and returns it.
 func partedDataset(t *testing.T) string {
 	t.Helper()
-	src, err := Dir(newTree(t, 2, 6))
+	src, err := Dir(treetest.New(t, 2, 6))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/conveyor-ml/conveyor/augment"
 	"github.com/conveyor-ml/conveyor/decode"
+	"github.com/conveyor-ml/conveyor/internal/treetest"
 	"github.com/conveyor-ml/conveyor/pack"
 )
 
@@ -29,7 +30,7 @@ func (o plainFlip) String() string { return fmt.Sprintf("plainFlip(%g)", o.p) }
 // kernel), uint8 NHWC and float16 (the image mirrored before packing), and with
 // RandomErasing after the flip (its draws still come after the flip's).
 func TestMirrorFoldedIntoPack(t *testing.T) {
-	src, err := Dir(sharedTree(t))
+	src, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}

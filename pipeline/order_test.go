@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/conveyor-ml/conveyor/internal/treetest"
 )
 
 // randomEnds cuts n samples into shards of minLen to maxLen samples (the last may be
@@ -218,7 +220,7 @@ func (s shardedFiles) ShardEnds() []int { return s.ends }
 // shardedTree is the shared test tree (60 files) in shards of 7 to 13 samples.
 func shardedTree(t *testing.T) shardedFiles {
 	t.Helper()
-	src, err := Dir(sharedTree(t))
+	src, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -333,8 +335,8 @@ func TestShardOrderResumeAtAnotherWorld(t *testing.T) {
 // TestShardOrderReplacementsAnyWorld: a bad file's replacement is drawn from its global
 // position, so batches with replacements are the same at any world size too.
 func TestShardOrderReplacementsAnyWorld(t *testing.T) {
-	dir := newTree(t, 2, 12)
-	corrupt(t, dir)
+	dir := treetest.New(t, 2, 12)
+	treetest.Corrupt(t, dir)
 	files, err := Dir(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -415,7 +417,7 @@ func TestShardOrderValidation(t *testing.T) {
 // TestShardOrderUnshardedSource: a source without shards gets a full permutation split
 // into partitions, and the same global batches at any world size.
 func TestShardOrderUnshardedSource(t *testing.T) {
-	src, err := Dir(sharedTree(t))
+	src, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -435,7 +437,7 @@ func TestShardOrderUnshardedSource(t *testing.T) {
 }
 
 func TestShardedViews(t *testing.T) {
-	files, err := Dir(sharedTree(t))
+	files, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}

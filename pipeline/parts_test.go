@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/conveyor-ml/conveyor/cache"
+	"github.com/conveyor-ml/conveyor/internal/treetest"
 )
 
 // convertPart converts part p of src into dst, as one process of a conversion in parts
@@ -30,7 +31,7 @@ func convertPart(t *testing.T, src Source, dst string, p cache.Part) (*ConvertRe
 // dataset one conversion gives: the same samples in the same order, so a loader over it
 // gives the same batches; each part wrote only files named after it.
 func TestConvertPartsSameBatches(t *testing.T) {
-	tree := sharedTree(t)
+	tree := treetest.Shared(t)
 	src, err := Dir(tree)
 	if err != nil {
 		t.Fatal(err)
@@ -135,7 +136,7 @@ func TestConvertPartsSameBatches(t *testing.T) {
 // parts hold; rerunning a finished part skips everything; running the missing part
 // makes it complete, with no merge step.
 func TestConvertPartsMissingAndResume(t *testing.T) {
-	tree := newTree(t, 2, 9)
+	tree := treetest.New(t, 2, 9)
 	src, err := Dir(tree)
 	if err != nil {
 		t.Fatal(err)
@@ -201,7 +202,7 @@ func (r renamedFirst) Path(i int) string {
 // Parts that disagree about the conversion, or a conversion in one process into a
 // directory converted in parts (and the reverse), are refused naming what differs.
 func TestConvertPartsMismatch(t *testing.T) {
-	src, err := Dir(newTree(t, 2, 3))
+	src, err := Dir(treetest.New(t, 2, 3))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,7 +274,7 @@ func TestConvertPartsMismatch(t *testing.T) {
 // A damaged shard of one part is named when the dataset opens, and its samples are bad
 // samples rather than missing ones.
 func TestConvertPartsDamagedShard(t *testing.T) {
-	src, err := Dir(newTree(t, 2, 6))
+	src, err := Dir(treetest.New(t, 2, 6))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -309,7 +310,7 @@ func TestConvertPartsDamagedShard(t *testing.T) {
 // A part that stopped (its cache refused more records, as on a full disk) is named with
 // why; run again, it resumes, keeping what it stored, and the dataset opens.
 func TestConvertPartStopped(t *testing.T) {
-	src, err := Dir(newTree(t, 2, 20))
+	src, err := Dir(treetest.New(t, 2, 20))
 	if err != nil {
 		t.Fatal(err)
 	}

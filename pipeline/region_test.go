@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/conveyor-ml/conveyor/decode"
+	"github.com/conveyor-ml/conveyor/internal/treetest"
 	"github.com/conveyor-ml/conveyor/pack"
 )
 
@@ -15,7 +16,7 @@ import (
 // differ only along sharp chroma edges); with libjpeg-turbo's DCT scaling within a mean
 // of 2/255.
 func TestRegionDecode(t *testing.T) {
-	src, err := Dir(sharedTree(t))
+	src, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}

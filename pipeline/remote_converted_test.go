@@ -15,6 +15,7 @@ import (
 
 	"github.com/conveyor-ml/conveyor/cache"
 	"github.com/conveyor-ml/conveyor/internal/s3test"
+	"github.com/conveyor-ml/conveyor/internal/treetest"
 	"github.com/conveyor-ml/conveyor/objstore"
 )
 
@@ -35,7 +36,7 @@ func (p *planRecorder) PlanNext(epoch int, order []int32) {
 // Views give each part that plans its reads the plan of its own samples, as its
 // indices; a view of parts that do not plan is no planner.
 func TestViewPlans(t *testing.T) {
-	dir, err := Dir(newTree(t, 2, 3)) // 6 samples
+	dir, err := Dir(treetest.New(t, 2, 3)) // 6 samples
 	if err != nil {
 		t.Fatal(err)
 	}

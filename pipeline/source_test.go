@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"testing/fstest"
+
+	"github.com/conveyor-ml/conveyor/internal/treetest"
 )
 
 func TestImageFolder(t *testing.T) {
@@ -101,12 +103,12 @@ func TestManifest(t *testing.T) {
 // TestZipAndManifestSources runs the loader over a zip archive and over a manifest: any
 // fs.FS works.
 func TestZipAndManifestSources(t *testing.T) {
-	dir := sharedTree(t)
+	dir := treetest.Shared(t)
 	var zbuf bytes.Buffer
 	zw := zip.NewWriter(&zbuf)
 	var manifest strings.Builder
-	for _, p := range listFiles(t, dir) {
-		rel := mustRel(t, dir, p)
+	for _, p := range treetest.Files(t, dir) {
+		rel := treetest.Rel(t, dir, p)
 		data, err := os.ReadFile(p)
 		if err != nil {
 			t.Fatal(err)

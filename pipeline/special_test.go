@@ -14,12 +14,14 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/conveyor-ml/conveyor/internal/treetest"
 )
 
 // A named pipe with an image name in a class folder is a bad sample found by stat: it is
 // never opened, so nothing waits for a writer that never comes.
 func TestNamedPipeIsABadSample(t *testing.T) {
-	dir := newTree(t, 2, 5)
+	dir := treetest.New(t, 2, 5)
 	fifo := filepath.Join(dir, "class01", "pipe.jpg")
 	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
 		t.Skipf("mkfifo: %v", err)
@@ -63,7 +65,7 @@ func (s stuckSource) Open(int) (fs.File, error) { return os.Open(s.fifo) }
 // Cancelling the context and Close return promptly while reads are stuck in the kernel;
 // the stuck reads are abandoned and exit once the kernel returns.
 func TestStuckReadsDoNotHoldCancelOrClose(t *testing.T) {
-	src, err := Dir(sharedTree(t))
+	src, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,11 +114,11 @@ func TestStuckReadsDoNotHoldCancelOrClose(t *testing.T) {
 // Linux allows any bytes but '/' and NUL in names: a class folder and files whose names
 // are not valid UTF-8 load like any other, and messages quote them.
 func TestNonUTF8Names(t *testing.T) {
-	dir := newTree(t, 2, 4)
+	dir := treetest.New(t, 2, 4)
 	if err := os.Rename(filepath.Join(dir, "class01"), filepath.Join(dir, "cl\xffss")); err != nil {
 		t.Skipf("this file system refuses non-UTF-8 names: %v", err)
 	}
-	files := listFiles(t, filepath.Join(dir, "class00"))
+	files := treetest.Files(t, filepath.Join(dir, "class00"))
 	if err := os.Rename(files[0], filepath.Join(dir, "class00", "caf\xe9.jpg")); err != nil {
 		t.Fatal(err)
 	}
