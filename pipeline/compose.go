@@ -105,15 +105,21 @@ func (v *view) Stored(i int) (*cache.Cache, cache.Ref, bool) {
 	return nil, cache.Ref{}, false
 }
 
-// plansReads reports whether a part of the view plans its reads (EpochPlanner).
-func (v *view) plansReads() bool {
+// PlansReads reports whether a part of the view plans its reads (EpochPlanner).
+func (v *view) PlansReads() bool {
 	return slices.ContainsFunc(v.parts, plansReads)
 }
 
 // PlanEpoch gives each part that plans its reads the part of order that is its own, as
-// its indices (see EpochPlanner).
-func (v *view) PlanEpoch(epoch int, order []int32) {
-	v.plan(epoch, order, EpochPlanner.PlanEpoch)
+// its indices (see EpochPlanner), and returns the first part's refusal.
+func (v *view) PlanEpoch(epoch int, order []int32) error {
+	var refused error
+	v.plan(epoch, order, func(p EpochPlanner, epoch int, own []int32) {
+		if err := p.PlanEpoch(epoch, own); err != nil && refused == nil {
+			refused = err
+		}
+	})
+	return refused
 }
 
 // PlanNext gives each part that plans its reads the part of the next epoch's order that
@@ -122,22 +128,10 @@ func (v *view) PlanNext(epoch int, order []int32) {
 	v.plan(epoch, order, EpochPlanner.PlanNext)
 }
 
-// planErr is the first refusal of the parts' plans (see planRefuser).
-func (v *view) planErr() error {
-	for _, part := range v.parts {
-		if pr, ok := part.(planRefuser); ok {
-			if err := pr.planErr(); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
 func (v *view) plan(epoch int, order []int32, give func(EpochPlanner, int, []int32)) {
 	for p, part := range v.parts {
 		pl, ok := part.(EpochPlanner)
-		if !ok || !plansReads(part) {
+		if !ok || !pl.PlansReads() {
 			continue
 		}
 		start := 0
@@ -170,8 +164,8 @@ type shardedView struct {
 	block     int // the default ShuffleBlock, when larger than four mean shards; 0: none
 }
 
-// minShuffleBlock is the least default ShuffleBlock v asks for (see Config.ShuffleBlock).
-func (v *shardedView) minShuffleBlock() int { return v.block }
+// ShuffleBlock is the least default Config.ShuffleBlock v asks for under ShardOrder.
+func (v *shardedView) ShuffleBlock() int { return v.block }
 
 // ShardEnds lists the view's shards: a Concat's are its parts' shards one after another
 // (a part without shards has one shard per sample); a Subset's are its runs of
@@ -350,23 +344,16 @@ func Split(src Source, valFraction float64, seed uint64) (train, val Source, err
 	return train, val, nil
 }
 
-// checkKind reports a source that is neither a FileSource nor a PixelSource.
-func checkKind(src Source) error {
-	if src == nil {
-		return errors.New("pipeline: nil source")
-	}
-	_, files := src.(FileSource)
-	_, pixels := src.(PixelSource)
-	if !files && !pixels {
-		return fmt.Errorf("pipeline: source %T has neither files (FileSource: Open) nor stored pixels (PixelSource: Stored); a type wrapping a source must embed one of those interfaces, not Source", src)
-	}
-	return nil
-}
-
 // abbrev prints a class list, shortened when long.
 func abbrev(c []string) string {
 	if len(c) <= 6 {
 		return fmt.Sprintf("%q", c)
 	}
 	return fmt.Sprintf("%q … (%d classes)", c[:6], len(c))
+}
+
+// plansReads reports whether src wants epoch plans.
+func plansReads(src Source) bool {
+	p, ok := src.(EpochPlanner)
+	return ok && p.PlansReads()
 }

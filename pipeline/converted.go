@@ -176,10 +176,11 @@ func (s *Converted) plan(shards *objstore.Cache, ahead int, logf func(string, ..
 // PlanEpoch implements EpochPlanner: for a dataset in object storage (OpenDataset), the
 // shards the epoch reads are fetched in the order it first reads them, a window ahead
 // (ConvertedOptions.PrefetchShards). A local dataset plans nothing.
-func (s *Converted) PlanEpoch(epoch int, order []int32) {
+func (s *Converted) PlanEpoch(epoch int, order []int32) error {
 	if s.planner != nil {
-		s.planner.PlanEpoch(epoch, order)
+		return s.planner.PlanEpoch(epoch, order)
 	}
+	return nil
 }
 
 // PlanNext implements EpochPlanner: the window runs on into the next epoch's first
@@ -190,16 +191,8 @@ func (s *Converted) PlanNext(epoch int, order []int32) {
 	}
 }
 
-// plansReads reports whether the shards are in object storage.
-func (s *Converted) plansReads() bool { return s.planner != nil }
-
-// planErr refuses an epoch that would fetch shards again and again (see shardPlan.err).
-func (s *Converted) planErr() error {
-	if s.planner != nil {
-		return s.planner.planErr()
-	}
-	return nil
-}
+// PlansReads reports whether the shards are in object storage.
+func (s *Converted) PlansReads() bool { return s.planner != nil }
 
 // incomplete says why the dataset in dir is not known to be complete, and what to do;
 // "" when it is.

@@ -217,6 +217,8 @@ type shardedFiles struct {
 
 func (s shardedFiles) ShardEnds() []int { return s.ends }
 
+func (s shardedFiles) ShuffleBlock() int { return 0 }
+
 // shardedTree is the shared test tree (60 files) in shards of 7 to 13 samples.
 func shardedTree(t *testing.T) shardedFiles {
 	t.Helper()

@@ -203,17 +203,10 @@ func (p *shardPlanner) build(epoch int, order []int32) *shardPlan {
 	return pl
 }
 
-// planErr is the refusal of the current epoch's plan (see shardPlan.err), if any.
-func (p *shardPlanner) planErr() error {
-	if pl := p.cur.Load(); pl != nil {
-		return pl.err
-	}
-	return nil
-}
-
 // PlanEpoch starts epoch's plan: the order it reads from now. If it is the next plan
-// given earlier (the same shards in the same first-use order), that one goes on.
-func (p *shardPlanner) PlanEpoch(epoch int, order []int32) {
+// given earlier (the same shards in the same first-use order), that one goes on. It
+// returns the plan's refusal (see shardPlan.err), if any.
+func (p *shardPlanner) PlanEpoch(epoch int, order []int32) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	pl := p.build(epoch, order)
@@ -223,6 +216,7 @@ func (p *shardPlanner) PlanEpoch(epoch int, order []int32) {
 	p.next.Store(nil)
 	p.cur.Store(pl)
 	p.advance(pl, -1)
+	return pl.err
 }
 
 // PlanNext gives the plan of the epoch after the current one, from its start. It asks

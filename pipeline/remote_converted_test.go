@@ -25,8 +25,11 @@ type planRecorder struct {
 	epochs, nexts [][]int32
 }
 
-func (p *planRecorder) PlanEpoch(epoch int, order []int32) {
+func (p *planRecorder) PlansReads() bool { return true }
+
+func (p *planRecorder) PlanEpoch(epoch int, order []int32) error {
 	p.epochs = append(p.epochs, slices.Clone(order))
+	return nil
 }
 
 func (p *planRecorder) PlanNext(epoch int, order []int32) {

@@ -1,6 +1,8 @@
 package pipeline
 
 import (
+	"errors"
+	"fmt"
 	"io/fs"
 
 	"github.com/conveyor-ml/conveyor/cache"
@@ -58,6 +60,9 @@ type PixelSource interface {
 type ShardedSource interface {
 	Source
 	ShardEnds() []int
+	// ShuffleBlock is the least default Config.ShuffleBlock the source asks for under
+	// ShardOrder, where four mean shards would mix too few classes; 0 asks for none.
+	ShuffleBlock() int
 }
 
 // An EpochPlanner is a Source that wants to know, before an epoch's first read, which
@@ -75,32 +80,28 @@ type ShardedSource interface {
 // read out of plan, the look-ahead past the last epoch is never read, and reads stay
 // correct if the plan is ignored. Views (Subset, Concat, Split, Converted.ByShard) are
 // EpochPlanners that give each part that plans the plan of its own samples.
+//
+// PlanEpoch may refuse the epoch with an error, which the epoch returns before its first
+// batch: a source whose cache cannot hold what the epoch reads at once, say.
 type EpochPlanner interface {
 	Source
-	PlanEpoch(epoch int, order []int32)
+	// PlansReads reports whether the source wants plans at all: a type that can plan may
+	// have nothing to plan (a local converted dataset, local WebDataset shards, a view
+	// of sources that do not plan), and the loader then computes none.
+	PlansReads() bool
+	PlanEpoch(epoch int, order []int32) error
 	PlanNext(epoch int, order []int32)
 }
 
-// planRefuser is the capability of an EpochPlanner that can refuse the epoch it was
-// last given (PlanEpoch): one reading more of a shard cache's bytes at once than it holds.
-type planRefuser interface {
-	planErr() error
-}
-
-// readPlanner is the capability of a source that is an EpochPlanner by its type but
-// may have nothing to plan: a local converted dataset, local WebDataset shards, a view
-// of sources that do not plan. The loader then does not compute plans for it.
-type readPlanner interface {
-	plansReads() bool
-}
-
-// plansReads reports whether src wants epoch plans.
-func plansReads(src Source) bool {
-	if _, ok := src.(EpochPlanner); !ok {
-		return false
+// checkKind reports a source that is neither a FileSource nor a PixelSource.
+func checkKind(src Source) error {
+	if src == nil {
+		return errors.New("pipeline: nil source")
 	}
-	if p, ok := src.(readPlanner); ok {
-		return p.plansReads()
+	_, files := src.(FileSource)
+	_, pixels := src.(PixelSource)
+	if !files && !pixels {
+		return fmt.Errorf("pipeline: source %T has neither files (FileSource: Open) nor stored pixels (PixelSource: Stored); a type wrapping a source must embed one of those interfaces, not Source", src)
 	}
-	return true
+	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conveyor-ml/conveyor/internal/files"
 	"github.com/conveyor-ml/conveyor/internal/treetest"
 )
 
@@ -43,7 +44,7 @@ func TestNamedPipeIsABadSample(t *testing.T) {
 			select {
 			case d := <-done:
 				st := ld.Stats()
-				if st.BadSamples != 1 || len(d.indices) != src.Len() || !errors.Is(st.RecentBad[0].Err, errNotRegular) || !strings.Contains(st.RecentBad[0].Error(), "named pipe") {
+				if st.BadSamples != 1 || len(d.indices) != src.Len() || !errors.Is(st.RecentBad[0].Err, files.ErrNotRegular) || !strings.Contains(st.RecentBad[0].Error(), "named pipe") {
 					t.Fatalf("%d bad samples (%v), %d of %d delivered", st.BadSamples, st.RecentBad, len(d.indices), src.Len())
 				}
 			case <-time.After(20 * time.Second):

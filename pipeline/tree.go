@@ -1,12 +1,12 @@
 package pipeline
 
 import (
-	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
+
+	"github.com/conveyor-ml/conveyor/internal/files"
 )
 
 // tree is where a folder or manifest source lists and opens its files: names are
@@ -36,7 +36,7 @@ func (t fsTree) open(name string) (fs.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := regular(fi); err != nil {
+	if err := files.Regular(fi); err != nil {
 		return nil, err
 	}
 	return t.fsys.Open(p)
@@ -58,42 +58,21 @@ func (t osTree) open(name string) (fs.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := regular(fi); err != nil {
+	if err := files.Regular(fi); err != nil {
 		return nil, err
 	}
 	// Non-blocking, in case the file was replaced by a named pipe since stat: open then
 	// returns at once, and the check below refuses it. Regular files read as usual.
-	f, err := openNonBlocking(p)
+	f, err := files.OpenNonBlocking(p)
 	if err != nil {
 		return nil, err
 	}
 	if fi, err = f.Stat(); err == nil {
-		err = regular(fi)
+		err = files.Regular(fi)
 	}
 	if err != nil {
 		f.Close()
 		return nil, err
 	}
 	return f, nil
-}
-
-// errNotRegular is a sample that is a named pipe, device, socket or directory.
-var errNotRegular = errors.New("not a regular file")
-
-func regular(fi fs.FileInfo) error {
-	if fi.Mode().IsRegular() {
-		return nil
-	}
-	kind := "directory"
-	switch m := fi.Mode(); {
-	case m&fs.ModeNamedPipe != 0:
-		kind = "named pipe"
-	case m&fs.ModeSocket != 0:
-		kind = "socket"
-	case m&fs.ModeDevice != 0:
-		kind = "device"
-	case !m.IsDir():
-		kind = m.Type().String()
-	}
-	return fmt.Errorf("%w (%s)", errNotRegular, kind)
 }

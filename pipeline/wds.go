@@ -22,6 +22,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/conveyor-ml/conveyor/internal/files"
 	"github.com/conveyor-ml/conveyor/objstore"
 )
 
@@ -166,16 +167,9 @@ type WebDatasetSource struct {
 // later (which would push out the shards being read). Shards read stay in the cache until
 // its least-recently-used eviction needs their room. Over a file system that does not
 // prefetch it does nothing.
-func (s *WebDatasetSource) PlanEpoch(epoch int, order []int32) {
+func (s *WebDatasetSource) PlanEpoch(epoch int, order []int32) error {
 	if s.planner != nil {
-		s.planner.PlanEpoch(epoch, order)
-	}
-}
-
-// planErr refuses an epoch that would fetch shards again and again (see shardPlan.err).
-func (s *WebDatasetSource) planErr() error {
-	if s.planner != nil {
-		return s.planner.planErr()
+		return s.planner.PlanEpoch(epoch, order)
 	}
 	return nil
 }
@@ -188,8 +182,8 @@ func (s *WebDatasetSource) PlanNext(epoch int, order []int32) {
 	}
 }
 
-// plansReads reports whether the shards are read through a file system that prefetches.
-func (s *WebDatasetSource) plansReads() bool { return s.planner != nil }
+// PlansReads reports whether the shards are read through a file system that prefetches.
+func (s *WebDatasetSource) PlansReads() bool { return s.planner != nil }
 
 // wdsPart is one shard's index, made once: at construction, or on first use when
 // WebDatasetOptions.ShardSamples makes the source lazy. A lazy shard keeps only a
@@ -468,7 +462,7 @@ func indexShard(ctx context.Context, fsys fs.FS, name string, o *WebDatasetOptio
 	if err != nil {
 		return nil, ioFailure(name, err)
 	}
-	if err := regular(fi); err != nil {
+	if err := files.Regular(fi); err != nil {
 		return nil, fmt.Errorf("pipeline: webdataset shard %s: %w", name, err)
 	}
 	total := fi.Size()
@@ -1024,6 +1018,10 @@ func (s *WebDatasetSource) Shards() []string { return s.shards }
 
 // ShardEnds says which samples each shard holds: shard k holds [ends[k-1], ends[k]).
 func (s *WebDatasetSource) ShardEnds() []int { return s.ends }
+
+// ShuffleBlock is 0: four mean shards make the default block, as for any ShardedSource
+// (WebDataset shards are usually written in shuffled order).
+func (s *WebDatasetSource) ShuffleBlock() int { return 0 }
 
 // ShardSamples is each shard's sample count, as WebDatasetOptions.ShardSamples takes them
 // to index the shards lazily.
