@@ -104,15 +104,11 @@ func TestBatchDigests(t *testing.T) {
 	dst := t.TempDir()
 	c := openCache(t, dst, cache.S2)
 	opts := &ConvertOptions{Decode: decode.Options{Resize: decode.ResizePolicy{Mode: decode.ResizeShorter, Size: 32}}, Workers: 2, Logf: t.Logf}
-	if _, err := Convert(ctx, src, c, opts); err != nil {
-		t.Fatal(err)
-	}
-	cs, err := OpenConverted(dst)
+	rep, err := Convert(ctx, src, c, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cs.Close()
-	run("converted", cs, testConfig(2), 0)
+	run("converted", storedOf(c, rep.Spec, src.Classes()), testConfig(2), 0)
 
 	if *updateDigests {
 		for name, d := range got {

@@ -7,6 +7,8 @@ import (
 	"os"
 	"testing/fstest"
 
+	"github.com/conveyor-ml/conveyor/source"
+
 	"github.com/conveyor-ml/conveyor/mixup"
 	"github.com/conveyor-ml/conveyor/pack"
 	"github.com/conveyor-ml/conveyor/pipeline"
@@ -17,7 +19,7 @@ import (
 func ExampleConfig_mix() {
 	dir := imageFolder(3, 4)
 	defer os.RemoveAll(dir)
-	src, err := pipeline.Dir(dir)
+	src, err := source.Dir(dir)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -58,7 +60,7 @@ func ExampleManifest_multiLabel() {
 		"path,labels,caption\n" +
 			"a.jpg,cat;dog,two pets\n" +
 			"b.jpg,dog,a dog\n")}}
-	src, err := pipeline.Manifest(fsys, "list.csv")
+	src, err := source.Manifest(fsys, "list.csv")
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -6,6 +6,8 @@ import (
 	"log"
 	"os"
 
+	"github.com/conveyor-ml/conveyor/source"
+
 	"github.com/conveyor-ml/conveyor/cache"
 	"github.com/conveyor-ml/conveyor/decode"
 	"github.com/conveyor-ml/conveyor/gpu"
@@ -25,7 +27,7 @@ func Example() {
 		log.Fatal(err)
 	}
 
-	src, err := pipeline.Dir(dir)
+	src, err := source.Dir(dir)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -74,7 +76,7 @@ func imageFolder(classes, perClass int) string {
 func ExampleConfig_microBatches() {
 	dir := imageFolder(3, 7) // 21 images: batches of 8, 8 and 5
 	defer os.RemoveAll(dir)
-	src, err := pipeline.Dir(dir)
+	src, err := source.Dir(dir)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -126,7 +128,7 @@ func Example_cuda() {
 	ctx := context.Background()
 	dir := imageFolder(3, 7) // 21 images
 	defer os.RemoveAll(dir)
-	src, err := pipeline.Dir(dir)
+	src, err := source.Dir(dir)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -195,7 +197,7 @@ func ExampleOpenConverted() {
 	defer os.RemoveAll(dir)
 
 	// Once: what conveyor convert TREE DIR --size 64 does.
-	images, err := pipeline.Dir(tree)
+	images, err := source.Dir(tree)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -217,7 +219,7 @@ func ExampleOpenConverted() {
 	if err := pipeline.ApplyRecipe(cfg, "train", 32); err != nil {
 		log.Fatal(err)
 	}
-	src, err := pipeline.OpenConverted(dir) // a Source of stored pixels
+	src, err := source.OpenConverted(dir) // a Source of stored pixels
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -252,7 +254,7 @@ func ExampleConfig_cache() {
 		log.Fatal(err)
 	}
 	defer os.RemoveAll(cacheDir)
-	src, err := pipeline.Dir(tree)
+	src, err := source.Dir(tree)
 	if err != nil {
 		log.Fatal(err)
 	}

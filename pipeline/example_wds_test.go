@@ -8,7 +8,7 @@ import (
 	"os"
 	"testing/fstest"
 
-	"github.com/conveyor-ml/conveyor/pipeline"
+	"github.com/conveyor-ml/conveyor/source"
 )
 
 // A WebDataset shard: samples grouped by key, the label from .cls or .json, other
@@ -24,7 +24,7 @@ func ExampleWebDataset() {
 		fmt.Println("member", h.Name)
 	}
 	fsys := fstest.MapFS{"train-000000.tar": {Data: data}}
-	src, err := pipeline.WebDataset(fsys, []string{"train-000000.tar"}, &pipeline.WebDatasetOptions{Logf: log.Printf})
+	src, err := source.WebDataset(fsys, []string{"train-000000.tar"}, &source.WebDatasetOptions{Logf: log.Printf})
 	if err != nil {
 		log.Fatal(err)
 	}

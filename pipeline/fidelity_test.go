@@ -75,7 +75,7 @@ func TestConvertExact(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	o := convertOpts(t)
+	o := &ConvertOptions{Decode: decode.Options{Resize: decode.ResizePolicy{Mode: decode.ResizeShorter, Size: 32}}, Workers: 2, Logf: t.Logf}
 	o.Decode.Exact = true
 	if _, err := Convert(context.Background(), src, c, o); err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/conveyor-ml/conveyor/augment"
@@ -65,7 +66,7 @@ func TestMirrorFoldedIntoPack(t *testing.T) {
 			ctx := context.Background()
 			for epoch := range 2 {
 				got, want := collect(t, folded, ctx, epoch, 0), collect(t, plain, ctx, epoch, 0)
-				if !slicesEqual(got.labels, want.labels) || !slicesEqual(got.indices, want.indices) || !slicesEqual(got.data, want.data) {
+				if !slices.Equal(got.labels, want.labels) || !slices.Equal(got.indices, want.indices) || !slices.Equal(got.data, want.data) {
 					t.Fatalf("epoch %d: batches differ from flipping the image", epoch)
 				}
 			}

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	"github.com/conveyor-ml/conveyor/decode"
@@ -43,7 +44,7 @@ func TestRegionDecode(t *testing.T) {
 			fullLd := newLoader(t, src, cfg(true))
 			ctx := context.Background()
 			got, want := collect(t, region, ctx, 1, 0), collect(t, fullLd, ctx, 1, 0)
-			if !slicesEqual(got.labels, want.labels) || !slicesEqual(got.indices, want.indices) || len(got.data) != len(want.data) {
+			if !slices.Equal(got.labels, want.labels) || !slices.Equal(got.indices, want.indices) || len(got.data) != len(want.data) {
 				t.Fatal("different samples")
 			}
 			var sum, worst, same int
