@@ -9,7 +9,6 @@ import (
 	"github.com/conveyor-ml/conveyor/source"
 
 	"github.com/conveyor-ml/conveyor/cache"
-	"github.com/conveyor-ml/conveyor/decode"
 	"github.com/conveyor-ml/conveyor/gpu"
 	"github.com/conveyor-ml/conveyor/internal/synth"
 	"github.com/conveyor-ml/conveyor/pack"
@@ -182,65 +181,6 @@ func hostStep(x []float32, shape [4]int, labels []int32) {
 	if len(x) != shape[0]*shape[1]*shape[2]*shape[3] {
 		log.Fatalf("%d floats for shape %v", len(x), shape)
 	}
-}
-
-// A dataset converted once (conveyor convert, here pipeline.Convert) is a Source of
-// stored pixels: a loader over it reads records instead of decoding files.
-func ExampleOpenConverted() {
-	ctx := context.Background()
-	tree := imageFolder(3, 7)
-	defer os.RemoveAll(tree)
-	dir, err := os.MkdirTemp("", "conveyor-converted-")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-
-	// Once: what conveyor convert TREE DIR --size 64 does.
-	images, err := source.Dir(tree)
-	if err != nil {
-		log.Fatal(err)
-	}
-	c, err := cache.Open(dir, nil)
-	if err != nil {
-		log.Fatal(err)
-	}
-	shorter64 := decode.Options{Resize: decode.ResizePolicy{Mode: decode.ResizeShorter, Size: 64}}
-	_, err = pipeline.Convert(ctx, images, c, &pipeline.ConvertOptions{Decode: shorter64})
-	if cerr := c.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		log.Fatal(err)
-	}
-
-	// Every run after: train from the stored pixels.
-	cfg := &pipeline.Config{BatchSize: 8, Seed: 1, Pack: pack.Options{DType: pack.Float32, Normalize: true}}
-	if err := pipeline.ApplyRecipe(cfg, "train", 32); err != nil {
-		log.Fatal(err)
-	}
-	src, err := source.OpenConverted(dir) // a Source of stored pixels
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer src.Close()
-	ld, err := pipeline.New(src, cfg) // same Config as for image files; Decode is not used
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer ld.Close()
-
-	n := 0
-	for b, err := range ld.Epoch(ctx, 0) {
-		if err != nil {
-			log.Fatal(err)
-		}
-		n += b.Len
-		b.Release()
-	}
-	fmt.Printf("%d samples of %v from %s\n", n, src.Classes(), ld.DecodeBackend())
-	// Output:
-	// 21 samples of [class00 class01 class02] from cache:s2
 }
 
 // With Config.Cache set, epoch 0 decodes and stores every sample (CacheFill 1 stores

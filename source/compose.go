@@ -92,7 +92,7 @@ func (v *view) Open(i int) (fs.File, error) {
 	s, j := v.at(i)
 	f, ok := s.(pipeline.FileSource)
 	if !ok {
-		return nil, fmt.Errorf("pipeline: %T holds no files", s)
+		return nil, fmt.Errorf("source: %T holds no files", s)
 	}
 	return f.Open(j)
 }
@@ -241,12 +241,12 @@ func Subset(src pipeline.Source, indices []int) (pipeline.Source, error) {
 	idx := make([]int32, len(indices))
 	for k, i := range indices {
 		if i < 0 || i >= src.Len() {
-			return nil, fmt.Errorf("pipeline: subset: index %d (position %d) outside the source's %d samples", i, k, src.Len())
+			return nil, fmt.Errorf("source: subset: index %d (position %d) outside the source's %d samples", i, k, src.Len())
 		}
 		idx[k] = int32(i)
 	}
 	if len(idx) == 0 {
-		return nil, errors.New("pipeline: subset: no indices")
+		return nil, errors.New("source: subset: no indices")
 	}
 	v := &view{parts: []pipeline.Source{src}, ends: []int{src.Len()}, idx: idx, classes: src.Classes(), desc: fmt.Sprintf("subset(%v, %d samples)", src, len(idx))}
 	v.describe()
@@ -260,12 +260,12 @@ func Subset(src pipeline.Source, indices []int) (pipeline.Source, error) {
 // dataset).
 func Concat(srcs ...pipeline.Source) (pipeline.Source, error) {
 	if len(srcs) == 0 {
-		return nil, errors.New("pipeline: concat: no sources")
+		return nil, errors.New("source: concat: no sources")
 	}
 	longest := 0
 	for k, s := range srcs {
 		if err := checkKind(s); err != nil {
-			return nil, fmt.Errorf("pipeline: concat: source %d: %w", k, err)
+			return nil, fmt.Errorf("source: concat: source %d: %w", k, err)
 		}
 		if len(s.Classes()) > len(srcs[longest].Classes()) {
 			longest = k
@@ -275,12 +275,12 @@ func Concat(srcs ...pipeline.Source) (pipeline.Source, error) {
 	n := 0
 	for k, s := range srcs {
 		if c := s.Classes(); !slices.Equal(c, v.classes[:len(c)]) {
-			return nil, fmt.Errorf("pipeline: concat: source %d (%v) has classes %s, source %d (%v) has %s; labels would mean different classes",
+			return nil, fmt.Errorf("source: concat: source %d (%v) has classes %s, source %d (%v) has %s; labels would mean different classes",
 				k, s, abbrev(c), longest, srcs[longest], abbrev(v.classes))
 		}
 		n += s.Len()
 		if n > math.MaxInt32 {
-			return nil, fmt.Errorf("pipeline: concat: more than %d samples", math.MaxInt32)
+			return nil, fmt.Errorf("source: concat: more than %d samples", math.MaxInt32)
 		}
 		v.parts = append(v.parts, s)
 		v.ends = append(v.ends, n)
@@ -303,7 +303,7 @@ func Concat(srcs ...pipeline.Source) (pipeline.Source, error) {
 // samples keeps at least one on each side.
 func Split(src pipeline.Source, valFraction float64, seed uint64) (train, val pipeline.Source, err error) {
 	if !(valFraction > 0 && valFraction < 1) {
-		return nil, nil, fmt.Errorf("pipeline: split: valFraction %g not in (0, 1)", valFraction)
+		return nil, nil, fmt.Errorf("source: split: valFraction %g not in (0, 1)", valFraction)
 	}
 	if err := checkKind(src); err != nil {
 		return nil, nil, err
@@ -334,7 +334,7 @@ func Split(src pipeline.Source, valFraction float64, seed uint64) (train, val pi
 		}
 	}
 	if len(ti) == 0 || len(vi) == 0 {
-		return nil, nil, fmt.Errorf("pipeline: split: %d samples with valFraction %g leave %d for training and %d for validation", src.Len(), valFraction, len(ti), len(vi))
+		return nil, nil, fmt.Errorf("source: split: %d samples with valFraction %g leave %d for training and %d for validation", src.Len(), valFraction, len(ti), len(vi))
 	}
 	if train, err = Subset(src, ti); err != nil {
 		return nil, nil, err

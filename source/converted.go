@@ -44,7 +44,7 @@ type ConvertedOptions struct {
 	// Logf receives what opening found: each damaged or missing shard, and what
 	// AllowIncomplete let through. Default log.Printf.
 	Logf func(format string, args ...any)
-	// PrefetchShards is, for a dataset in object storage (OpenDataset), how many shards
+	// PrefetchShards is, for a dataset in object storage (Open), how many shards
 	// are fetched ahead of need beyond those the loader's order reads at once (see
 	// WebDatasetOptions.PrefetchShards). Default 2: a converted shard is large (up to
 	// 1 GiB). Not used by a local dataset.
@@ -71,20 +71,20 @@ func OpenConverted(dir string, opts ...ConvertedOptions) (*Converted, error) {
 	case 1:
 		o = opts[0]
 	default:
-		return nil, fmt.Errorf("pipeline: OpenConverted takes one ConvertedOptions at most, got %d", len(opts))
+		return nil, fmt.Errorf("source: OpenConverted takes one ConvertedOptions at most, got %d", len(opts))
 	}
 	if o.Logf == nil {
 		o.Logf = log.Printf
 	}
 	if o.PrefetchShards < 0 {
-		return nil, fmt.Errorf("pipeline: ConvertedOptions.PrefetchShards %d is negative", o.PrefetchShards)
+		return nil, fmt.Errorf("source: ConvertedOptions.PrefetchShards %d is negative", o.PrefetchShards)
 	}
 	info, err := cache.ReadInfo(dir)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("pipeline: %s is not a converted dataset (no %s): %w", dir, cache.InfoName, err)
+			return nil, fmt.Errorf("source: %s is not a converted dataset (no %s): %w", dir, cache.InfoName, err)
 		}
-		return nil, fmt.Errorf("pipeline: %w", err)
+		return nil, fmt.Errorf("source: %w", err)
 	}
 	co := &cache.Options{ReadOnly: true, Codec: info.Codec, Logf: o.Logf}
 	if o.shards != nil {
@@ -100,29 +100,29 @@ func OpenConverted(dir string, opts ...ConvertedOptions) (*Converted, error) {
 	}
 	c, err := cache.Open(dir, co)
 	if err != nil {
-		return nil, fmt.Errorf("pipeline: %w", err)
+		return nil, fmt.Errorf("source: %w", err)
 	}
 	problems := c.CheckDataset(info)
 	for _, p := range problems {
-		o.Logf("pipeline: %s: %s %s: %v", dir, p.Kind, filepath.Base(p.File()), p.Err)
+		o.Logf("source: %s: %s %s: %v", dir, p.Kind, filepath.Base(p.File()), p.Err)
 	}
 	refs := c.Records(info.Spec)
 	if why := incomplete(dir, info, len(refs), problems); why != "" {
 		if !o.AllowIncomplete {
 			c.Close()
-			return nil, fmt.Errorf("pipeline: %s: %w: %s", dir, ErrIncomplete, why)
+			return nil, fmt.Errorf("source: %s: %w: %s", dir, ErrIncomplete, why)
 		}
-		o.Logf("pipeline: %s is incomplete: %s; training on the %d samples it holds, as AllowIncomplete asks", dir, firstClause(why), len(refs))
+		o.Logf("source: %s is incomplete: %s; training on the %d samples it holds, as AllowIncomplete asks", dir, firstClause(why), len(refs))
 	}
 	if len(refs) == 0 {
 		c.Close()
-		return nil, fmt.Errorf("pipeline: %s holds no samples for its spec %q", dir, info.Spec)
+		return nil, fmt.Errorf("source: %s holds no samples for its spec %q", dir, info.Spec)
 	}
 	if n := len(info.Classes); n > 0 {
 		for _, r := range refs {
 			if int(r.Label) >= n || r.Label < 0 {
 				c.Close()
-				return nil, fmt.Errorf("pipeline: %s: label %d of %s outside its %d classes", dir, r.Label, r.Path, n)
+				return nil, fmt.Errorf("source: %s: label %d of %s outside its %d classes", dir, r.Label, r.Path, n)
 			}
 		}
 	}
@@ -134,7 +134,7 @@ func OpenConverted(dir string, opts ...ConvertedOptions) (*Converted, error) {
 		for _, r := range refs {
 			if r.Label < 0 || r.Label > maxLabel {
 				c.Close()
-				return nil, fmt.Errorf("pipeline: %s: label %d of %s is not an integer in [0, %d], which a dataset without class names (%s records none) numbers its classes by; the record is damaged, or the dataset not conveyor's: convert it again", dir, r.Label, r.Path, maxLabel, cache.InfoName)
+				return nil, fmt.Errorf("source: %s: label %d of %s is not an integer in [0, %d], which a dataset without class names (%s records none) numbers its classes by; the record is damaged, or the dataset not conveyor's: convert it again", dir, r.Label, r.Path, maxLabel, cache.InfoName)
 			}
 			top = max(top, int(r.Label))
 		}
@@ -173,7 +173,7 @@ func (s *Converted) plan(shards *objstore.Cache, ahead int, logf func(string, ..
 	s.planner.bound(shards, sizes, logf, s.cache.Dir())
 }
 
-// PlanEpoch implements EpochPlanner: for a dataset in object storage (OpenDataset), the
+// PlanEpoch implements EpochPlanner: for a dataset in object storage (Open), the
 // shards the epoch reads are fetched in the order it first reads them, a window ahead
 // (ConvertedOptions.PrefetchShards). A local dataset plans nothing.
 func (s *Converted) PlanEpoch(epoch int, order []int32) error {

@@ -20,7 +20,7 @@ import (
 // few classes: with ShardOrder, ShuffleBlock must span many shards for a batch to mix
 // classes, and its default over ByShard is at least 262,144 samples (byShardBlock)
 // rather than four mean shards. A Concat or Subset of ByShard keeps the shards but not
-// that default: set ShuffleBlock. Over a dataset in object storage (OpenDataset) the
+// that default: set ShuffleBlock. Over a dataset in object storage (Open) the
 // default is also kept small enough for the shards a block reads at once to fit half
 // the shard cache; a larger block would fetch shards more than once.
 func (s *Converted) ByShard() pipeline.ShardedSource {

@@ -16,8 +16,8 @@ import (
 	"github.com/conveyor-ml/conveyor/pipeline"
 )
 
-// DatasetOptions configures OpenDataset. A nil pointer means the defaults.
-type DatasetOptions struct {
+// OpenOptions configures Open. A nil pointer means the defaults.
+type OpenOptions struct {
 	// Store configures the object store of a remote dataset: retries, endpoint, region,
 	// HTTP client. Default nil: objstore's defaults, with credentials, region and
 	// endpoint from the standard AWS configuration chain.
@@ -28,7 +28,7 @@ type DatasetOptions struct {
 	Cache *objstore.CacheOptions
 	// WebDataset configures WebDataset shards; set ShardSamples and Classes in it to
 	// index lazily, so that the first batch waits for its own shards only. Default nil:
-	// every shard is indexed (and, when remote, fetched once) before OpenDataset returns.
+	// every shard is indexed (and, when remote, fetched once) before Open returns.
 	WebDataset *WebDatasetOptions
 	// Converted configures a converted dataset, local or in object storage. Default: the
 	// zero ConvertedOptions.
@@ -36,7 +36,7 @@ type DatasetOptions struct {
 }
 
 // String prints the effective options.
-func (o DatasetOptions) String() string {
+func (o OpenOptions) String() string {
 	c := objstore.CacheOptions{}
 	if o.Cache != nil {
 		c = *o.Cache
@@ -45,7 +45,7 @@ func (o DatasetOptions) String() string {
 	if o.WebDataset != nil {
 		w = *o.WebDataset
 	}
-	return fmt.Sprintf("pipeline.DatasetOptions{Cache: %v, WebDataset: %v, Converted: {AllowIncomplete: %v, PrefetchShards: %d}}", c, w, o.Converted.AllowIncomplete, o.Converted.PrefetchShards)
+	return fmt.Sprintf("pipeline.OpenOptions{Cache: %v, WebDataset: %v, Converted: {AllowIncomplete: %v, PrefetchShards: %d}}", c, w, o.Converted.AllowIncomplete, o.Converted.PrefetchShards)
 }
 
 // A Dataset is a dataset URL opened for training: its Source, and for WebDataset shards
@@ -84,7 +84,7 @@ func (d *Dataset) String() string {
 	return fmt.Sprint(d.Source)
 }
 
-// Close releases what OpenDataset opened: a converted dataset's files, the shard cache
+// Close releases what Open opened: a converted dataset's files, the shard cache
 // (removing a temporary cache directory) and idle connections.
 func (d *Dataset) Close() error {
 	if d.closer == nil {
@@ -95,7 +95,7 @@ func (d *Dataset) Close() error {
 	return err
 }
 
-// OpenDataset opens the dataset a URL names (objstore's syntax) for training:
+// Open opens the dataset a URL names (objstore's syntax) for training:
 //
 //   - a local folder of class folders (DIR/CLASS/*.jpg): Dir;
 //   - a local converted dataset (a folder holding dataset.json): OpenConverted;
@@ -103,7 +103,7 @@ func (d *Dataset) Close() error {
 //     ("/data/train-{000..099}.tar", "/data/*.tar") or remote
 //     ("s3://bucket/train-{000000..001023}.tar", "https://host/x-{0..3}.tar"), or an
 //     s3:// or http(s):// prefix whose objects are .tar shards. Remote shards are read
-//     through a local shard cache (DatasetOptions.Cache) and prefetched in the order
+//     through a local shard cache (OpenOptions.Cache) and prefetched in the order
 //     the loader will read them (EpochPlanner).
 //   - a WebDataset shard index (a URL ending in .json, local or remote; see ShardIndex):
 //     the shards it lists, beside it. With its class names the source is indexed lazily
@@ -112,7 +112,7 @@ func (d *Dataset) Close() error {
 //     batch waits for its own shards only; without them every shard is indexed first.
 //   - a converted dataset in object storage: an s3:// or http(s):// prefix holding
 //     dataset.json. Its dataset.json, part records and shard indexes are fetched into a
-//     directory under DatasetOptions.Cache.Dir and checked as OpenConverted checks a
+//     directory under OpenOptions.Cache.Dir and checked as OpenConverted checks a
 //     local one; its shards stay in the store and are streamed through the shard cache,
 //     prefetched in the order the loader reads them (Converted.PlanEpoch), each of them
 //     at most Cache.MaxBytes. Read it with Config.Order ShardOrder over
@@ -120,14 +120,14 @@ func (d *Dataset) Close() error {
 //     every shard at once, and fetches shards again and again (it says so, once).
 //
 // Errors name the URL as given.
-func OpenDataset(ctx context.Context, url string, opts *DatasetOptions) (*Dataset, error) {
-	var o DatasetOptions
+func Open(ctx context.Context, url string, opts *OpenOptions) (*Dataset, error) {
+	var o OpenOptions
 	if opts != nil {
 		o = *opts
 	}
 	loc, err := objstore.ParseURL(url)
 	if err != nil {
-		return nil, fmt.Errorf("pipeline: %w", err)
+		return nil, fmt.Errorf("source: %w", err)
 	}
 	if isJSON(loc.Path) && !isPattern(loc.Path) {
 		return openShardIndex(ctx, url, &o)
@@ -142,7 +142,7 @@ func OpenDataset(ctx context.Context, url string, opts *DatasetOptions) (*Datase
 	}
 	store, err := objstore.OpenDataset(ctx, url, o.Store, o.Cache)
 	if err != nil {
-		return nil, fmt.Errorf("pipeline: %w", err)
+		return nil, fmt.Errorf("source: %w", err)
 	}
 	if slices.Contains(store.Names, cache.InfoName) {
 		return openRemoteConverted(ctx, url, store, &o)
@@ -151,12 +151,12 @@ func OpenDataset(ctx context.Context, url string, opts *DatasetOptions) (*Datase
 	if len(shards) == 0 {
 		store.Close()
 		if len(store.Names) == 0 {
-			return nil, fmt.Errorf("pipeline: %s: no objects", url)
+			return nil, fmt.Errorf("source: %s: no objects", url)
 		}
 		if why := incompleteConversion(store.Names); why != "" {
-			return nil, fmt.Errorf("pipeline: %s: %w: it looks like a converted dataset whose upload did not finish, holding %s; run the conveyor convert SRC %s that wrote it again to resume (with the same --staging, or with --delete-orphans from a new staging directory)", url, ErrIncomplete, why, url)
+			return nil, fmt.Errorf("source: %s: %w: it looks like a converted dataset whose upload did not finish, holding %s; run the conveyor convert SRC %s that wrote it again to resume (with the same --staging, or with --delete-orphans from a new staging directory)", url, ErrIncomplete, why, url)
 		}
-		return nil, fmt.Errorf("pipeline: %s: no WebDataset shards (.tar) among its %d objects, e.g. %s", url, len(store.Names), store.Names[0])
+		return nil, fmt.Errorf("source: %s: no WebDataset shards (.tar) among its %d objects, e.g. %s", url, len(store.Names), store.Names[0])
 	}
 	return openShards(ctx, url, store, shards, o.WebDataset)
 }
@@ -196,7 +196,7 @@ func openShards(ctx context.Context, url string, store *objstore.Dataset, shards
 	src, err := webDataset(ctx, store.FS, shards, wo)
 	if err != nil {
 		store.Close()
-		return nil, fmt.Errorf("pipeline: %s: %w", url, err)
+		return nil, fmt.Errorf("source: %s: %w", url, err)
 	}
 	src.desc = fmt.Sprintf("webdataset:%s (%d shards)", url, len(shards))
 	if src.planner != nil {
@@ -205,19 +205,19 @@ func openShards(ctx context.Context, url string, store *objstore.Dataset, shards
 	return &Dataset{Source: src, Store: store, closer: store.Close}, nil
 }
 
-// maxShardIndexBytes bounds the shard index OpenDataset reads: 1 GiB holds about ten
+// maxShardIndexBytes bounds the shard index Open reads: 1 GiB holds about ten
 // million shards' entries.
 const maxShardIndexBytes = 1 << 30
 
 // openShardIndex opens the WebDataset shards that the ShardIndex at url lists.
-func openShardIndex(ctx context.Context, url string, o *DatasetOptions) (*Dataset, error) {
+func openShardIndex(ctx context.Context, url string, o *OpenOptions) (*Dataset, error) {
 	store, err := objstore.OpenDataset(ctx, url, o.Store, o.Cache)
 	if err != nil {
-		return nil, fmt.Errorf("pipeline: %w", err)
+		return nil, fmt.Errorf("source: %w", err)
 	}
 	fail := func(err error) (*Dataset, error) {
 		store.Close()
-		return nil, fmt.Errorf("pipeline: %s: %w", url, err)
+		return nil, fmt.Errorf("source: %s: %w", url, err)
 	}
 	if len(store.Names) != 1 {
 		return fail(fmt.Errorf("%d objects, want one shard index", len(store.Names)))
@@ -270,17 +270,17 @@ func openShardIndex(ctx context.Context, url string, o *DatasetOptions) (*Datase
 }
 
 // openLocal opens a local folder: a converted dataset or a tree of class folders.
-func openLocal(url, dir string, o *DatasetOptions) (*Dataset, error) {
+func openLocal(url, dir string, o *OpenOptions) (*Dataset, error) {
 	fi, err := os.Stat(dir)
 	if err != nil {
 		var pe *os.PathError
 		if errors.As(err, &pe) {
 			err = pe.Err
 		}
-		return nil, fmt.Errorf("pipeline: %s: %w", url, err)
+		return nil, fmt.Errorf("source: %s: %w", url, err)
 	}
 	if !fi.IsDir() {
-		return nil, fmt.Errorf("pipeline: %s: neither a folder nor a .tar shard", url)
+		return nil, fmt.Errorf("source: %s: neither a folder nor a .tar shard", url)
 	}
 	if _, err := os.Stat(filepath.Join(dir, cache.InfoName)); err == nil {
 		c, err := OpenConverted(dir, o.Converted)

@@ -291,7 +291,7 @@ func TestWebDatasetPlanEpoch(t *testing.T) {
 	}
 }
 
-// OpenDataset opens folders, shard lists and single shards, and names the URL when it
+// Open opens folders, shard lists and single shards, and names the URL when it
 // cannot.
 func TestOpenDatasetLocal(t *testing.T) {
 	tree := wdsTree(t, 2, 6)
@@ -302,9 +302,9 @@ func TestOpenDatasetLocal(t *testing.T) {
 	sd := t.TempDir()
 	shards := shardsOf(t, sd, folder, 5) // 3 shards
 	ctx := context.Background()
-	wdsOpts := &DatasetOptions{WebDataset: &WebDatasetOptions{Classes: folder.Classes(), Logf: quiet}}
+	wdsOpts := &OpenOptions{WebDataset: &WebDatasetOptions{Classes: folder.Classes(), Logf: quiet}}
 
-	d, err := OpenDataset(ctx, tree, nil)
+	d, err := Open(ctx, tree, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -318,7 +318,7 @@ func TestOpenDatasetLocal(t *testing.T) {
 		filepath.Join(sd, "train-*.tar"),
 		"file://" + filepath.ToSlash(sd) + "/train-{000000..000002}.tar",
 	} {
-		d, err := OpenDataset(ctx, url, wdsOpts)
+		d, err := Open(ctx, url, wdsOpts)
 		if err != nil {
 			t.Fatalf("%s: %v", url, err)
 		}
@@ -338,7 +338,7 @@ func TestOpenDatasetLocal(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	d, err = OpenDataset(ctx, filepath.Join(sd, shards[1]), wdsOpts)
+	d, err = Open(ctx, filepath.Join(sd, shards[1]), wdsOpts)
 	if err != nil || d.Source.Len() != 5 {
 		t.Fatalf("one shard: %v, %v", d, err)
 	}
@@ -346,7 +346,7 @@ func TestOpenDatasetLocal(t *testing.T) {
 
 	// A converted dataset, with its options.
 	conv := convertTree(t, 2, 5)
-	d, err = OpenDataset(ctx, conv, &DatasetOptions{Converted: ConvertedOptions{Logf: t.Logf}})
+	d, err = Open(ctx, conv, &OpenOptions{Converted: ConvertedOptions{Logf: t.Logf}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -365,7 +365,7 @@ func TestOpenDatasetLocal(t *testing.T) {
 		{"ftp://host/x.tar", "ftp"},
 		{filepath.Join(tree, folder.Path(0)), "neither a folder nor a .tar shard"},
 	} {
-		if _, err := OpenDataset(ctx, c.url, nil); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, err := Open(ctx, c.url, nil); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: error %v, want one naming %s", c.url, err, c.want)
 		}
 	}

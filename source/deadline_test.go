@@ -27,7 +27,7 @@ func hangingServer(t *testing.T) *httptest.Server {
 	return hs
 }
 
-// OpenDataset honours its context's deadline on every path that waits for the store,
+// Open honours its context's deadline on every path that waits for the store,
 // the eager WebDataset index included (it waited for every shard on a context of its
 // own): against a server that never answers, it returns soon after the deadline with
 // an error naming the URL and wrapping context.DeadlineExceeded, long before the
@@ -35,7 +35,7 @@ func hangingServer(t *testing.T) *httptest.Server {
 func TestOpenDatasetDeadline(t *testing.T) {
 	hs := hangingServer(t)
 	for _, url := range []string{
-		hs.URL + "/train-{000..003}.tar", // WebDataset shards, indexed before OpenDataset returns
+		hs.URL + "/train-{000..003}.tar", // WebDataset shards, indexed before Open returns
 		hs.URL + "/train.json",           // a shard index
 		hs.URL + "/converted/",           // a converted dataset over HTTP (its dataset.json)
 	} {
@@ -49,14 +49,14 @@ func TestOpenDatasetDeadline(t *testing.T) {
 			done := make(chan result, 1)
 			start := time.Now()
 			go func() {
-				d, err := OpenDataset(ctx, url, &DatasetOptions{Cache: &objstore.CacheOptions{Dir: t.TempDir()}})
+				d, err := Open(ctx, url, &OpenOptions{Cache: &objstore.CacheOptions{Dir: t.TempDir()}})
 				done <- result{d, err}
 			}()
 			var r result
 			select {
 			case r = <-done:
 			case <-time.After(20 * time.Second):
-				t.Fatalf("OpenDataset with a 1 s deadline still running after 20 s")
+				t.Fatalf("Open with a 1 s deadline still running after 20 s")
 			}
 			el := time.Since(start)
 			t.Logf("%v after %v", r.err, el.Round(time.Millisecond))

@@ -34,10 +34,10 @@ type index struct {
 
 func (x *index) add(p string, label int) error {
 	if len(x.arena)+len(p) > 1<<32-1 {
-		return errors.New("pipeline: index larger than 4 GiB of paths")
+		return errors.New("source: index larger than 4 GiB of paths")
 	}
 	if label < -1 || label > 1<<31-1 { // -1: a multi-label sample without labels
-		return fmt.Errorf("pipeline: label %d of %q out of range", label, p)
+		return fmt.Errorf("source: label %d of %q out of range", label, p)
 	}
 	x.arena = append(x.arena, p...)
 	x.ends = append(x.ends, uint32(len(x.arena)))
@@ -111,7 +111,7 @@ type FolderOptions struct {
 // Dir is the package's Dir with these options.
 func (o FolderOptions) Dir(dir string) (pipeline.FileSource, error) {
 	if _, err := os.Stat(dir); err != nil {
-		return nil, fmt.Errorf("pipeline: image folder: %w", err)
+		return nil, fmt.Errorf("source: image folder: %w", err)
 	}
 	return o.imageFolder(osTree{dir}, dir)
 }
@@ -128,7 +128,7 @@ const folderLayout = "expected an ImageFolder tree DIR/CLASS/*.jpg (one folder p
 func (o FolderOptions) imageFolder(t tree, name string) (pipeline.FileSource, error) {
 	ents, err := t.readDir(".")
 	if err != nil {
-		return nil, fmt.Errorf("pipeline: image folder %s: %w", name, err)
+		return nil, fmt.Errorf("source: image folder %s: %w", name, err)
 	}
 	s := &fsSource{tree: t, desc: "imagefolder:" + name}
 	images := 0 // image files directly in the root, for the message below
@@ -142,26 +142,26 @@ func (o FolderOptions) imageFolder(t tree, name string) (pipeline.FileSource, er
 	}
 	slices.Sort(s.classes)
 	if len(s.classes) == 0 && images > 0 {
-		return nil, fmt.Errorf("pipeline: image folder %s: no class folders, only %d images directly inside; %s", name, images, folderLayout)
+		return nil, fmt.Errorf("source: image folder %s: no class folders, only %d images directly inside; %s", name, images, folderLayout)
 	}
 	if len(s.classes) == 0 {
-		return nil, fmt.Errorf("pipeline: image folder %s: no class folders; %s", name, folderLayout)
+		return nil, fmt.Errorf("source: image folder %s: no class folders; %s", name, folderLayout)
 	}
 	var empty []string
 	for label, c := range s.classes {
 		n := s.Len()
 		if err := s.walk(c, label); err != nil {
-			return nil, fmt.Errorf("pipeline: image folder %s: %w", name, err)
+			return nil, fmt.Errorf("source: image folder %s: %w", name, err)
 		}
 		if s.Len() == n {
 			empty = append(empty, c)
 		}
 	}
 	if s.Len() == 0 {
-		return nil, fmt.Errorf("pipeline: image folder %s: no image files in its %d class folders (%s); %s", name, len(s.classes), strings.Join(imageExts, " "), folderLayout)
+		return nil, fmt.Errorf("source: image folder %s: no image files in its %d class folders (%s); %s", name, len(s.classes), strings.Join(imageExts, " "), folderLayout)
 	}
 	if len(empty) > 0 && !o.AllowEmptyClasses {
-		return nil, fmt.Errorf("pipeline: image folder %s: class folder %q holds no image files (%s)%s; remove it, or list with FolderOptions{AllowEmptyClasses: true}",
+		return nil, fmt.Errorf("source: image folder %s: class folder %q holds no image files (%s)%s; remove it, or list with FolderOptions{AllowEmptyClasses: true}",
 			name, empty[0], strings.Join(imageExts, " "), more(len(empty)-1, "other empty class folder"))
 	}
 	s.trim()

@@ -189,7 +189,7 @@ func (l *Lease) renew(ctx context.Context) error {
 		l.lapsed = "it was deleted, by a run that took this one for a killed one"
 	}
 	if err != nil {
-		l.err = fmt.Errorf("pipeline: renewing the conversion's lease: %w", err)
+		l.err = fmt.Errorf("source: renewing the conversion's lease: %w", err)
 		return l.err
 	}
 	if made && l.lapsed == "" && time.Since(l.ok) > lapseAfter {
@@ -222,7 +222,7 @@ func (l *Lease) Check(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.lapsed != "" {
-		return fmt.Errorf("pipeline: %s: %w: %s; another run of the part may have deleted files this one uploaded", l.b.URL(l.name), ErrLeaseLapsed, l.lapsed)
+		return fmt.Errorf("source: %s: %w: %s; another run of the part may have deleted files this one uploaded", l.b.URL(l.name), ErrLeaseLapsed, l.lapsed)
 	}
 	return nil
 }
@@ -239,7 +239,7 @@ func (l *Lease) Close(ctx context.Context) error {
 	l.wg.Wait()
 	defer held.Delete(l.name)
 	if err := l.b.Delete(context.WithoutCancel(ctx), l.name); err != nil {
-		return fmt.Errorf("pipeline: deleting the conversion's lease: %w", err)
+		return fmt.Errorf("source: deleting the conversion's lease: %w", err)
 	}
 	return nil
 }
@@ -249,7 +249,7 @@ func (l *Lease) Close(ctx context.Context) error {
 func otherLeases(ctx context.Context, b *objstore.Bucket, p cache.Part, own *Lease) ([]string, error) {
 	objs, err := b.List(ctx, leasePrefix(p))
 	if err != nil {
-		return nil, fmt.Errorf("pipeline: %w", err)
+		return nil, fmt.Errorf("source: %w", err)
 	}
 	var now time.Time
 	if own != nil {

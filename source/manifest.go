@@ -46,7 +46,7 @@ import (
 func Manifest(fsys fs.FS, name string) (pipeline.FileSource, error) {
 	f, err := fsys.Open(name)
 	if err != nil {
-		return nil, fmt.Errorf("pipeline: manifest: %w", err)
+		return nil, fmt.Errorf("source: manifest: %w", err)
 	}
 	defer f.Close()
 	m := &manifest{name: name, ids: map[string]int{}}
@@ -67,7 +67,7 @@ func Manifest(fsys fs.FS, name string) (pipeline.FileSource, error) {
 		}
 	}
 	if err == nil && m.Len() == 0 {
-		err = fmt.Errorf("pipeline: manifest %s: no samples", name)
+		err = fmt.Errorf("source: manifest %s: no samples", name)
 	}
 	if err == nil {
 		err = m.number()
@@ -187,13 +187,13 @@ func (m *manifest) readCSV(r io.Reader) error {
 		if err != nil {
 			var pe *csv.ParseError
 			if errors.As(err, &pe) { // it names the line
-				return fmt.Errorf("pipeline: manifest %s: %w", m.name, err)
+				return fmt.Errorf("source: manifest %s: %w", m.name, err)
 			}
-			return fmt.Errorf("pipeline: manifest %s after line %d: %w", m.name, line, err)
+			return fmt.Errorf("source: manifest %s after line %d: %w", m.name, line, err)
 		}
 		line, _ = cr.FieldPos(0)
 		if len(rec) < 2 {
-			return fmt.Errorf("pipeline: manifest %s line %d: want \"path,label\" (and metadata columns after them), got %d column", m.name, line, len(rec))
+			return fmt.Errorf("source: manifest %s line %d: want \"path,label\" (and metadata columns after them), got %d column", m.name, line, len(rec))
 		}
 		p, label := strings.TrimSpace(rec[0]), strings.TrimSpace(rec[1])
 		if first {
@@ -210,7 +210,7 @@ func (m *manifest) readCSV(r io.Reader) error {
 		for _, l := range strings.Split(label, ";") {
 			l = strings.TrimSpace(l)
 			if l == "" && label != "" {
-				return fmt.Errorf("pipeline: manifest %s line %d: empty label in the list %q", m.name, line, label)
+				return fmt.Errorf("source: manifest %s line %d: empty label in the list %q", m.name, line, label)
 			}
 			if _, err := strconv.Atoi(l); err != nil {
 				m.names = true
@@ -238,10 +238,10 @@ func (m *manifest) csvKeys(cols []string, header bool) error {
 			key = strings.TrimSpace(c)
 		}
 		if key == "" {
-			return fmt.Errorf("pipeline: manifest %s line 1: column %d has no name", m.name, k+3)
+			return fmt.Errorf("source: manifest %s line 1: column %d has no name", m.name, k+3)
 		}
 		if _, dup := m.keyID[key]; dup {
-			return fmt.Errorf("pipeline: manifest %s line 1: column %q appears twice", m.name, key)
+			return fmt.Errorf("source: manifest %s line 1: column %q appears twice", m.name, key)
 		}
 		m.key(key)
 	}
@@ -274,7 +274,7 @@ func (m *manifest) endMeta(line int) error {
 		return nil
 	}
 	if len(m.marena) > 1<<32-1 || len(m.mfields) > 1<<32-1 {
-		return fmt.Errorf("pipeline: manifest %s line %d: more than 4 GiB of metadata", m.name, line)
+		return fmt.Errorf("source: manifest %s line %d: more than 4 GiB of metadata", m.name, line)
 	}
 	// Samples before the first with metadata have none.
 	for len(m.mends) < m.Len()-1 {
@@ -318,15 +318,15 @@ func (m *manifest) readJSONL(r io.Reader) error {
 		}
 		clear(rec)
 		if err := json.Unmarshal(b, &rec); err != nil {
-			return fmt.Errorf("pipeline: manifest %s line %d: %w", m.name, line, err)
+			return fmt.Errorf("source: manifest %s line %d: %w", m.name, line, err)
 		}
 		if err := foldKeys(rec); err != nil {
-			return fmt.Errorf("pipeline: manifest %s line %d: %w", m.name, line, err)
+			return fmt.Errorf("source: manifest %s line %d: %w", m.name, line, err)
 		}
 		var p string
 		one, list := rec["label"], rec["labels"]
 		if json.Unmarshal(rec["path"], &p) != nil || rec["path"] == nil || (one == nil) == (list == nil) {
-			return fmt.Errorf("pipeline: manifest %s line %d: want {\"path\": ..., \"label\": ...} or {\"path\": ..., \"labels\": [...]}", m.name, line)
+			return fmt.Errorf("source: manifest %s line %d: want {\"path\": ..., \"label\": ...} or {\"path\": ..., \"labels\": [...]}", m.name, line)
 		}
 		labels = labels[:0]
 		if one != nil {
@@ -338,7 +338,7 @@ func (m *manifest) readJSONL(r io.Reader) error {
 		} else {
 			var items []json.RawMessage
 			if err := json.Unmarshal(list, &items); err != nil {
-				return fmt.Errorf("pipeline: manifest %s line %d: labels %s is not a list", m.name, line, list)
+				return fmt.Errorf("source: manifest %s line %d: labels %s is not a list", m.name, line, list)
 			}
 			for _, it := range items {
 				text, err := m.jsonLabel(it, line)
@@ -375,9 +375,9 @@ func (m *manifest) readJSONL(r io.Reader) error {
 		}
 	}
 	if err := sc.Err(); errors.Is(err, bufio.ErrTooLong) {
-		return fmt.Errorf("pipeline: manifest %s line %d: longer than %d bytes", m.name, line, maxJSONLLine)
+		return fmt.Errorf("source: manifest %s line %d: longer than %d bytes", m.name, line, maxJSONLLine)
 	} else if err != nil {
-		return fmt.Errorf("pipeline: manifest %s line %d: %w", m.name, line, err)
+		return fmt.Errorf("source: manifest %s line %d: %w", m.name, line, err)
 	}
 	return nil
 }
@@ -389,20 +389,20 @@ func (m *manifest) jsonLabel(v json.RawMessage, line int) (string, error) {
 	switch {
 	case json.Unmarshal(v, &text) == nil:
 		if m.ints > 0 {
-			return "", fmt.Errorf("pipeline: manifest %s line %d: label %s is a class name but line %d's is an integer; use integers or class names throughout", m.name, line, v, m.ints)
+			return "", fmt.Errorf("source: manifest %s line %d: label %s is a class name but line %d's is an integer; use integers or class names throughout", m.name, line, v, m.ints)
 		}
 		m.names = true
 		return text, nil
 	case json.Unmarshal(v, &n) == nil:
 		if m.names {
-			return "", fmt.Errorf("pipeline: manifest %s line %d: label %d is an integer but earlier labels are class names; use integers or class names throughout", m.name, line, n)
+			return "", fmt.Errorf("source: manifest %s line %d: label %d is an integer but earlier labels are class names; use integers or class names throughout", m.name, line, n)
 		}
 		if m.ints == 0 {
 			m.ints = line
 		}
 		return strconv.Itoa(n), nil
 	}
-	return "", fmt.Errorf("pipeline: manifest %s line %d: label %s is neither an integer nor a class name", m.name, line, v)
+	return "", fmt.Errorf("source: manifest %s line %d: label %s is neither an integer nor a class name", m.name, line, v)
 }
 
 // add adds one sample whose labels' texts are labels. While reading, every sample's label
@@ -410,13 +410,13 @@ func (m *manifest) jsonLabel(v json.RawMessage, line int) (string, error) {
 // index label is its first one's, or -1.
 func (m *manifest) add(p string, labels []string, line int) error {
 	if len(p) > maxPathBytes {
-		return fmt.Errorf("pipeline: manifest %s line %d: path %q has %d bytes, more than %d", m.name, line, abbrevBytes([]byte(p[:41])), len(p), maxPathBytes)
+		return fmt.Errorf("source: manifest %s line %d: path %q has %d bytes, more than %d", m.name, line, abbrevBytes([]byte(p[:41])), len(p), maxPathBytes)
 	}
 	if p == "" || path.IsAbs(p) || !fs.ValidPath(path.Clean(p)) {
-		return fmt.Errorf("pipeline: manifest %s line %d: path %q must be relative, inside the manifest's directory", m.name, line, p)
+		return fmt.Errorf("source: manifest %s line %d: path %q must be relative, inside the manifest's directory", m.name, line, p)
 	}
 	if slices.Contains(labels, "") {
-		return fmt.Errorf("pipeline: manifest %s line %d: empty label", m.name, line)
+		return fmt.Errorf("source: manifest %s line %d: empty label", m.name, line)
 	}
 	if len(labels) != 1 {
 		m.multi = true
@@ -430,7 +430,7 @@ func (m *manifest) add(p string, labels []string, line int) error {
 			m.texts = append(m.texts, labelText{label, line})
 		}
 		if slices.Contains(labels[:k], label) {
-			return fmt.Errorf("pipeline: manifest %s line %d: label %q appears twice", m.name, line, label)
+			return fmt.Errorf("source: manifest %s line %d: label %q appears twice", m.name, line, label)
 		}
 		if k == 0 {
 			first = id
@@ -438,7 +438,7 @@ func (m *manifest) add(p string, labels []string, line int) error {
 		m.lvals = append(m.lvals, int32(id))
 	}
 	if len(m.lvals) > 1<<32-1 {
-		return fmt.Errorf("pipeline: manifest %s line %d: more than 2^32 labels", m.name, line)
+		return fmt.Errorf("source: manifest %s line %d: more than 2^32 labels", m.name, line)
 	}
 	m.lends = append(m.lends, uint32(len(m.lvals)))
 	return m.index.add(path.Clean(p), first)
@@ -463,10 +463,10 @@ func (m *manifest) number() error {
 		for id, t := range m.texts {
 			n, _ := strconv.Atoi(t.text) // every text is an integer
 			if n < 0 {
-				return fmt.Errorf("pipeline: manifest %s line %d: negative label %d", m.name, t.line, n)
+				return fmt.Errorf("source: manifest %s line %d: negative label %d", m.name, t.line, n)
 			}
 			if n > maxLabel {
-				return fmt.Errorf("pipeline: manifest %s line %d: label %d is above the largest class index, %d; use class names for such labels", m.name, t.line, n, maxLabel)
+				return fmt.Errorf("source: manifest %s line %d: label %d is above the largest class index, %d; use class names for such labels", m.name, t.line, n, maxLabel)
 			}
 			remap[id] = int32(n)
 			top = max(top, n)

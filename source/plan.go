@@ -187,7 +187,7 @@ func (p *shardPlanner) build(epoch int, order []int32) *shardPlan {
 	}
 	if mostBytes > p.limit {
 		pl.window = 0
-		pl.err = fmt.Errorf("pipeline: %s: epoch %d reads up to %d shards (%d bytes) at once, more than the shard cache's limit of %d bytes, so each would be fetched again and again: read it in shard order (Config.Order ShardOrder, a converted dataset through Converted.ByShard; conveyor bench --order shards) with a ShuffleBlock small enough, or raise the limit to at least %d bytes (DatasetOptions.Cache.MaxBytes, --shard-cache-max-bytes)",
+		pl.err = fmt.Errorf("source: %s: epoch %d reads up to %d shards (%d bytes) at once, more than the shard cache's limit of %d bytes, so each would be fetched again and again: read it in shard order (Config.Order ShardOrder, a converted dataset through Converted.ByShard; conveyor bench --order shards) with a ShuffleBlock small enough, or raise the limit to at least %d bytes (OpenOptions.Cache.MaxBytes, --shard-cache-max-bytes)",
 			p.desc, epoch, most, mostBytes, p.limit, mostBytes)
 		return pl
 	}
@@ -196,7 +196,7 @@ func (p *shardPlanner) build(epoch int, order []int32) *shardPlan {
 	if room := int32((p.limit - mostBytes) / max(largest, 1)); room < pl.window {
 		pl.window = max(room, 0)
 		if p.logf != nil && p.warnedWindow.CompareAndSwap(false, true) {
-			p.logf("pipeline: %s: epoch %d reads up to %d shards (%d bytes) at once, and the shard cache's limit of %d bytes leaves room for %d shards ahead of them, not the %d that would have the next ones fetched before they are read; a limit of about %d bytes would",
+			p.logf("source: %s: epoch %d reads up to %d shards (%d bytes) at once, and the shard cache's limit of %d bytes leaves room for %d shards ahead of them, not the %d that would have the next ones fetched before they are read; a limit of about %d bytes would",
 				p.desc, epoch, most, mostBytes, p.limit, pl.window, int32(p.ahead)+most, mostBytes+int64(int32(p.ahead)+most)*largest)
 		}
 	}

@@ -29,7 +29,7 @@ func datasetFile(name string) bool {
 // manifests record, concurrency objects at a time, and nothing else under the prefix. A
 // ReadOnly cache.Open of dir with Options.Remote set to a shard cache of b
 // (objstore.NewCache) then lists every record and reads each from its shard, fetched
-// whole when first read. OpenDataset reads a dataset URL this way; so do conveyor
+// whole when first read. Open reads a dataset URL this way; so do conveyor
 // inspect (indexes only) and verify.
 //
 // What is fetched is bounded before it is fetched: dataset.json and each part record at
@@ -48,11 +48,11 @@ func FetchConvertedIndex(ctx context.Context, b *objstore.Bucket, dir string, co
 func fetchConverted(ctx context.Context, b *objstore.Bucket, dir string, concurrency int, check func(*cache.Info) error) (*cache.Info, error) {
 	url := strings.TrimSuffix(b.URL(""), "/")
 	named := func(err error) error { // the URL, where cache named the local copy
-		return fmt.Errorf("pipeline: %w", &renamedError{msg: strings.ReplaceAll(err.Error(), dir, url), err: err})
+		return fmt.Errorf("source: %w", &renamedError{msg: strings.ReplaceAll(err.Error(), dir, url), err: err})
 	}
 	err := objstore.Mirror(ctx, b, []objstore.Object{{Name: cache.InfoName, Size: cache.MaxInfoBytes}}, dir, 1)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("pipeline: %s is not a converted dataset (no %s): %w", url, b.URL(cache.InfoName), err)
+		return nil, fmt.Errorf("source: %s is not a converted dataset (no %s): %w", url, b.URL(cache.InfoName), err)
 	}
 	if err != nil {
 		return nil, fetchError(err)
@@ -99,7 +99,7 @@ func partRecords(ctx context.Context, b *objstore.Bucket, parts int) ([]objstore
 	if !strings.HasPrefix(b.String(), "http") {
 		objs, err := b.List(ctx, "dataset.part-")
 		if err != nil {
-			return nil, fmt.Errorf("pipeline: %w", err)
+			return nil, fmt.Errorf("source: %w", err)
 		}
 		stored = map[string]bool{}
 		for _, o := range objs {
@@ -150,7 +150,7 @@ func fetchRecords(ctx context.Context, b *objstore.Bucket, objs []objstore.Objec
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(concurrency, 1))
 	var absent atomic.Int64
-	errAbsent := fmt.Errorf("pipeline: %s: more than %d of the %d part records %s names are absent: the conversion is unfinished (each part records itself when it finishes); finish its parts, or serve the dataset from an object store that lists, where only those present are asked for: %w",
+	errAbsent := fmt.Errorf("source: %s: more than %d of the %d part records %s names are absent: the conversion is unfinished (each part records itself when it finishes); finish its parts, or serve the dataset from an object store that lists, where only those present are asked for: %w",
 		strings.TrimSuffix(b.URL(""), "/"), maxAbsentRecords, len(objs), b.URL(cache.InfoName), ErrIncomplete)
 	for _, o := range objs {
 		if ctx.Err() != nil {
@@ -178,9 +178,9 @@ func fetchRecords(ctx context.Context, b *objstore.Bucket, objs []objstore.Objec
 // most cache.MaxInfoBytes, indexes of the size their manifest records).
 func fetchError(err error) error {
 	if errors.Is(err, objstore.ErrTooLarge) {
-		return fmt.Errorf("pipeline: %w, which no conversion writes: the store holds something else under that name, or a damaged dataset; convert it again", err)
+		return fmt.Errorf("source: %w, which no conversion writes: the store holds something else under that name, or a damaged dataset; convert it again", err)
 	}
-	return fmt.Errorf("pipeline: %w", err)
+	return fmt.Errorf("source: %w", err)
 }
 
 // openRemoteConverted opens the converted dataset in store's bucket without fetching its
@@ -190,7 +190,7 @@ func fetchError(err error) error {
 // (or ahead of need, as the loader plans its epochs; see Converted.PlanEpoch) and evicts
 // it, least recently used, when space is needed. Close removes the directory and the
 // cache. A shard larger than the cache's limit is refused here.
-func openRemoteConverted(ctx context.Context, url string, store *objstore.Dataset, o *DatasetOptions) (*Dataset, error) {
+func openRemoteConverted(ctx context.Context, url string, store *objstore.Dataset, o *OpenOptions) (*Dataset, error) {
 	name := strings.TrimSuffix(url, "/")
 	fail := func(err error) (*Dataset, error) {
 		store.Close()
@@ -202,12 +202,12 @@ func openRemoteConverted(ctx context.Context, url string, store *objstore.Datase
 	}
 	if co.Dir != "" {
 		if err := os.MkdirAll(co.Dir, 0o755); err != nil {
-			return fail(fmt.Errorf("pipeline: %s: cache directory: %w", name, err))
+			return fail(fmt.Errorf("source: %s: cache directory: %w", name, err))
 		}
 	}
 	dir, err := os.MkdirTemp(co.Dir, "conveyor-converted-*")
 	if err != nil {
-		return fail(fmt.Errorf("pipeline: %s: cache directory: %w", name, err))
+		return fail(fmt.Errorf("source: %s: cache directory: %w", name, err))
 	}
 	remove := func() error { return os.RemoveAll(dir) }
 	b := store.Bucket
@@ -215,7 +215,7 @@ func openRemoteConverted(ctx context.Context, url string, store *objstore.Datase
 	fits := func(info *cache.Info) error {
 		for _, m := range info.Shards {
 			if m.Bytes > limit {
-				return fmt.Errorf("pipeline: %s: shard %s holds %d bytes, more than the shard cache's limit of %d bytes (DatasetOptions.Cache.MaxBytes, --shard-cache-max-bytes); raise the limit", name, b.URL(m.Name), m.Bytes, limit)
+				return fmt.Errorf("source: %s: shard %s holds %d bytes, more than the shard cache's limit of %d bytes (OpenOptions.Cache.MaxBytes, --shard-cache-max-bytes); raise the limit", name, b.URL(m.Name), m.Bytes, limit)
 			}
 		}
 		// The shard cache refuses a shard that is not the one the manifest recorded
@@ -281,7 +281,7 @@ func UploadConverted(ctx context.Context, dir string, b *objstore.Bucket, p cach
 	var rep UploadReport
 	ents, err := os.ReadDir(dir)
 	if err != nil {
-		return rep, fmt.Errorf("pipeline: %w", err)
+		return rep, fmt.Errorf("source: %w", err)
 	}
 	var files, records []string
 	for _, e := range ents {
@@ -305,12 +305,12 @@ func UploadConverted(ctx context.Context, dir string, b *objstore.Bucket, p cach
 	put := func(n string, always bool) error {
 		f, err := os.Open(dir + string(os.PathSeparator) + n)
 		if err != nil {
-			return fmt.Errorf("pipeline: %w", err)
+			return fmt.Errorf("source: %w", err)
 		}
 		defer f.Close()
 		fi, err := f.Stat()
 		if err != nil {
-			return fmt.Errorf("pipeline: %w", err)
+			return fmt.Errorf("source: %w", err)
 		}
 		if !always {
 			if ob, err := b.Stat(ctx, n); err == nil && ob.Size == fi.Size() {
@@ -319,7 +319,7 @@ func UploadConverted(ctx context.Context, dir string, b *objstore.Bucket, p cach
 			}
 		}
 		if err := b.Put(ctx, n, f, fi.Size()); err != nil {
-			return fmt.Errorf("pipeline: uploading %s: %w", n, err)
+			return fmt.Errorf("source: uploading %s: %w", n, err)
 		}
 		rep.Uploaded++
 		rep.Bytes += fi.Size()
@@ -331,7 +331,7 @@ func UploadConverted(ctx context.Context, dir string, b *objstore.Bucket, p cach
 		}
 	}
 	if _, err := os.Stat(dir + string(os.PathSeparator) + cache.InfoName); err != nil {
-		return rep, fmt.Errorf("pipeline: %s: no %s to upload: %w", dir, cache.InfoName, err)
+		return rep, fmt.Errorf("source: %s: no %s to upload: %w", dir, cache.InfoName, err)
 	}
 	if err := lease.Check(ctx); err != nil {
 		return rep, err
@@ -362,14 +362,14 @@ func UploadConverted(ctx context.Context, dir string, b *objstore.Bucket, p cach
 func createPartedInfo(ctx context.Context, dir string, b *objstore.Bucket, p cache.Part, rep *UploadReport) error {
 	data, err := os.ReadFile(dir + string(os.PathSeparator) + cache.InfoName)
 	if err != nil {
-		return fmt.Errorf("pipeline: %w", err)
+		return fmt.Errorf("source: %w", err)
 	}
 	err = b.Create(ctx, cache.InfoName, bytes.NewReader(data), int64(len(data)))
 	switch {
 	case errors.Is(err, fs.ErrExist):
 		rep.Skipped++
 	case err != nil:
-		return fmt.Errorf("pipeline: uploading %s: %w", cache.InfoName, err)
+		return fmt.Errorf("source: uploading %s: %w", cache.InfoName, err)
 	default:
 		rep.Uploaded++
 		rep.Bytes += int64(len(data))
@@ -378,11 +378,11 @@ func createPartedInfo(ctx context.Context, dir string, b *objstore.Bucket, p cac
 	// part overwrite it, which shows here at least for the later of the two.
 	mine, err := cache.ReadInfoFile(dir + string(os.PathSeparator) + cache.InfoName)
 	if err != nil {
-		return fmt.Errorf("pipeline: %w", err)
+		return fmt.Errorf("source: %w", err)
 	}
 	tmp, err := os.MkdirTemp("", "conveyor-info-*")
 	if err != nil {
-		return fmt.Errorf("pipeline: %w", err)
+		return fmt.Errorf("source: %w", err)
 	}
 	defer os.RemoveAll(tmp)
 	if err := objstore.Mirror(ctx, b, []objstore.Object{{Name: cache.InfoName, Size: cache.MaxInfoBytes}}, tmp, 1); err != nil {
@@ -391,10 +391,10 @@ func createPartedInfo(ctx context.Context, dir string, b *objstore.Bucket, p cac
 	url := b.URL(cache.InfoName)
 	stored, err := cache.ReadInfoFile(tmp + string(os.PathSeparator) + cache.InfoName)
 	if err != nil {
-		return fmt.Errorf("pipeline: %w", &renamedError{msg: strings.ReplaceAll(err.Error(), tmp+string(os.PathSeparator)+cache.InfoName, url), err: err})
+		return fmt.Errorf("source: %w", &renamedError{msg: strings.ReplaceAll(err.Error(), tmp+string(os.PathSeparator)+cache.InfoName, url), err: err})
 	}
 	if err := cache.SamePartedInfo(url, stored, mine); err != nil {
-		return &otherConversionError{fmt.Errorf("pipeline: part %v: %w (created by another part first); this part's shards were uploaded but not its record %s, so the dataset does not count them: convert part %v again as the others did, from a new staging directory, with --delete-orphans to delete what this run uploaded", p, err, b.URL(p.PartInfoName()), p)}
+		return &otherConversionError{fmt.Errorf("source: part %v: %w (created by another part first); this part's shards were uploaded but not its record %s, so the dataset does not count them: convert part %v again as the others did, from a new staging directory, with --delete-orphans to delete what this run uploaded", p, err, b.URL(p.PartInfoName()), p)}
 	}
 	return nil
 }
@@ -407,22 +407,22 @@ func (e *otherConversionError) Is(target error) bool { return target == ErrOther
 
 // openHTTPConverted opens the converted dataset under the web-server prefix url when it
 // has a dataset.json; nil, nil when it has none.
-func openHTTPConverted(ctx context.Context, url string, o *DatasetOptions) (*Dataset, error) {
+func openHTTPConverted(ctx context.Context, url string, o *OpenOptions) (*Dataset, error) {
 	b, err := objstore.OpenBucket(ctx, strings.TrimSuffix(url, "/")+"/", o.Store)
 	if err != nil {
-		return nil, fmt.Errorf("pipeline: %w", err)
+		return nil, fmt.Errorf("source: %w", err)
 	}
 	if _, err := b.Stat(ctx, cache.InfoName); err != nil {
 		b.Close()
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, nil
 		}
-		return nil, fmt.Errorf("pipeline: %w", err)
+		return nil, fmt.Errorf("source: %w", err)
 	}
 	c, err := objstore.NewCache(b, o.Cache)
 	if err != nil {
 		b.Close()
-		return nil, fmt.Errorf("pipeline: %w", err)
+		return nil, fmt.Errorf("source: %w", err)
 	}
 	return openRemoteConverted(ctx, url, &objstore.Dataset{Bucket: b, FS: c, Cache: c}, o)
 }
@@ -494,14 +494,14 @@ func ConvertedOrphans(ctx context.Context, b *objstore.Bucket, dir string, p cac
 	// sees. (Leases listed first miss a run that started between the two listings.)
 	objs, err := b.List(ctx, "")
 	if err != nil {
-		return nil, fmt.Errorf("pipeline: %w", err)
+		return nil, fmt.Errorf("source: %w", err)
 	}
 	ups, uerr := b.Uploads(ctx, "")
 	if errors.Is(uerr, objstore.ErrNoUploadList) {
 		o.Unlisted, uerr = uerr, nil
 	}
 	if uerr != nil {
-		return nil, fmt.Errorf("pipeline: %w", uerr)
+		return nil, fmt.Errorf("source: %w", uerr)
 	}
 	if orphansListed != nil {
 		orphansListed()
@@ -517,7 +517,7 @@ func ConvertedOrphans(ctx context.Context, b *objstore.Bucket, dir string, p cac
 	keep := map[string]bool{}
 	ents, err := os.ReadDir(dir)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("pipeline: %w", err)
+		return nil, fmt.Errorf("source: %w", err)
 	}
 	for _, e := range ents {
 		keep[e.Name()] = true
@@ -562,7 +562,7 @@ func storedManifest(ctx context.Context, b *objstore.Bucket, p cache.Part) ([]st
 	}
 	tmp, err := os.MkdirTemp("", "conveyor-record-*")
 	if err != nil {
-		return nil, fmt.Errorf("pipeline: %w", err)
+		return nil, fmt.Errorf("source: %w", err)
 	}
 	defer os.RemoveAll(tmp)
 	err = objstore.Mirror(ctx, b, []objstore.Object{{Name: name, Size: cache.MaxInfoBytes}}, tmp, 1)
@@ -575,7 +575,7 @@ func storedManifest(ctx context.Context, b *objstore.Bucket, p cache.Part) ([]st
 	path := filepath.Join(tmp, name)
 	info, err := cache.ReadInfoFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("pipeline: %w", &renamedError{msg: strings.ReplaceAll(err.Error(), path, b.URL(name)), err: err})
+		return nil, fmt.Errorf("source: %w", &renamedError{msg: strings.ReplaceAll(err.Error(), path, b.URL(name)), err: err})
 	}
 	names := make([]string, len(info.Shards))
 	for i, m := range info.Shards {
@@ -594,17 +594,17 @@ func (o *Orphans) Delete(ctx context.Context, b *objstore.Bucket) error {
 			return err
 		}
 		if len(live) > 0 {
-			return fmt.Errorf("pipeline: nothing deleted: %w since the orphans were listed: %s", ErrLiveRun, strings.Join(live, "; "))
+			return fmt.Errorf("source: nothing deleted: %w since the orphans were listed: %s", ErrLiveRun, strings.Join(live, "; "))
 		}
 	}
 	for _, ob := range o.Objects {
 		if err := b.Delete(ctx, ob.Name); err != nil {
-			return fmt.Errorf("pipeline: %w", err)
+			return fmt.Errorf("source: %w", err)
 		}
 	}
 	for _, u := range o.Uploads {
 		if err := b.AbortUpload(ctx, u); err != nil {
-			return fmt.Errorf("pipeline: %w", err)
+			return fmt.Errorf("source: %w", err)
 		}
 	}
 	return nil

@@ -59,7 +59,7 @@ func TestOpenDatasetS3(t *testing.T) { s3test.Each(t, testOpenDatasetS3) }
 func testOpenDatasetS3(t *testing.T, srv *s3test.Server) {
 	dir, names, largest := remoteShards(t, srv, "wds/", 3, 12, 4) // 9 shards
 	ctx := context.Background()
-	local, err := OpenDataset(ctx, filepath.Join(dir, "train-*.tar"), &DatasetOptions{WebDataset: &WebDatasetOptions{Logf: quiet}})
+	local, err := Open(ctx, filepath.Join(dir, "train-*.tar"), &OpenOptions{WebDataset: &WebDatasetOptions{Logf: quiet}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func testOpenDatasetS3(t *testing.T, srv *s3test.Server) {
 	check := func(name, url string) objstore.Stats {
 		t.Helper()
 		limit := 4 * largest
-		d, err := OpenDataset(ctx, url, &DatasetOptions{Store: fastStore, Cache: &objstore.CacheOptions{MaxBytes: limit, Concurrency: 3}, WebDataset: &WebDatasetOptions{Logf: quiet}})
+		d, err := Open(ctx, url, &OpenOptions{Store: fastStore, Cache: &objstore.CacheOptions{MaxBytes: limit, Concurrency: 3}, WebDataset: &WebDatasetOptions{Logf: quiet}})
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -128,15 +128,15 @@ func testOpenDatasetS3Errors(t *testing.T, srv *s3test.Server) {
 	srv.Put(t, "txt/a.txt", []byte("x"))
 	srv.Env(t, "")
 	ctx := context.Background()
-	o := &DatasetOptions{Store: fastStore, WebDataset: &WebDatasetOptions{Logf: quiet}}
-	_, err := OpenDataset(ctx, srv.URL("wds/train-{000000..000002}.tar"), o)
+	o := &OpenOptions{Store: fastStore, WebDataset: &WebDatasetOptions{Logf: quiet}}
+	_, err := Open(ctx, srv.URL("wds/train-{000000..000002}.tar"), o)
 	if missing := srv.URL("wds/train-000002.tar"); !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), missing) {
 		t.Errorf("missing shard: %v, want fs.ErrNotExist naming %s", err, missing)
 	}
-	if _, err := OpenDataset(ctx, srv.URL("conv/"), o); err == nil || !strings.Contains(err.Error(), srv.URL("conv/")) {
+	if _, err := Open(ctx, srv.URL("conv/"), o); err == nil || !strings.Contains(err.Error(), srv.URL("conv/")) {
 		t.Errorf("broken converted dataset in S3: %v", err)
 	}
-	if _, err := OpenDataset(ctx, srv.URL("txt/"), o); err == nil || !strings.Contains(err.Error(), "no WebDataset shards") {
+	if _, err := Open(ctx, srv.URL("txt/"), o); err == nil || !strings.Contains(err.Error(), "no WebDataset shards") {
 		t.Errorf("no shards: %v", err)
 	}
 	if !srv.Auth {
@@ -144,7 +144,7 @@ func testOpenDatasetS3Errors(t *testing.T, srv *s3test.Server) {
 	}
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "wrong-secret")
 	url := srv.URL("wds/train-{000000..000001}.tar")
-	if _, err := OpenDataset(ctx, url, o); !errors.Is(err, fs.ErrPermission) || !strings.Contains(err.Error(), srv.URL("wds/train-00000")) {
+	if _, err := Open(ctx, url, o); !errors.Is(err, fs.ErrPermission) || !strings.Contains(err.Error(), srv.URL("wds/train-00000")) {
 		t.Errorf("bad credentials: %v, want fs.ErrPermission naming the shard's URL", err)
 	}
 }
@@ -166,7 +166,7 @@ func testOpenDatasetS3FirstBatch(t *testing.T, srv *s3test.Server) {
 
 	p := s3test.NewProxy(t, srv.Endpoint, s3test.Faults{Latency: 60 * time.Millisecond})
 	srv.Env(t, p.URL)
-	d, err := OpenDataset(ctx, srv.URL("wds/train-{000000..000011}.tar"), &DatasetOptions{Store: fastStore, Cache: &objstore.CacheOptions{Concurrency: 1},
+	d, err := Open(ctx, srv.URL("wds/train-{000000..000011}.tar"), &OpenOptions{Store: fastStore, Cache: &objstore.CacheOptions{Concurrency: 1},
 		WebDataset: &WebDatasetOptions{ShardSamples: counts, Classes: eager.Classes(), Logf: quiet}})
 	if err != nil {
 		t.Fatal(err)
@@ -217,8 +217,8 @@ func TestOpenDatasetHTTP(t *testing.T) {
 	hs := httptest.NewServer(http.FileServer(http.Dir(dir)))
 	defer hs.Close()
 	ctx := context.Background()
-	o := &DatasetOptions{Store: fastStore, Cache: &objstore.CacheOptions{MaxBytes: 1 << 20}, WebDataset: &WebDatasetOptions{Classes: folder.Classes(), Logf: quiet}}
-	d, err := OpenDataset(ctx, hs.URL+"/train-{000000..000003}.tar", o)
+	o := &OpenOptions{Store: fastStore, Cache: &objstore.CacheOptions{MaxBytes: 1 << 20}, WebDataset: &WebDatasetOptions{Classes: folder.Classes(), Logf: quiet}}
+	d, err := Open(ctx, hs.URL+"/train-{000000..000003}.tar", o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +239,7 @@ func TestOpenDatasetHTTP(t *testing.T) {
 		t.Errorf("%v", st)
 	}
 	missing := hs.URL + "/train-000004.tar"
-	if _, err := OpenDataset(ctx, hs.URL+"/train-{000000..000004}.tar", o); !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), missing) {
+	if _, err := Open(ctx, hs.URL+"/train-{000000..000004}.tar", o); !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), missing) {
 		t.Errorf("missing shard: %v, want fs.ErrNotExist naming %s", err, missing)
 	}
 }

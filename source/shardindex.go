@@ -23,9 +23,9 @@ const ShardIndexKind = "wids-shard-index-v1"
 // "nsamples" and "filesize"), plus "class_names", which wids does not have and lazy
 // indexing needs (see WebDatasetOptions.ShardSamples), and each shard's "etag" and
 // "crc32c" as indexed, which the shard cache checks every fetch against. Kept beside the shards, it lets
-// OpenDataset open a remote dataset without fetching every shard first: conveyor
+// Open open a remote dataset without fetching every shard first: conveyor
 // inspect SHARDS --json writes one, WebDatasetSource.ShardIndex makes one, and
-// OpenDataset reads one when given its URL (".json").
+// Open reads one when given its URL (".json").
 type ShardIndex struct {
 	Kind    string       `json:"__kind__"`
 	Version int          `json:"wids_version"`
@@ -41,7 +41,7 @@ type ShardEntry struct {
 	Samples int    `json:"nsamples"`
 	Bytes   int64  `json:"filesize,omitempty"` // 0: unknown
 	// ETag and CRC32C (8 hex digits) are the shard's as indexed, where the shards
-	// were read through a shard cache; empty: unknown. OpenDataset has the shard
+	// were read through a shard cache; empty: unknown. Open has the shard
 	// cache refuse a shard that differs from them by name (objstore.ErrChanged),
 	// never reading it with this index's counts.
 	ETag   string `json:"etag,omitempty"`

@@ -57,7 +57,7 @@ func TestOpenShardIndexLocal(t *testing.T) {
 	noClasses.Classes = nil
 	writeIndex(t, filepath.Join(dir, "plain.json"), noClasses)
 	for _, name := range []string{"train.json", "plain.json"} {
-		d, err := OpenDataset(ctx, filepath.Join(dir, name), &DatasetOptions{WebDataset: &WebDatasetOptions{Logf: quiet}})
+		d, err := Open(ctx, filepath.Join(dir, name), &OpenOptions{WebDataset: &WebDatasetOptions{Logf: quiet}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -94,7 +94,7 @@ func TestOpenShardIndexErrors(t *testing.T) {
 	cases["garbage.json"] = nil
 	cases["absent.json"] = nil
 	for name := range cases {
-		d, err := OpenDataset(ctx, filepath.Join(dir, name), &DatasetOptions{WebDataset: &WebDatasetOptions{Logf: quiet}})
+		d, err := Open(ctx, filepath.Join(dir, name), &OpenOptions{WebDataset: &WebDatasetOptions{Logf: quiet}})
 		if name == "missing.json" && err == nil {
 			// Lazy: the missing shard is found when read, as a bad shard naming it.
 			ld := newLoader(t, d.Source, shardConfig())
@@ -139,7 +139,7 @@ func testOpenShardIndexS3(t *testing.T, srv *s3test.Server) {
 	srv.Put(t, "wds/train.json", writeIndex(t, filepath.Join(t.TempDir(), "train.json"), x))
 	p := s3test.NewProxy(t, srv.Endpoint, s3test.Faults{Latency: 30 * time.Millisecond})
 	srv.Env(t, p.URL)
-	d, err := OpenDataset(ctx, srv.URL("wds/train.json"), &DatasetOptions{Store: fastStore, Cache: &objstore.CacheOptions{Concurrency: 1},
+	d, err := Open(ctx, srv.URL("wds/train.json"), &OpenOptions{Store: fastStore, Cache: &objstore.CacheOptions{Concurrency: 1},
 		WebDataset: &WebDatasetOptions{Logf: quiet}})
 	if err != nil {
 		t.Fatal(err)
@@ -182,7 +182,7 @@ func TestOpenShardIndexHTTP(t *testing.T) {
 	x.Shards[1].URL = hs.URL + "/wds/" + x.Shards[1].URL
 	writeIndex(t, filepath.Join(sub, "train.json"), x)
 	ctx := context.Background()
-	d, err := OpenDataset(ctx, hs.URL+"/wds/train.json", &DatasetOptions{Store: fastStore, WebDataset: &WebDatasetOptions{Logf: quiet}})
+	d, err := Open(ctx, hs.URL+"/wds/train.json", &OpenOptions{Store: fastStore, WebDataset: &WebDatasetOptions{Logf: quiet}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,7 +284,7 @@ func TestShardIndexChecksum(t *testing.T) {
 	defer hs.Close()
 	ctx := context.Background()
 	for _, index := range []string{"train.json", "old.json"} {
-		d, err := OpenDataset(ctx, hs.URL+"/"+index, &DatasetOptions{Store: fastStore, WebDataset: &WebDatasetOptions{Logf: quiet}})
+		d, err := Open(ctx, hs.URL+"/"+index, &OpenOptions{Store: fastStore, WebDataset: &WebDatasetOptions{Logf: quiet}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -321,7 +321,7 @@ func testShardIndexS3Identity(t *testing.T, srv *s3test.Server) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := OpenDataset(ctx, srv.URL("wds/train-{000000..000003}.tar"), &DatasetOptions{Store: fastStore, WebDataset: &WebDatasetOptions{Logf: quiet}})
+	d, err := Open(ctx, srv.URL("wds/train-{000000..000003}.tar"), &OpenOptions{Store: fastStore, WebDataset: &WebDatasetOptions{Logf: quiet}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -340,7 +340,7 @@ func testShardIndexS3Identity(t *testing.T, srv *s3test.Server) {
 	}
 	data[len(data)/2] ^= 1
 	srv.Put(t, "wds/"+names[2], data)
-	d, err = OpenDataset(ctx, srv.URL("wds/train.json"), &DatasetOptions{Store: fastStore, WebDataset: &WebDatasetOptions{Logf: quiet}})
+	d, err = Open(ctx, srv.URL("wds/train.json"), &OpenOptions{Store: fastStore, WebDataset: &WebDatasetOptions{Logf: quiet}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -368,7 +368,7 @@ func testShardReplacedBetweenEpochs(t *testing.T, srv *s3test.Server) {
 	dir, names, largest := remoteShards(t, srv, "wds/", 2, 8, 4) // 4 shards
 	srv.Env(t, srv.Endpoint)
 	ctx := context.Background()
-	d, err := OpenDataset(ctx, srv.URL("wds/train-{000000..000003}.tar"), &DatasetOptions{Store: fastStore,
+	d, err := Open(ctx, srv.URL("wds/train-{000000..000003}.tar"), &OpenOptions{Store: fastStore,
 		Cache: &objstore.CacheOptions{MaxBytes: 3 * largest, Concurrency: 1}, WebDataset: &WebDatasetOptions{Logf: quiet}})
 	if err != nil {
 		t.Fatal(err)

@@ -107,23 +107,23 @@ func (o *WebDatasetOptions) withDefaults() (WebDatasetOptions, error) {
 	}
 	switch {
 	case c.Concurrency < 0:
-		return c, fmt.Errorf("pipeline: WebDatasetOptions.Concurrency %d is negative", c.Concurrency)
+		return c, fmt.Errorf("source: WebDatasetOptions.Concurrency %d is negative", c.Concurrency)
 	case c.PrefetchShards < 0:
-		return c, fmt.Errorf("pipeline: WebDatasetOptions.PrefetchShards %d is negative", c.PrefetchShards)
+		return c, fmt.Errorf("source: WebDatasetOptions.PrefetchShards %d is negative", c.PrefetchShards)
 	case c.MaxMetadataBytes < 0:
-		return c, fmt.Errorf("pipeline: WebDatasetOptions.MaxMetadataBytes %d is negative", c.MaxMetadataBytes)
+		return c, fmt.Errorf("source: WebDatasetOptions.MaxMetadataBytes %d is negative", c.MaxMetadataBytes)
 	case c.ShardBytes != nil && len(c.ShardBytes) != len(c.ShardSamples):
-		return c, fmt.Errorf("pipeline: WebDatasetOptions.ShardBytes has %d sizes for %d ShardSamples", len(c.ShardBytes), len(c.ShardSamples))
+		return c, fmt.Errorf("source: WebDatasetOptions.ShardBytes has %d sizes for %d ShardSamples", len(c.ShardBytes), len(c.ShardSamples))
 	}
 	for k, b := range c.ShardBytes {
 		if b < 0 {
-			return c, fmt.Errorf("pipeline: WebDatasetOptions.ShardBytes[%d] is %d", k, b)
+			return c, fmt.Errorf("source: WebDatasetOptions.ShardBytes[%d] is %d", k, b)
 		}
 	}
 	seen := map[string]bool{}
 	for _, n := range c.Classes {
 		if seen[n] {
-			return c, fmt.Errorf("pipeline: WebDatasetOptions.Classes names %q twice", n)
+			return c, fmt.Errorf("source: WebDatasetOptions.Classes names %q twice", n)
 		}
 		seen[n] = true
 	}
@@ -245,7 +245,7 @@ type wdsPacked struct {
 // shard whose first header cannot be read (not a tar file, missing, unreadable) fails
 // WebDataset, with an error naming the shard.
 func WebDataset(fsys fs.FS, shards []string, opts *WebDatasetOptions) (*WebDatasetSource, error) {
-	// An fs.FS takes no context; OpenDataset, which fetches remote shards, passes its own.
+	// An fs.FS takes no context; Open, which fetches remote shards, passes its own.
 	return webDataset(context.Background(), fsys, shards, opts)
 }
 
@@ -257,10 +257,10 @@ func webDataset(ctx context.Context, fsys fs.FS, shards []string, opts *WebDatas
 		return nil, err
 	}
 	if fsys == nil {
-		return nil, errors.New("pipeline: webdataset: nil file system")
+		return nil, errors.New("source: webdataset: nil file system")
 	}
 	if len(shards) == 0 {
-		return nil, errors.New("pipeline: webdataset: no shards")
+		return nil, errors.New("source: webdataset: no shards")
 	}
 	if o.ShardSamples != nil {
 		return lazy(fsys, shards, &o)
@@ -296,7 +296,7 @@ func webDataset(ctx context.Context, fsys fs.FS, shards []string, opts *WebDatas
 				return nil, e
 			}
 		}
-		return nil, fmt.Errorf("pipeline: webdataset: indexing %d shards: %w", len(shards), err)
+		return nil, fmt.Errorf("source: webdataset: indexing %d shards: %w", len(shards), err)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -309,10 +309,10 @@ func webDataset(ctx context.Context, fsys fs.FS, shards []string, opts *WebDatas
 func WebDatasetGlob(pattern string, opts *WebDatasetOptions) (*WebDatasetSource, error) {
 	names, err := filepath.Glob(pattern)
 	if err != nil {
-		return nil, fmt.Errorf("pipeline: webdataset: pattern %q: %w", pattern, err)
+		return nil, fmt.Errorf("source: webdataset: pattern %q: %w", pattern, err)
 	}
 	if len(names) == 0 {
-		return nil, fmt.Errorf("pipeline: webdataset: no shards match %q", pattern)
+		return nil, fmt.Errorf("source: webdataset: no shards match %q", pattern)
 	}
 	slices.Sort(names)
 	s, err := WebDatasetFiles(names, opts)
@@ -328,7 +328,7 @@ func WebDatasetGlob(pattern string, opts *WebDatasetOptions) (*WebDatasetSource,
 // every shard is in one folder, else absolute paths.
 func WebDatasetFiles(paths []string, opts *WebDatasetOptions) (*WebDatasetSource, error) {
 	if len(paths) == 0 {
-		return nil, errors.New("pipeline: webdataset: no shards")
+		return nil, errors.New("source: webdataset: no shards")
 	}
 	dir := filepath.Dir(paths[0])
 	rel := make([]string, len(paths))
@@ -344,7 +344,7 @@ func WebDatasetFiles(paths []string, opts *WebDatasetOptions) (*WebDatasetSource
 		for k, p := range paths {
 			a, err := filepath.Abs(p)
 			if err != nil {
-				return nil, fmt.Errorf("pipeline: webdataset: %s: %w", p, err)
+				return nil, fmt.Errorf("source: webdataset: %s: %w", p, err)
 			}
 			rel[k] = strings.TrimPrefix(filepath.ToSlash(a), "/")
 		}
@@ -464,11 +464,11 @@ func indexShard(ctx context.Context, fsys fs.FS, name string, o *WebDatasetOptio
 		return nil, ioFailure(name, err)
 	}
 	if err := files.Regular(fi); err != nil {
-		return nil, fmt.Errorf("pipeline: webdataset shard %s: %w", name, err)
+		return nil, fmt.Errorf("source: webdataset shard %s: %w", name, err)
 	}
 	total := fi.Size()
 	if total == 0 {
-		return nil, fmt.Errorf("pipeline: webdataset shard %s: empty file, not a tar file", name)
+		return nil, fmt.Errorf("source: webdataset shard %s: empty file, not a tar file", name)
 	}
 	pr := &posReader{r: f}
 	var r io.Reader = pr
@@ -500,10 +500,10 @@ func indexShard(ctx context.Context, fsys fs.FS, name string, o *WebDatasetOptio
 				return nil, ioFailure(name, err)
 			}
 			if members == 0 {
-				return nil, fmt.Errorf("pipeline: webdataset shard %s: not a readable tar file: %w", name, err)
+				return nil, fmt.Errorf("source: webdataset shard %s: not a readable tar file: %w", name, err)
 			}
 			why := fmt.Sprintf("shard damaged after member %s: %v", last, err)
-			o.Logf("pipeline: webdataset shard %s: damaged after member %s (%v); keeping the %d samples before it", name, last, err, len(sh.keys))
+			o.Logf("source: webdataset shard %s: damaged after member %s (%v); keeping the %d samples before it", name, last, err, len(sh.keys))
 			if cur != nil {
 				cur.bad = why
 			}
@@ -604,7 +604,7 @@ func indexShard(ctx context.Context, fsys fs.FS, name string, o *WebDatasetOptio
 		return nil, ioFailure(name, pr.err)
 	}
 	if sh.dropped > 0 {
-		o.Logf("pipeline: webdataset shard %s: %d members over MaxMetadataBytes %d left out of the metadata", name, sh.dropped, o.MaxMetadataBytes)
+		o.Logf("source: webdataset shard %s: %d members over MaxMetadataBytes %d left out of the metadata", name, sh.dropped, o.MaxMetadataBytes)
 	}
 	return sh, nil
 }
@@ -764,16 +764,16 @@ func assemble(fsys fs.FS, shards []string, parts []*wdsShard, o *WebDatasetOptio
 		s.ends = append(s.ends, n)
 	}
 	if n == 0 {
-		return nil, fmt.Errorf("pipeline: webdataset: no samples in %d shards (%s…)", len(shards), shards[0])
+		return nil, fmt.Errorf("source: webdataset: no samples in %d shards (%s…)", len(shards), shards[0])
 	}
 	if n > 1<<31-1 {
-		return nil, fmt.Errorf("pipeline: webdataset: %d samples, more than %d", n, 1<<31-1)
+		return nil, fmt.Errorf("source: webdataset: %d samples, more than %d", n, 1<<31-1)
 	}
 	switch {
 	case len(o.Classes) > 0:
 		s.classes = o.Classes
 	case len(names) > 0 && hasInt:
-		return nil, fmt.Errorf("pipeline: webdataset: labels mix class names (%s) and integers (%s); use one kind, or give WebDatasetOptions.Classes", nameAt, intAt)
+		return nil, fmt.Errorf("source: webdataset: labels mix class names (%s) and integers (%s); use one kind, or give WebDatasetOptions.Classes", nameAt, intAt)
 	case len(names) > 0:
 		s.classes = slices.Sorted(maps.Keys(names))
 	default:
@@ -823,26 +823,26 @@ func (s *WebDatasetSource) numberClasses() {
 // samples each holds.
 func lazy(fsys fs.FS, shards []string, o *WebDatasetOptions) (*WebDatasetSource, error) {
 	if len(o.ShardSamples) != len(shards) {
-		return nil, fmt.Errorf("pipeline: WebDatasetOptions.ShardSamples has %d counts for %d shards", len(o.ShardSamples), len(shards))
+		return nil, fmt.Errorf("source: WebDatasetOptions.ShardSamples has %d counts for %d shards", len(o.ShardSamples), len(shards))
 	}
 	if len(o.Classes) == 0 {
-		return nil, errors.New("pipeline: WebDatasetOptions.ShardSamples (lazy indexing) needs WebDatasetOptions.Classes: the labels cannot be numbered before every shard is read")
+		return nil, errors.New("source: WebDatasetOptions.ShardSamples (lazy indexing) needs WebDatasetOptions.Classes: the labels cannot be numbered before every shard is read")
 	}
 	s := &WebDatasetSource{fsys: fsys, shards: slices.Clone(shards), o: *o, parts: make([]wdsPart, len(shards)),
 		classes: o.Classes, labelled: true, keys: o.MetadataKeys, desc: fmt.Sprintf("webdataset(%d shards, lazy)", len(shards))}
 	n := 0
 	for k, c := range o.ShardSamples {
 		if c < 0 {
-			return nil, fmt.Errorf("pipeline: WebDatasetOptions.ShardSamples[%d] (%s) is %d", k, shards[k], c)
+			return nil, fmt.Errorf("source: WebDatasetOptions.ShardSamples[%d] (%s) is %d", k, shards[k], c)
 		}
 		n += c
 		if n > 1<<31-1 {
-			return nil, fmt.Errorf("pipeline: WebDatasetOptions.ShardSamples: more than %d samples", 1<<31-1)
+			return nil, fmt.Errorf("source: WebDatasetOptions.ShardSamples: more than %d samples", 1<<31-1)
 		}
 		s.ends = append(s.ends, n)
 	}
 	if n == 0 {
-		return nil, errors.New("pipeline: WebDatasetOptions.ShardSamples counts no samples")
+		return nil, errors.New("source: WebDatasetOptions.ShardSamples counts no samples")
 	}
 	s.numberClasses()
 	s.bytes = o.ShardBytes
@@ -879,7 +879,7 @@ func (s *WebDatasetSource) part(k int) *wdsPacked {
 	var p *wdsPacked
 	if err == nil {
 		if len(raw.keys) != want {
-			s.o.Logf("pipeline: webdataset shard %s holds %d samples, WebDatasetOptions.ShardSamples says %d", s.shards[k], len(raw.keys), want)
+			s.o.Logf("source: webdataset shard %s holds %d samples, WebDatasetOptions.ShardSamples says %d", s.shards[k], len(raw.keys), want)
 		}
 		p, err = s.pack(k, raw, want)
 	}
@@ -910,7 +910,7 @@ func (e *transientError) Unwrap() error { return e.err }
 // ioFailure wraps err, met opening or reading shard name, as transient unless it says
 // the shard is missing or unreadable for good.
 func ioFailure(name string, err error) error {
-	err = fmt.Errorf("pipeline: webdataset shard %s: %w", name, err)
+	err = fmt.Errorf("source: webdataset shard %s: %w", name, err)
 	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
 		return err
 	}
@@ -941,7 +941,7 @@ func (s *WebDatasetSource) pack(k int, raw *wdsShard, n int) (*wdsPacked, error)
 			first = -1
 		}
 		if err := p.add(sh+"/"+key, first); err != nil {
-			return nil, fmt.Errorf("pipeline: webdataset shard %s: %w", sh, err)
+			return nil, fmt.Errorf("source: webdataset shard %s: %w", sh, err)
 		}
 		if why != "" {
 			p.bad[int32(j)] = fmt.Sprintf("webdataset shard %s, sample %s: %s", sh, key, why)
@@ -968,7 +968,7 @@ func (s *WebDatasetSource) pack(k int, raw *wdsShard, n int) (*wdsPacked, error)
 				p.mends = append(p.mends, 0)
 			}
 			if len(p.marena)+len(m.data) > 1<<32-1 {
-				return nil, fmt.Errorf("pipeline: webdataset shard %s: more than 4 GiB of metadata", sh)
+				return nil, fmt.Errorf("source: webdataset shard %s: more than 4 GiB of metadata", sh)
 			}
 			p.marena = append(p.marena, m.data...)
 			p.mfields = append(p.mfields, metaField{uint32(id), uint32(len(p.marena))})
@@ -1223,7 +1223,7 @@ func (m *wdsMember) Sys() any           { return nil }
 // by calling it once per range.
 func WriteWebDataset(w io.Writer, src pipeline.FileSource, from, to int) error {
 	if from < 0 || to > src.Len() || from >= to {
-		return fmt.Errorf("pipeline: webdataset: samples [%d, %d) outside the source's %d", from, to, src.Len())
+		return fmt.Errorf("source: webdataset: samples [%d, %d) outside the source's %d", from, to, src.Len())
 	}
 	tw := tar.NewWriter(w)
 	put := func(name string, data []byte) error {
@@ -1236,22 +1236,22 @@ func WriteWebDataset(w io.Writer, src pipeline.FileSource, from, to int) error {
 		p := src.Path(i)
 		ext := strings.ToLower(strings.TrimPrefix(path.Ext(p), "."))
 		if !slices.Contains(wdsImageExts, ext) {
-			return fmt.Errorf("pipeline: webdataset: %s: not a .jpg, .jpeg, .png or .webp image, which WebDataset readers take", p)
+			return fmt.Errorf("source: webdataset: %s: not a .jpg, .jpeg, .png or .webp image, which WebDataset readers take", p)
 		}
 		dir, base := path.Split(strings.TrimSuffix(p, path.Ext(p)))
 		key := dir + strings.ReplaceAll(base, ".", "_")
 		if seen[key] {
-			return fmt.Errorf("pipeline: webdataset: %s: key %s repeats an earlier sample's", p, key)
+			return fmt.Errorf("source: webdataset: %s: key %s repeats an earlier sample's", p, key)
 		}
 		seen[key] = true
 		f, err := src.Open(i)
 		if err != nil {
-			return fmt.Errorf("pipeline: webdataset: %s: %w", p, err)
+			return fmt.Errorf("source: webdataset: %s: %w", p, err)
 		}
 		data, err := io.ReadAll(f)
 		f.Close()
 		if err != nil {
-			return fmt.Errorf("pipeline: webdataset: %s: %w", p, err)
+			return fmt.Errorf("source: webdataset: %s: %w", p, err)
 		}
 		members := []wdsMeta{{ext, data}}
 		if isMultiLabel(src) {
@@ -1270,10 +1270,10 @@ func WriteWebDataset(w io.Writer, src pipeline.FileSource, from, to int) error {
 		}
 		for _, m := range members {
 			if err := put(key+"."+m.key, m.data); err != nil {
-				return fmt.Errorf("pipeline: webdataset: %s: %w", p, err)
+				return fmt.Errorf("source: webdataset: %s: %w", p, err)
 			}
 			if _, err := tw.Write(m.data); err != nil {
-				return fmt.Errorf("pipeline: webdataset: %s: %w", p, err)
+				return fmt.Errorf("source: webdataset: %s: %w", p, err)
 			}
 		}
 	}

@@ -327,7 +327,7 @@ flags:
 					return err
 				}
 			}
-			ds, err := source.OpenDataset(ctx, pos[0], &source.DatasetOptions{
+			ds, err := source.Open(ctx, pos[0], &source.OpenOptions{
 				Cache:      &objstore.CacheOptions{Dir: *shardCache, MaxBytes: int64(shardCacheMax), Concurrency: *shardFetches},
 				WebDataset: wo,
 				Converted:  source.ConvertedOptions{AllowIncomplete: *allowIncomplete, Logf: logf, PrefetchShards: *shardPrefetch},

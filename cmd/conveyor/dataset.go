@@ -65,7 +65,7 @@ func shardArgs(args []string) bool {
 	return len(args) > 0
 }
 
-// datasetURL reports whether args are one dataset URL that source.OpenDataset opens:
+// datasetURL reports whether args are one dataset URL that source.Open opens:
 // a remote URL, a local shard pattern, or a shard index (.json).
 func datasetURL(args []string) bool {
 	return len(args) == 1 && (objstore.IsRemote(args[0]) || strings.ContainsAny(args[0], "*?[{") || shardIndexArg(args[0]))
@@ -140,7 +140,7 @@ func openRemoteIndex(ctx context.Context, arg string) (*remoteDataset, error) {
 		closeAll()
 		return nil, err
 	}
-	// As training does (source.OpenDataset): the shard cache refuses a shard that is
+	// As training does (source.Open): the shard cache refuses a shard that is
 	// not the one the manifest recorded, by name, before it is read at the index's
 	// offsets. A dataset whose records do not read is reported when it is opened.
 	if info, err := cache.ReadInfo(dir); err == nil {

@@ -36,7 +36,7 @@ func testHalfUploadedConversion(t *testing.T, srv *s3test.Server) {
 			t.Fatalf("convert: %v\n%s%s", err, out, stderr)
 		}
 		srv.Delete(t, prefix+cache.InfoName)
-		_, err := source.OpenDataset(context.Background(), url, &source.DatasetOptions{Store: fastS3})
+		_, err := source.Open(context.Background(), url, &source.OpenOptions{Store: fastS3})
 		if !errors.Is(err, source.ErrIncomplete) || !strings.Contains(err.Error(), "upload did not finish") || !strings.Contains(err.Error(), url) || !strings.Contains(err.Error(), "no "+cache.InfoName) || strings.Contains(err.Error(), "WebDataset") {
 			t.Errorf("OpenDataset of %s without %s: %v", url, cache.InfoName, err)
 		}

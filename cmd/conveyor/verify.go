@@ -184,7 +184,7 @@ func verifyShards(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	var ds *source.Dataset
 	var where func(k int) string // shard k as the user knows it: its path or URL
 	if datasetURL(args) {
-		d, err := source.OpenDataset(ctx, args[0], &source.DatasetOptions{WebDataset: &source.WebDatasetOptions{Logf: logf}})
+		d, err := source.Open(ctx, args[0], &source.OpenOptions{WebDataset: &source.WebDatasetOptions{Logf: logf}})
 		if err != nil {
 			return err
 		}

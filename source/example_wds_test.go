@@ -1,4 +1,4 @@
-package pipeline_test
+package source_test
 
 import (
 	"archive/tar"
