@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/conveyor-ml/conveyor/gpu/gputest"
+	"github.com/conveyor-ml/conveyor/internal/treetest"
 )
 
 // A training step that reads a batch's device memory on its own stream for a while
@@ -20,7 +21,7 @@ import (
 // WaitOn or with ReleaseOn, orders the device buffer's reuse after the step on the GPU.
 func TestDeviceStepNotOverwritten(t *testing.T) {
 	f := gputest.Use(t)
-	src, err := Dir(sharedTree(t))
+	src, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +93,7 @@ func TestDeviceStepNotOverwritten(t *testing.T) {
 // driver's reason, and the same batches.
 func TestDeviceRegistrationRefused(t *testing.T) {
 	f := gputest.Use(t)
-	src, err := Dir(sharedTree(t))
+	src, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +154,7 @@ func TestDeviceRegistrationRefusedByEnvironment(t *testing.T) {
 		return
 	}
 	gputest.Use(t)
-	src, err := Dir(sharedTree(t))
+	src, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}

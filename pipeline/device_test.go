@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/conveyor-ml/conveyor/gpu/gputest"
+	"github.com/conveyor-ml/conveyor/internal/treetest"
 	"github.com/conveyor-ml/conveyor/pack"
 )
 
@@ -50,7 +51,7 @@ func TestDeviceBatchesMatchHost(t *testing.T) {
 			t.Errorf("after Close: %d device bytes, %d registered ranges, %d context references", f.Allocated(), f.Registered(), f.PrimaryRefs())
 		}
 	})
-	src, err := Dir(sharedTree(t))
+	src, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +138,7 @@ func overlapEpoch(t *testing.T, ld *Loader, step, margin time.Duration, read boo
 func TestDeviceCopiesOverlapTheStep(t *testing.T) {
 	f := gputest.Use(t)
 	f.Delay(3 * time.Millisecond)
-	src, err := Dir(sharedTree(t))
+	src, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +165,7 @@ func TestDeviceCopiesOverlapTheStep(t *testing.T) {
 // Close still frees every device byte, registration and context reference.
 func TestDeviceFailureNamesBatch(t *testing.T) {
 	f := gputest.Use(t)
-	src, err := Dir(sharedTree(t))
+	src, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +208,7 @@ func TestDeviceFailureNamesBatch(t *testing.T) {
 // Device memory is taken in New: too much fails there, naming the bytes.
 func TestDeviceOutOfMemoryAtNew(t *testing.T) {
 	f := gputest.Use(t)
-	src, err := Dir(sharedTree(t))
+	src, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +230,7 @@ func TestDeviceOutOfMemoryAtNew(t *testing.T) {
 
 func TestDeviceOptions(t *testing.T) {
 	t.Setenv("CONVEYOR_LIBCUDA", "/nonexistent/libcuda.so.1")
-	src, err := Dir(sharedTree(t))
+	src, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +265,7 @@ func TestDeviceOptions(t *testing.T) {
 // of them is reported, not a hang.
 func TestDeviceHoldingEveryBuffer(t *testing.T) {
 	gputest.Use(t)
-	src, err := Dir(sharedTree(t))
+	src, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}

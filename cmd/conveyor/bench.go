@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/conveyor-ml/conveyor/source"
+
 	"github.com/conveyor-ml/conveyor/cache"
 	"github.com/conveyor-ml/conveyor/internal/synth"
 	"github.com/conveyor-ml/conveyor/mixup"
@@ -44,7 +46,7 @@ type benchResult struct {
 	// ObjStore: a remote dataset's object-store and shard-cache counters, indexing
 	// included.
 	ObjStore *objStats `json:"objstore,omitempty"`
-	store    *pipeline.Dataset
+	store    *source.Dataset
 }
 
 // objStats is objstore.Stats as bench reports it.
@@ -319,22 +321,22 @@ flags:
 			return usagef("--allow-incomplete applies to a converted dataset (a DIR or URL holding %s)", cache.InfoName)
 		}
 		if datasetURL(pos) {
-			wo := &pipeline.WebDatasetOptions{Logf: logf, PrefetchShards: *shardPrefetch}
+			wo := &source.WebDatasetOptions{Logf: logf, PrefetchShards: *shardPrefetch}
 			if *shardIndex != "" {
 				if wo.ShardSamples, wo.Classes, err = readShardIndex(*shardIndex); err != nil {
 					return err
 				}
 			}
-			ds, err := pipeline.OpenDataset(ctx, pos[0], &pipeline.DatasetOptions{
+			ds, err := source.Open(ctx, pos[0], &source.OpenOptions{
 				Cache:      &objstore.CacheOptions{Dir: *shardCache, MaxBytes: int64(shardCacheMax), Concurrency: *shardFetches},
 				WebDataset: wo,
-				Converted:  pipeline.ConvertedOptions{AllowIncomplete: *allowIncomplete, Logf: logf, PrefetchShards: *shardPrefetch},
+				Converted:  source.ConvertedOptions{AllowIncomplete: *allowIncomplete, Logf: logf, PrefetchShards: *shardPrefetch},
 			})
 			if err != nil {
 				return err
 			}
 			defer ds.Close() // after the loaders' Close
-			conv, converted := ds.Source.(*pipeline.Converted)
+			conv, converted := ds.Source.(*source.Converted)
 			if *allowIncomplete && !converted {
 				return usagef("--allow-incomplete applies to a converted dataset (a DIR or URL holding %s), not %v", cache.InfoName, ds)
 			}
@@ -365,7 +367,7 @@ flags:
 		if *cacheDir != "" {
 			return fmt.Errorf("%s is a converted dataset, a cache already; leave out --cache", dir)
 		}
-		conv, err := pipeline.OpenConverted(dir, pipeline.ConvertedOptions{AllowIncomplete: *allowIncomplete, Logf: logf})
+		conv, err := source.OpenConverted(dir, source.ConvertedOptions{AllowIncomplete: *allowIncomplete, Logf: logf})
 		if err != nil {
 			return err
 		}
@@ -588,10 +590,10 @@ func readShardIndex(path string) ([]int, []string, error) {
 	var kind struct {
 		Kind string `json:"__kind__"`
 	}
-	if x, err := pipeline.ParseShardIndex(data); err == nil {
+	if x, err := source.ParseShardIndex(data); err == nil {
 		counts, _ = x.Counts()
 		classes = x.Classes
-	} else if json.Unmarshal(data, &kind) == nil && kind.Kind == pipeline.ShardIndexKind {
+	} else if json.Unmarshal(data, &kind) == nil && kind.Kind == source.ShardIndexKind {
 		return nil, nil, fmt.Errorf("--shard-index %s: %w", path, err) // a shard index, but a bad one
 	} else {
 		var idx shardsResult // written before the index's keys were added

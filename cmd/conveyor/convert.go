@@ -17,6 +17,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/conveyor-ml/conveyor/source"
+
 	"github.com/conveyor-ml/conveyor/cache"
 	"github.com/conveyor-ml/conveyor/decode"
 	"github.com/conveyor-ml/conveyor/objstore"
@@ -34,7 +36,7 @@ func convert(args []string, stdout, stderr io.Writer) (err error) {
 
 Decodes every image of the ImageFolder tree SRC (SRC/CLASS/*.jpg, one folder per class),
 resizes it and stores its pixels in the cache directory DST, which "conveyor bench DST" and
-pipeline.OpenConverted read without decoding. A rerun skips the files already stored,
+source.OpenConverted read without decoding. A rerun skips the files already stored,
 so an interrupted conversion (Ctrl-C) resumes. Files that fail to decode are listed in
 DST/%s and do not change the exit status.
 
@@ -156,7 +158,7 @@ flags:
 	defer func() { err = interrupted(ctx, err) }()
 	dstURL := dst
 	var bucket *objstore.Bucket
-	var lease *pipeline.Lease
+	var lease *source.Lease
 	if remote {
 		if bucket, err = openUploadBucket(ctx, dst); err != nil {
 			return err
@@ -178,8 +180,8 @@ flags:
 			return err
 		}
 		// Marks this run as live, so that another run of this part sweeping for
-		// orphans leaves this one's files alone (pipeline.Lease).
-		if lease, err = pipeline.AcquireLease(ctx, bucket, part, dst); err != nil {
+		// orphans leaves this one's files alone (source.Lease).
+		if lease, err = source.AcquireLease(ctx, bucket, part, dst); err != nil {
 			return fmt.Errorf("%s: %w", dstURL, err)
 		}
 		defer func() {
@@ -253,9 +255,9 @@ flags:
 		return err
 	}
 	// A conversion stopped by --max-bytes is uploaded as it is: its record says so.
-	up, uerr := pipeline.UploadConverted(ctx, dst, bucket, part, lease)
+	up, uerr := source.UploadConverted(ctx, dst, bucket, part, lease)
 	fmt.Fprintf(stdout, "conveyor convert uploaded=%d unchanged=%d bytes=%d url=%s\n", up.Uploaded, up.Skipped, up.Bytes, dstURL)
-	if errors.Is(uerr, pipeline.ErrOtherConversion) {
+	if errors.Is(uerr, source.ErrOtherConversion) {
 		return errors.Join(err, uerr) // not resumable: it names what to do
 	}
 	if uerr != nil {
@@ -276,8 +278,8 @@ flags:
 // orphans looks, after an upload, for the files of this conversion (or part) under the
 // prefix that the staging directory dir does not hold — left by a run whose staging
 // directory was lost — and deletes them when del is set, or says how to.
-func orphans(ctx context.Context, b *objstore.Bucket, dir, url string, part cache.Part, lease *pipeline.Lease, del bool, stdout, stderr io.Writer) error {
-	o, err := pipeline.ConvertedOrphans(ctx, b, dir, part, lease)
+func orphans(ctx context.Context, b *objstore.Bucket, dir, url string, part cache.Part, lease *source.Lease, del bool, stdout, stderr io.Writer) error {
+	o, err := source.ConvertedOrphans(ctx, b, dir, part, lease)
 	if err != nil {
 		return fmt.Errorf("looking for orphaned files under %s: %w", url, err)
 	}
@@ -301,7 +303,7 @@ func orphans(ctx context.Context, b *objstore.Bucket, dir, url string, part cach
 			url, len(o.Objects), o.Bytes(), len(o.Uploads), orphanName(o))
 		return nil
 	}
-	if err := o.Delete(ctx, b); errors.Is(err, pipeline.ErrLiveRun) {
+	if err := o.Delete(ctx, b); errors.Is(err, source.ErrLiveRun) {
 		fmt.Fprintf(stderr, "conveyor convert: orphaned files under %s: %v; run again once it has ended to delete them\n", url, err)
 		return nil
 	} else if err != nil {
@@ -311,7 +313,7 @@ func orphans(ctx context.Context, b *objstore.Bucket, dir, url string, part cach
 	return nil
 }
 
-func orphanName(o *pipeline.Orphans) string {
+func orphanName(o *source.Orphans) string {
 	if len(o.Objects) > 0 {
 		return o.Objects[0].Name
 	}

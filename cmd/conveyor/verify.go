@@ -15,10 +15,11 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/conveyor-ml/conveyor/source"
+
 	"github.com/conveyor-ml/conveyor/cache"
 	"github.com/conveyor-ml/conveyor/decode"
 	"github.com/conveyor-ml/conveyor/objstore"
-	"github.com/conveyor-ml/conveyor/pipeline"
 )
 
 func verify(args []string, stdout, stderr io.Writer) (err error) {
@@ -178,12 +179,12 @@ key, and exits 1 when there is any.
 // that remote shards are fetched about once more after indexing.
 func verifyShards(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	logf := func(string, ...any) {} // bad samples are listed below, once each
-	var src *pipeline.WebDatasetSource
+	var src *source.WebDatasetSource
 	name := strings.Join(args, " ")
-	var ds *pipeline.Dataset
+	var ds *source.Dataset
 	var where func(k int) string // shard k as the user knows it: its path or URL
 	if datasetURL(args) {
-		d, err := pipeline.OpenDataset(ctx, args[0], &pipeline.DatasetOptions{WebDataset: &pipeline.WebDatasetOptions{Logf: logf}})
+		d, err := source.Open(ctx, args[0], &source.OpenOptions{WebDataset: &source.WebDatasetOptions{Logf: logf}})
 		if err != nil {
 			return err
 		}
@@ -192,7 +193,7 @@ func verifyShards(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			defer closeOnCancel(ctx, d.Store.Cache)()
 		}
 		ds = d
-		w, ok := d.Source.(*pipeline.WebDatasetSource)
+		w, ok := d.Source.(*source.WebDatasetSource)
 		if !ok {
 			return fmt.Errorf("%s: not WebDataset shards", args[0])
 		}
@@ -208,7 +209,7 @@ func verifyShards(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		if err != nil {
 			return err
 		}
-		src = s.(*pipeline.WebDatasetSource)
+		src = s.(*source.WebDatasetSource)
 		where = func(k int) string { return args[k] }
 	}
 	n := src.Len()
@@ -283,7 +284,7 @@ func verifyShards(ctx context.Context, args []string, stdout, stderr io.Writer) 
 const maxVerifyBytes = 1 << 30
 
 // checkSample reads and decodes sample i of src: "" when it is good, else why not.
-func checkSample(src *pipeline.WebDatasetSource, dec *decode.Decoder, i int, buf []byte, img *decode.Image) ([]byte, *decode.Image, string) {
+func checkSample(src *source.WebDatasetSource, dec *decode.Decoder, i int, buf []byte, img *decode.Image) ([]byte, *decode.Image, string) {
 	f, err := src.Open(i)
 	if err != nil {
 		return buf, img, err.Error()
