@@ -29,10 +29,8 @@ func ExamplePublish() {
 
 // Snap gives the same object for a job's own logs, or for a command's --json output.
 func ExampleSnap() {
-	st := pipeline.Stats{
-		Epochs: 1, Batches: 125, Wait: 2500 * time.Millisecond,
-		Read: pipeline.StageStats{Items: 1000, Busy: 4 * time.Second, Bytes: 110 << 20},
-	}
+	st := pipeline.Stats{Epochs: 1, Batches: 125, Wait: 2500 * time.Millisecond}
+	st.Stages.Read = pipeline.StageStats{Items: 1000, Busy: 4 * time.Second, Bytes: 110 << 20}
 	s := metrics.Snap(st)
 	fmt.Printf("waited %.1fs for %d batches; read %d files\n", s.WaitSeconds, s.Batches, s.Stages.Read.Items)
 

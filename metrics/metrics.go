@@ -125,7 +125,7 @@ type Memory struct {
 	DecodeBudget int64 `json:"decode_budget"`
 	PeakDecode   int64 `json:"peak_decode"`
 	// Returns counts the loader's returns of freed memory to the system (see
-	// pipeline.Stats.MemoryReturns).
+	// pipeline.Stats.Memory.Returns).
 	Returns int64 `json:"returns"`
 }
 
@@ -151,24 +151,24 @@ type Pinned struct {
 
 // Snap converts st. It does not keep st's slices.
 func Snap(st pipeline.Stats) Snapshot {
-	p := st.Pinned
+	p := st.Memory.Pinned
 	s := Snapshot{
 		Epochs: st.Epochs, Batches: st.Batches, WaitSeconds: st.Wait.Seconds(),
-		Stages: Stages{Read: stage(st.Read), Decode: stage(st.Decode), Augment: stage(st.Augment), Pack: stage(st.Pack), Mix: stage(st.Mix)},
-		Queues: Queues{Tasks: queue(st.Tasks), Decoded: queue(st.Decoded), Ready: queue(st.Ready)},
+		Stages: Stages{Read: stage(st.Stages.Read), Decode: stage(st.Stages.Decode), Augment: stage(st.Stages.Augment), Pack: stage(st.Stages.Pack), Mix: stage(st.Stages.Mix)},
+		Queues: Queues{Tasks: queue(st.Queues.Tasks), Decoded: queue(st.Queues.Decoded), Ready: queue(st.Queues.Ready)},
 
-		Workers: st.Workers, IOWorkers: st.IOWorkers, TuneSteps: st.TuneSteps,
+		Workers: st.Tuning.Workers, IOWorkers: st.Tuning.IOWorkers, TuneSteps: st.Tuning.Steps,
 
-		BadSamples: st.BadSamples,
-		RecentBad:  make([]BadSample, 0, min(len(st.RecentBad), MaxRecentBad)),
+		BadSamples: st.Bad.Samples,
+		RecentBad:  make([]BadSample, 0, min(len(st.Bad.Recent), MaxRecentBad)),
 
-		CacheHits: st.CacheHits, CacheStored: st.CacheStored, CacheDeferred: st.CacheDeferred,
+		CacheHits: st.Cache.Hits, CacheStored: st.Cache.Stored, CacheDeferred: st.Cache.Deferred,
 
 		Memory: Memory{
-			Budget: st.Budget, PeakHeld: st.PeakHeld,
-			ReadBudget: st.ReadBudget, PeakRead: st.PeakRead,
-			DecodeBudget: st.DecodeBudget, PeakDecode: st.PeakDecode,
-			Returns: st.MemoryReturns,
+			Budget: st.Memory.Budget, PeakHeld: st.Memory.PeakHeld,
+			ReadBudget: st.Memory.ReadBudget, PeakRead: st.Memory.PeakRead,
+			DecodeBudget: st.Memory.DecodeBudget, PeakDecode: st.Memory.PeakDecode,
+			Returns: st.Memory.Returns,
 		},
 		Pinned: Pinned{
 			BufferSize: p.BufferSize, Buffers: p.Buffers, InUse: p.InUse, PeakInUse: p.PeakInUse,
@@ -176,20 +176,20 @@ func Snap(st pipeline.Stats) Snapshot {
 			Budget: p.Budget, Locked: p.Locked, LockError: p.LockError, Gets: p.Gets, Waits: p.Waits,
 			Registered: p.Registered, RegisterError: p.RegisterError,
 		},
-		Outstanding: st.Outstanding,
+		Outstanding: st.Memory.Outstanding,
 		Device: Device{
-			Kind: st.DeviceKind.String(), Name: st.Device, Bytes: st.DeviceBytes, Copies: st.Copies, CopyWaits: st.CopyWaits,
-			CopyWaitSeconds: st.CopyWaitTime.Seconds(), SlotWaitSeconds: st.SlotWait.Seconds(),
+			Kind: st.Device.Kind.String(), Name: st.Device.Name, Bytes: st.Device.Bytes, Copies: st.Device.Copies, CopyWaits: st.Device.CopyWaits,
+			CopyWaitSeconds: st.Device.CopyWaitTime.Seconds(), SlotWaitSeconds: st.Device.SlotWait.Seconds(),
 		},
 	}
-	for _, e := range st.RecentBad[max(0, len(st.RecentBad)-MaxRecentBad):] {
+	for _, e := range st.Bad.Recent[max(0, len(st.Bad.Recent)-MaxRecentBad):] {
 		b := BadSample{Path: e.Path, Index: e.Index, Epoch: e.Epoch}
 		if e.Err != nil {
 			b.Error = e.Err.Error()
 		}
 		s.RecentBad = append(s.RecentBad, b)
 	}
-	if c := st.Cache; c != nil {
+	if c := st.Cache.Store; c != nil {
 		s.Cache = &Cache{
 			Records: c.Records, Shards: c.Shards, Bytes: c.Bytes,
 			Hits: c.Hits, Misses: c.Misses, Corrupt: c.Corrupt,
@@ -204,7 +204,7 @@ func stage(s pipeline.StageStats) Stage {
 	return Stage{Items: s.Items, BusySeconds: s.Busy.Seconds(), Bytes: s.Bytes}
 }
 
-func queue(q pipeline.QueueStats) Queue { return Queue{Len: q.Len, Cap: q.Cap} }
+func queue(q struct{ Len, Cap int }) Queue { return Queue{Len: q.Len, Cap: q.Cap} }
 
 // Expvar returns an expvar.Var whose value is Snap(s.Stats()), taken each time the
 // variable is read, so publishing it costs nothing until someone looks.

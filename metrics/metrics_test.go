@@ -37,40 +37,35 @@ func (f *fake) Stats() pipeline.Stats { return f.st }
 // fakeStats has a distinct value in every field, so a field copied into the wrong key
 // shows up.
 func fakeStats() pipeline.Stats {
-	st := pipeline.Stats{
-		Epochs: 2, Batches: 30, Wait: 1500 * time.Millisecond,
-		Read:    pipeline.StageStats{Items: 240, Busy: 2 * time.Second, Bytes: 1 << 20},
-		Decode:  pipeline.StageStats{Items: 239, Busy: 4250 * time.Millisecond, Bytes: 3 << 20},
-		Augment: pipeline.StageStats{Items: 238, Busy: 500 * time.Millisecond, Bytes: 238},
-		Pack:    pipeline.StageStats{Items: 237, Busy: 250 * time.Millisecond, Bytes: 5 << 20},
-		Tasks:   pipeline.QueueStats{Len: 3, Cap: 64},
-		Decoded: pipeline.QueueStats{Len: 5, Cap: 16},
-		Ready:   pipeline.QueueStats{Len: 1, Cap: 4},
-
-		Workers: 3, IOWorkers: 32, TuneSteps: 4,
-
-		BadSamples: 12,
-
-		CacheHits: 100, CacheStored: 40, CacheDeferred: 7,
-		Cache: &cache.Stats{
-			Records: 140, Shards: 3, Bytes: 9 << 20, Hits: 101, Misses: 41, Corrupt: 1,
-			Written: 42, Rejected: 2, Evicted: 4, Full: true, Disabled: "disk full",
-		},
-
-		Budget: 1 << 30, PeakHeld: 300 << 20, ReadBudget: 64 << 20, PeakRead: 10 << 20,
-		DecodeBudget: 128 << 20, PeakDecode: 20 << 20, MemoryReturns: 3,
-		Pinned: pinned.Stats{
-			BufferSize: 1 << 20, Buffers: 6, InUse: 2, PeakInUse: 5, BytesMapped: 6 << 20,
-			BytesInUse: 2 << 20, PeakBytesInUse: 5 << 20, Budget: 8 << 20, Locked: false,
-			LockError: "mlock: operation not permitted", Gets: 60, Waits: 9, Registered: true,
-		},
-		Outstanding: 2,
-		DeviceKind:  gpu.CUDA, Device: "cuda:0 (NVIDIA H100 80GB HBM3, 79.1 GiB, driver 12.8)", DeviceBytes: 77 << 20, Copies: 30,
-		CopyWaits: 1, CopyWaitTime: 3 * time.Millisecond, SlotWait: 1500 * time.Millisecond,
+	st := pipeline.Stats{Epochs: 2, Batches: 30, Wait: 1500 * time.Millisecond}
+	st.Stages.Read = pipeline.StageStats{Items: 240, Busy: 2 * time.Second, Bytes: 1 << 20}
+	st.Stages.Decode = pipeline.StageStats{Items: 239, Busy: 4250 * time.Millisecond, Bytes: 3 << 20}
+	st.Stages.Augment = pipeline.StageStats{Items: 238, Busy: 500 * time.Millisecond, Bytes: 238}
+	st.Stages.Pack = pipeline.StageStats{Items: 237, Busy: 250 * time.Millisecond, Bytes: 5 << 20}
+	q := &st.Queues
+	q.Tasks.Len, q.Tasks.Cap, q.Decoded.Len, q.Decoded.Cap, q.Ready.Len, q.Ready.Cap = 3, 64, 5, 16, 1, 4
+	st.Tuning.Workers, st.Tuning.IOWorkers, st.Tuning.Steps = 3, 32, 4
+	st.Bad.Samples = 12
+	st.Cache.Hits, st.Cache.Stored, st.Cache.Deferred = 100, 40, 7
+	st.Cache.Store = &cache.Stats{
+		Records: 140, Shards: 3, Bytes: 9 << 20, Hits: 101, Misses: 41, Corrupt: 1,
+		Written: 42, Rejected: 2, Evicted: 4, Full: true, Disabled: "disk full",
 	}
+	m := &st.Memory
+	m.Budget, m.PeakHeld, m.ReadBudget, m.PeakRead = 1<<30, 300<<20, 64<<20, 10<<20
+	m.DecodeBudget, m.PeakDecode, m.Returns = 128<<20, 20<<20, 3
+	m.Pinned = pinned.Stats{
+		BufferSize: 1 << 20, Buffers: 6, InUse: 2, PeakInUse: 5, BytesMapped: 6 << 20,
+		BytesInUse: 2 << 20, PeakBytesInUse: 5 << 20, Budget: 8 << 20, Locked: false,
+		LockError: "mlock: operation not permitted", Gets: 60, Waits: 9, Registered: true,
+	}
+	m.Outstanding = 2
+	d := &st.Device
+	d.Kind, d.Name, d.Bytes, d.Copies = gpu.CUDA, "cuda:0 (NVIDIA H100 80GB HBM3, 79.1 GiB, driver 12.8)", 77<<20, 30
+	d.CopyWaits, d.CopyWaitTime, d.SlotWait = 1, 3*time.Millisecond, 1500*time.Millisecond
 	// Twelve failures, more than a Snapshot lists.
 	for i := range 12 {
-		st.RecentBad = append(st.RecentBad, pipeline.SampleError{
+		st.Bad.Recent = append(st.Bad.Recent, pipeline.SampleError{
 			Path: fmt.Sprintf("class00/%05d.jpg", i), Index: i, Epoch: 1, Err: errors.New("decode: truncated"),
 		})
 	}
@@ -138,12 +133,12 @@ func TestExpvarJSON(t *testing.T) {
 		{name: "full", edit: func(*pipeline.Stats) {}},
 		{
 			name: "no cache, no failures",
-			edit: func(st *pipeline.Stats) { st.Cache, st.BadSamples, st.RecentBad = nil, 0, nil },
+			edit: func(st *pipeline.Stats) { st.Cache.Store, st.Bad.Samples, st.Bad.Recent = nil, 0, nil },
 		},
 		{
 			name: "nil cause",
 			edit: func(st *pipeline.Stats) {
-				st.BadSamples, st.RecentBad = 1, []pipeline.SampleError{{Path: "a.jpg", Index: 3}}
+				st.Bad.Samples, st.Bad.Recent = 1, []pipeline.SampleError{{Path: "a.jpg", Index: 3}}
 			},
 		},
 	}
@@ -156,12 +151,12 @@ func TestExpvarJSON(t *testing.T) {
 			if err := json.Unmarshal([]byte(fakeJSON), &want); err != nil {
 				t.Fatal(err)
 			}
-			if st.Cache == nil {
+			if st.Cache.Store == nil {
 				want["cache"] = nil
 			}
-			want["bad_samples"] = float64(st.BadSamples)
+			want["bad_samples"] = float64(st.Bad.Samples)
 			recent := []any{}
-			for _, e := range st.RecentBad[max(0, len(st.RecentBad)-8):] {
+			for _, e := range st.Bad.Recent[max(0, len(st.Bad.Recent)-8):] {
 				cause := ""
 				if e.Err != nil {
 					cause = e.Err.Error()
@@ -220,7 +215,7 @@ func TestExpvarReadsFreshSnapshot(t *testing.T) {
 func TestSnapDoesNotAlias(t *testing.T) {
 	st := fakeStats()
 	s := metrics.Snap(st)
-	st.RecentBad[len(st.RecentBad)-1].Path = "changed"
+	st.Bad.Recent[len(st.Bad.Recent)-1].Path = "changed"
 	if got := s.RecentBad[len(s.RecentBad)-1].Path; got != "class00/00011.jpg" {
 		t.Errorf("Snapshot shares RecentBad with the Stats: newest path %q", got)
 	}
@@ -318,7 +313,7 @@ func TestPublishLoader(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := &pipeline.Config{
-		BatchSize: 8, Workers: 2, Seed: 1,
+		Batch: pipeline.BatchConfig{Size: 8}, Tuning: pipeline.TuningConfig{Workers: 2}, Order: pipeline.OrderConfig{Seed: 1},
 		Pack: pack.Options{DType: pack.Float32, Normalize: true},
 		Logf: func(string, ...any) {},
 	}
@@ -385,7 +380,7 @@ func TestPublishLoaderBadSample(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := &pipeline.Config{
-		BatchSize: 4, Workers: 2, Seed: 1, MaxBadFraction: 0.5,
+		Batch: pipeline.BatchConfig{Size: 4}, Tuning: pipeline.TuningConfig{Workers: 2}, Order: pipeline.OrderConfig{Seed: 1}, Bad: pipeline.BadConfig{MaxFraction: 0.5},
 		Pack: pack.Options{DType: pack.Uint8},
 		Logf: func(string, ...any) {},
 	}

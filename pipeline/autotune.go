@@ -9,7 +9,7 @@ import (
 
 // tuner chooses, while epochs run, how many CPU workers decode, how many reads are in
 // flight and how many batches, from the loader's own measurements, as tf.data's AUTOTUNE
-// does for its parallel stages and prefetch buffers. A knob set in the Config stays as set; without Config.NoAutotune the
+// does for its parallel stages and prefetch buffers. A knob set in the Config stays as set; without Config.Tuning.NoAutotune the
 // others start at the static defaults and move only when a window of measurements says
 // the loader is the bottleneck and which side of it is short:
 //
@@ -87,18 +87,18 @@ const (
 )
 
 func newTuner(c *Config, autoWorkers, autoIO bool, maxPrefetch int) *tuner {
-	t := &tuner{autoWorkers: autoWorkers, autoIO: autoIO, autoPrefetch: maxPrefetch > c.Prefetch,
-		maxWorkers: c.Workers, maxIO: c.IOWorkers, maxPrefetch: maxPrefetch, cpuLimit: c.CPULimit,
-		micro: c.BatchSize / c.MicroBatches, wake: make(chan struct{}), born: time.Now()}
-	t.prefetch.Store(int32(c.Prefetch))
+	t := &tuner{autoWorkers: autoWorkers, autoIO: autoIO, autoPrefetch: maxPrefetch > c.Tuning.Prefetch,
+		maxWorkers: c.Tuning.Workers, maxIO: c.Tuning.IOWorkers, maxPrefetch: maxPrefetch, cpuLimit: c.Tuning.CPULimit,
+		micro: c.Batch.Size / c.Batch.MicroBatches, wake: make(chan struct{}), born: time.Now()}
+	t.prefetch.Store(int32(c.Tuning.Prefetch))
 	if autoWorkers {
-		t.maxWorkers = max(c.Workers, 2*int(math.Ceil(c.CPULimit)))
+		t.maxWorkers = max(c.Tuning.Workers, 2*int(math.Ceil(c.Tuning.CPULimit)))
 	}
 	if autoIO {
-		t.maxIO = max(c.IOWorkers, maxAutoIO)
+		t.maxIO = max(c.Tuning.IOWorkers, maxAutoIO)
 	}
-	t.workers.Store(int32(c.Workers))
-	t.io.Store(int32(c.IOWorkers))
+	t.workers.Store(int32(c.Tuning.Workers))
+	t.io.Store(int32(c.Tuning.IOWorkers))
 	return t
 }
 

@@ -208,10 +208,10 @@ func TestAutotuneSlowReads(t *testing.T) {
 	}
 	// Two workers, so reads start at 4 in flight whatever the machine.
 	fixed := testConfig(2)
-	fixed.NoAutotune = true
+	fixed.Tuning.NoAutotune = true
 	want, st, eff := run(fixed)
-	if st.TuneSteps != 0 || st.Workers != eff.Workers || st.IOWorkers != eff.IOWorkers {
-		t.Fatalf("NoAutotune: %d workers and %d reads after %d steps; want the starting %d and %d", st.Workers, st.IOWorkers, st.TuneSteps, eff.Workers, eff.IOWorkers)
+	if st.Tuning.Steps != 0 || st.Tuning.Workers != eff.Tuning.Workers || st.Tuning.IOWorkers != eff.Tuning.IOWorkers {
+		t.Fatalf("NoAutotune: %d workers and %d reads after %d steps; want the starting %d and %d", st.Tuning.Workers, st.Tuning.IOWorkers, st.Tuning.Steps, eff.Tuning.Workers, eff.Tuning.IOWorkers)
 	}
 
 	got, st, eff := run(testConfig(2))
@@ -220,19 +220,19 @@ func TestAutotuneSlowReads(t *testing.T) {
 	}
 	// 60 files at 20 ms each take 300 ms with 4 reads in flight (an epoch on 2 cores),
 	// so windows see the workers starve while every reader waits on a file.
-	t.Logf("tuned: %d workers, %d reads, %d batches in flight after %d steps", st.Workers, st.IOWorkers, st.Prefetch, st.TuneSteps)
-	if st.IOWorkers <= eff.IOWorkers || st.TuneSteps == 0 {
-		t.Errorf("autotune with slow reads: %d reads in flight after %d steps, want more than %d", st.IOWorkers, st.TuneSteps, eff.IOWorkers)
+	t.Logf("tuned: %d workers, %d reads, %d batches in flight after %d steps", st.Tuning.Workers, st.Tuning.IOWorkers, st.Tuning.Prefetch, st.Tuning.Steps)
+	if st.Tuning.IOWorkers <= eff.Tuning.IOWorkers || st.Tuning.Steps == 0 {
+		t.Errorf("autotune with slow reads: %d reads in flight after %d steps, want more than %d", st.Tuning.IOWorkers, st.Tuning.Steps, eff.Tuning.IOWorkers)
 	}
 
 	// Every count explicit, so the tuner has nothing to move. (With Prefetch left to it,
 	// a loaded machine makes it deepen the prefetch, a step of its own.)
 	set := testConfig(2)
-	set.IOWorkers = 3
-	set.Prefetch = 2
+	set.Tuning.IOWorkers = 3
+	set.Tuning.Prefetch = 2
 	_, st, _ = run(set)
-	if st.IOWorkers != 3 || st.Workers != 2 || st.Prefetch != 2 || st.TuneSteps != 0 {
-		t.Errorf("explicit Workers 2, IOWorkers 3, Prefetch 2: the loader ran %d, %d and %d after %d steps", st.Workers, st.IOWorkers, st.Prefetch, st.TuneSteps)
+	if st.Tuning.IOWorkers != 3 || st.Tuning.Workers != 2 || st.Tuning.Prefetch != 2 || st.Tuning.Steps != 0 {
+		t.Errorf("explicit Workers 2, IOWorkers 3, Prefetch 2: the loader ran %d, %d and %d after %d steps", st.Tuning.Workers, st.Tuning.IOWorkers, st.Tuning.Prefetch, st.Tuning.Steps)
 	}
 }
 
@@ -245,8 +245,8 @@ func TestTunerParksAndWakes(t *testing.T) {
 	}
 	src := slowFiles{dir, 5 * time.Millisecond} // so the epoch is still running as counts move
 	cfg := testConfig(3)
-	cfg.IOWorkers = 3
-	cfg.NoAutotune = true
+	cfg.Tuning.IOWorkers = 3
+	cfg.Tuning.NoAutotune = true
 	want := collect(t, newLoader(t, src, cfg), context.Background(), 0, 0)
 
 	ld := newLoader(t, src, cfg)
@@ -271,8 +271,8 @@ func TestTunerParksAndWakes(t *testing.T) {
 	if !bytes.Equal(d.data, want.data) || !slices.Equal(d.indices, want.indices) {
 		t.Fatal("batches differ after the counts moved mid-epoch")
 	}
-	if st := ld.Stats(); st.Workers != 2 || st.IOWorkers != 3 || st.TuneSteps != 3 {
-		t.Errorf("Stats: %d workers, %d reads, %d steps; want 2, 3, 3", st.Workers, st.IOWorkers, st.TuneSteps)
+	if st := ld.Stats(); st.Tuning.Workers != 2 || st.Tuning.IOWorkers != 3 || st.Tuning.Steps != 3 {
+		t.Errorf("Stats: %d workers, %d reads, %d steps; want 2, 3, 3", st.Tuning.Workers, st.Tuning.IOWorkers, st.Tuning.Steps)
 	}
 }
 
@@ -285,27 +285,27 @@ func TestAutotuneDeepensPrefetch(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := testConfig(2)
-	cfg.BatchSize = 4 // 12 samples in 3 buffers
+	cfg.Batch.Size = 4 // 12 samples in 3 buffers
 	ld := newLoader(t, slowFiles{dir, 20 * time.Millisecond}, cfg)
-	start := ld.Config().Prefetch
+	start := ld.Config().Tuning.Prefetch
 	limit := ld.returns.limit.Load()
 	deadline := time.Now().Add(20 * time.Second)
 	var st Stats
 	for e := 0; time.Now().Before(deadline); e++ {
 		collect(t, ld, context.Background(), e, 0)
-		if st = ld.Stats(); st.Prefetch > start {
+		if st = ld.Stats(); st.Tuning.Prefetch > start {
 			break
 		}
 	}
-	t.Logf("tuned: %d workers, %d reads, %d batches in flight after %d steps", st.Workers, st.IOWorkers, st.Prefetch, st.TuneSteps)
-	if st.Prefetch <= start {
-		t.Fatalf("batches in flight stayed at %d with 12 samples in flight and 20 ms reads", st.Prefetch)
+	t.Logf("tuned: %d workers, %d reads, %d batches in flight after %d steps", st.Tuning.Workers, st.Tuning.IOWorkers, st.Tuning.Prefetch, st.Tuning.Steps)
+	if st.Tuning.Prefetch <= start {
+		t.Fatalf("batches in flight stayed at %d with 12 samples in flight and 20 ms reads", st.Tuning.Prefetch)
 	}
-	if st.Pinned.Buffers != st.Prefetch+1 || st.Pinned.MaxBuffers != ld.nbuf {
-		t.Errorf("pinned pool: %d buffers of %d, want Prefetch+1 = %d of %d", st.Pinned.Buffers, st.Pinned.MaxBuffers, st.Prefetch+1, ld.nbuf)
+	if st.Memory.Pinned.Buffers != st.Tuning.Prefetch+1 || st.Memory.Pinned.MaxBuffers != ld.nbuf {
+		t.Errorf("pinned pool: %d buffers of %d, want Prefetch+1 = %d of %d", st.Memory.Pinned.Buffers, st.Memory.Pinned.MaxBuffers, st.Tuning.Prefetch+1, ld.nbuf)
 	}
 	// The memory returner's limit rose by the buffers mapped: the budget held them back.
-	if grown := int64(st.Prefetch-start) * pageRound(int64(st.Pinned.BufferSize)); limit != 0 && ld.returns.limit.Load()-limit != grown {
+	if grown := int64(st.Tuning.Prefetch-start) * pageRound(int64(st.Memory.Pinned.BufferSize)); limit != 0 && ld.returns.limit.Load()-limit != grown {
 		t.Errorf("returner's limit rose by %d, want the %d bytes of buffers mapped", ld.returns.limit.Load()-limit, grown)
 	}
 }

@@ -21,7 +21,7 @@ import (
 // reading DevicePtr's memory, call Wait, or better WaitOn the stream of the training step,
 // which orders the step after the copy without blocking the CPU.
 //
-// With Config.MicroBatches K, a Batch is one micro-batch: the Micro-th of the Micros
+// With Config.Batch.MicroBatches K, a Batch is one micro-batch: the Micro-th of the Micros
 // consecutive parts of whole batch Number. Its fields describe the micro-batch (Len,
 // Data, Labels, Indices, Shape, DevicePtr), except Number and BatchLen, which are the
 // whole batch's. Concatenated in order, a batch's micro-batches are exactly the batch a
@@ -33,12 +33,12 @@ type Batch struct {
 	// it.
 	Number int
 	// Micro is this micro-batch's position in its batch, from 0, and Micros how many
-	// micro-batches make up the batch: Config.MicroBatches, fewer for a short last batch
+	// micro-batches make up the batch: Config.Batch.MicroBatches, fewer for a short last batch
 	// (ceil(BatchLen/(BatchSize/MicroBatches))). Without MicroBatches, 0 and 1.
 	Micro, Micros int
 	// Cursor is the epoch position after this batch (micro-batch):
 	// EpochFrom(ctx, Epoch, Cursor) resumes with the next one, within the same batch if
-	// this is not its last micro-batch. With Config.Order SampleOrder it counts this
+	// this is not its last micro-batch. With Config.Order.Mode SampleOrder it counts this
 	// rank's samples; with ShardOrder it is GlobalCursor, the same on every rank, and a
 	// loader at another World (dividing Partitions) resumes from it with the global
 	// batches an uninterrupted run would have delivered.
@@ -55,7 +55,7 @@ type Batch struct {
 	BatchLen int
 
 	// Data is the batch in host memory: Len samples in Layout and DType, or, with
-	// Config.DeviceConvert, the uint8 NHWC pixels the device converts from.
+	// Config.Device.Convert, the uint8 NHWC pixels the device converts from.
 	Data []byte
 	// Layout, DType and Shape describe the batch as delivered (in device memory with
 	// DeviceConvert). Shape is [Len, 3, Height, Width] for NCHW or [Len, Height, Width, 3]
@@ -75,14 +75,14 @@ type Batch struct {
 	// multi-hot, with label smoothing ε giving ε/NumClasses off and 1-ε+ε/NumClasses on,
 	// and mixed with its partner's as Mix says. It is Go memory of the loader's, reused
 	// for a later batch after Release (one buffer per batch buffer, BatchSize/MicroBatches ×
-	// NumClasses × 4 bytes each, outside Config.MemoryBudget): valid until Release. It
+	// NumClasses × 4 bytes each, outside Config.Tuning.MemoryBudget): valid until Release. It
 	// stays on the host; copy it to the device with the training step's labels.
 	Targets    []float32
 	NumClasses int // the width of a Targets row: len(Source.Classes()); 0 without Targets
 
 	// Mix is how the batch was mixed (Config.Mix): λ, and CutMix's box. Sample i was
 	// mixed with sample Len-1-i, as timm's Mixup does (within the micro-batch, with
-	// Config.MicroBatches: each has its own Mix); pixels and targets are mixed
+	// Config.Batch.MicroBatches: each has its own Mix); pixels and targets are mixed
 	// already, so Mix is for logging or a loss on integer labels
 	// (λ·loss(Labels[i]) + (1-λ)·loss(Labels[Len-1-i])). Mix.Lambda is 1 for a batch
 	// left unmixed.
@@ -248,7 +248,7 @@ func (b *Batch) Wait() error {
 }
 
 // WaitOn makes the CUDA stream (a CUstream in the loader's context, which is the
-// device's primary context unless Config.GPU says otherwise; 0 for the legacy default
+// device's primary context unless Config.Device.GPU says otherwise; 0 for the legacy default
 // stream) wait for the batch's copy before running work enqueued on it afterwards. The
 // CPU does not wait. Release then keeps the device buffer from the next batch until the
 // work enqueued on stream before it is done.
@@ -277,9 +277,9 @@ func (b *Batch) name() string {
 }
 
 // Float32 views the batch in host memory as float32 values: Data, or with DeviceConvert on
-// the cpu device (Config.Device "auto" without a usable GPU, say) the converted batch, which
+// the cpu device (Config.Device.Name "auto" without a usable GPU, say) the converted batch, which
 // is in host memory too. It panics unless DType is Float32, and for a batch converted on a
-// GPU, which is only in device memory (Stats.DeviceKind tells which).
+// GPU, which is only in device memory (Stats.Device.Kind tells which).
 func (b *Batch) Float32() []float32 {
 	data := b.hostView()
 	if b.DType != pack.Float32 {

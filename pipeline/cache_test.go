@@ -54,11 +54,11 @@ func TestCacheGivesSameBatches(t *testing.T) {
 			}
 			st := ld.Stats()
 			good := int64(src.Len()) // the shared tree has no bad files
-			if st.CacheStored != good || st.CacheHits != 2*good || st.Cache.Records != int(good) {
-				t.Fatalf("stored %d, hits %d, records %d; want %d, %d, %d", st.CacheStored, st.CacheHits, st.Cache.Records, good, 2*good, good)
+			if st.Cache.Stored != good || st.Cache.Hits != 2*good || st.Cache.Store.Records != int(good) {
+				t.Fatalf("stored %d, hits %d, records %d; want %d, %d, %d", st.Cache.Stored, st.Cache.Hits, st.Cache.Store.Records, good, 2*good, good)
 			}
-			if st.Decode.Items != 3*good {
-				t.Fatalf("decode stage counted %d items, want %d", st.Decode.Items, 3*good)
+			if st.Stages.Decode.Items != 3*good {
+				t.Fatalf("decode stage counted %d items, want %d", st.Stages.Decode.Items, 3*good)
 			}
 		})
 	}
@@ -83,8 +83,8 @@ func TestCacheSharedAcrossLoadersAndSpecs(t *testing.T) {
 	cfg2.Cache = openCache(t, dir, cache.S2)
 	second := newLoader(t, src, cfg2)
 	collect(t, second, ctx, 0, 0)
-	if st := second.Stats(); st.CacheHits != int64(src.Len()) || st.CacheStored != 0 {
-		t.Fatalf("second loader: %d hits, %d stored; want %d, 0", st.CacheHits, st.CacheStored, src.Len())
+	if st := second.Stats(); st.Cache.Hits != int64(src.Len()) || st.Cache.Stored != 0 {
+		t.Fatalf("second loader: %d hits, %d stored; want %d, 0", st.Cache.Hits, st.Cache.Stored, src.Len())
 	}
 
 	cfg3 := testConfig(2)
@@ -93,8 +93,8 @@ func TestCacheSharedAcrossLoadersAndSpecs(t *testing.T) {
 	cfg3.CacheFill = 1
 	third := newLoader(t, src, cfg3)
 	collect(t, third, ctx, 0, 0)
-	if st := third.Stats(); st.CacheHits != 0 || st.CacheStored != int64(src.Len()) {
-		t.Fatalf("loader with another spec: %d hits, %d stored; want 0, %d", st.CacheHits, st.CacheStored, src.Len())
+	if st := third.Stats(); st.Cache.Hits != 0 || st.Cache.Stored != int64(src.Len()) {
+		t.Fatalf("loader with another spec: %d hits, %d stored; want 0, %d", st.Cache.Hits, st.Cache.Stored, src.Len())
 	}
 }
 
@@ -140,9 +140,9 @@ func TestCacheSharedAtOnce(t *testing.T) {
 	}
 	t.Logf("written %d and %d, skipped as stored by the other %d and %d", a.Written, b.Written, a.Shared, b.Shared)
 	// And the next epoch reads them all from the cache.
-	hits := loaders[1].Stats().CacheHits
+	hits := loaders[1].Stats().Cache.Hits
 	collect(t, loaders[1], ctx, 1, 0)
-	if n := loaders[1].Stats().CacheHits - hits; n != int64(src.Len()) {
+	if n := loaders[1].Stats().Cache.Hits - hits; n != int64(src.Len()) {
 		t.Errorf("epoch 1: %d cache hits, want %d", n, src.Len())
 	}
 }
@@ -156,7 +156,7 @@ func TestCacheChangedFileIsNotStale(t *testing.T) {
 	}
 	ctx := context.Background()
 	cfg := testConfig(2)
-	cfg.Sequential = true
+	cfg.Order.Sequential = true
 	if err := ApplyRecipe(cfg, "eval", 24); err != nil {
 		t.Fatal(err)
 	}
@@ -191,8 +191,8 @@ func TestCacheChangedFileIsNotStale(t *testing.T) {
 	if !bytes.Equal(after.data[n:], before.data[n:]) {
 		t.Fatal("unchanged samples changed")
 	}
-	if st := ld.Stats(); st.CacheHits != int64(src.Len()-1) {
-		t.Fatalf("%d hits in the second epoch, want %d", st.CacheHits, src.Len()-1)
+	if st := ld.Stats(); st.Cache.Hits != int64(src.Len()-1) {
+		t.Fatalf("%d hits in the second epoch, want %d", st.Cache.Hits, src.Len()-1)
 	}
 }
 
@@ -233,16 +233,16 @@ func TestCacheDamagedRecordFallsBackToSource(t *testing.T) {
 		t.Fatal("batches differ after records were damaged")
 	}
 	st := ld2.Stats()
-	if st.Cache.Corrupt != int64(damaged) || st.CacheStored != int64(damaged) || st.CacheHits != int64(src.Len()-damaged) {
-		t.Fatalf("corrupt %d, re-stored %d, hits %d; want %d, %d, %d", st.Cache.Corrupt, st.CacheStored, st.CacheHits, damaged, damaged, src.Len()-damaged)
+	if st.Cache.Store.Corrupt != int64(damaged) || st.Cache.Stored != int64(damaged) || st.Cache.Hits != int64(src.Len()-damaged) {
+		t.Fatalf("corrupt %d, re-stored %d, hits %d; want %d, %d, %d", st.Cache.Store.Corrupt, st.Cache.Stored, st.Cache.Hits, damaged, damaged, src.Len()-damaged)
 	}
 	if !strings.Contains(logs.String(), "decoding the source instead") {
 		t.Fatalf("no log line for the damaged records:\n%s", logs.String())
 	}
 	// The next epoch is served entirely from the cache again.
 	collect(t, ld2, ctx, 2, 0)
-	if st2 := ld2.Stats(); st2.CacheHits-st.CacheHits != int64(src.Len()) {
-		t.Fatalf("epoch after repair: %d hits, want %d", st2.CacheHits-st.CacheHits, src.Len())
+	if st2 := ld2.Stats(); st2.Cache.Hits-st.Cache.Hits != int64(src.Len()) {
+		t.Fatalf("epoch after repair: %d hits, want %d", st2.Cache.Hits-st.Cache.Hits, src.Len())
 	}
 }
 
@@ -304,16 +304,16 @@ func TestCacheFillUsesIdleTime(t *testing.T) {
 		}
 	}
 	slow(0)
-	window := int64((ld.nbuf + 2) * ld.cfg.BatchSize)
+	window := int64((ld.nbuf + 2) * ld.cfg.Batch.Size)
 	st := ld.Stats()
-	if st.CacheStored+st.CacheDeferred != int64(src.Len()) || st.CacheDeferred > window {
+	if st.Cache.Stored+st.Cache.Deferred != int64(src.Len()) || st.Cache.Deferred > window {
 		t.Fatalf("epoch 0: stored %d, deferred %d of %d samples behind a slow consumer; want at most %d deferred",
-			st.CacheStored, st.CacheDeferred, src.Len(), window)
+			st.Cache.Stored, st.Cache.Deferred, src.Len(), window)
 	}
-	for e := 1; e < 4 && ld.Stats().CacheStored < int64(src.Len()); e++ {
+	for e := 1; e < 4 && ld.Stats().Cache.Stored < int64(src.Len()); e++ {
 		slow(e)
 	}
-	if st := ld.Stats(); st.CacheStored != int64(src.Len()) || st.Cache.Records != src.Len() {
-		t.Fatalf("after 4 epochs: stored %d, records %d; want %d", st.CacheStored, st.Cache.Records, src.Len())
+	if st := ld.Stats(); st.Cache.Stored != int64(src.Len()) || st.Cache.Store.Records != src.Len() {
+		t.Fatalf("after 4 epochs: stored %d, records %d; want %d", st.Cache.Stored, st.Cache.Store.Records, src.Len())
 	}
 }

@@ -80,103 +80,14 @@ func ParseFidelity(s string) (Fidelity, error) {
 // Config configures a Loader. The zero value of every field means its default; New works
 // on a copy, so a Config may be reused.
 type Config struct {
-	// BatchSize is the number of samples per batch, at most 2^20 (and a batch buffer,
-	// BatchSize/MicroBatches packed samples, at most 1 TiB); default 64.
-	BatchSize int
-	// DropLast drops the epoch's last batch when it would be short; default false (the last
-	// batch holds the remainder, Batch.Len says how many).
-	DropLast bool
-	// MicroBatches delivers each batch as this many micro-batches of
-	// BatchSize/MicroBatches samples, one after another, for gradient accumulation: the
-	// same samples in the same order as the whole batch, so a training step that cannot
-	// fit BatchSize samples in GPU memory accumulates gradients over the micro-batches
-	// and steps the optimiser after the last (Batch.Micro == Batch.Micros-1). It must
-	// divide BatchSize. The pinned host buffers and the device ring hold one micro-batch
-	// each, so their memory shrinks by this factor; Prefetch, the consumer's limit on
-	// batches held at once, Stats.Batches and Stats.Copies count micro-batches, while
-	// BatchSize, DropLast, Loader.Len, Batch.Number, sharding and bad-sample replacement
-	// keep their meaning for whole batches. A short last batch of n samples is delivered
-	// as ceil(n/(BatchSize/MicroBatches)) micro-batches, the last of them short
-	// (Batch.Micros and Batch.BatchLen say so). An error ends the epoch at the micro-batch holding it, after
-	// the batch's earlier micro-batches were delivered: the step they began is not
-	// taken. Batch-level ops that mix samples, such as MixUp and CutMix, apply to each
-	// delivered micro-batch. Default 1: whole batches.
-	MicroBatches int
-
-	// Workers is the number of CPU workers (decode, augment, pack), at most 4096. Default:
-	// tuned at run time (see NoAutotune), starting at GOMAXPROCS.
-	Workers int
-	// IOWorkers is the number of concurrent file reads, separate from Workers so a slow
-	// disk does not idle the decoders; at most 4096. Default: tuned at run time, starting
-	// at max(4, Workers).
-	IOWorkers int
-	// Prefetch is how many batches (micro-batches with MicroBatches) may be in flight
-	// (being assembled or ready) ahead of the consumer; the pinned pool holds Prefetch+1
-	// batch buffers; at most 8192. Default: tuned at run time, starting at 2, or with MicroBatches at
-	// enough micro-batches that at least 2×Workers samples are in flight (small
-	// micro-batches would otherwise idle the workers): max(2, ⌈2·Workers/(BatchSize/MicroBatches)⌉).
-	// The tuner deepens it, mapping more pinned buffers, up to enough for 256 samples (at
-	// most 16 batches; with an explicit MemoryBudget, while the buffers take at most a
-	// quarter of it); MemoryBudget's default counts those buffers.
-	Prefetch int
-
-	// NoAutotune keeps Workers, IOWorkers and Prefetch, when left zero, at their
-	// starting values. By default the loader tunes them while epochs run, from its own
-	// measurements, as tf.data's AUTOTUNE does: it doubles the reads in flight while the
-	// workers wait for reads and the readers are all busy (a slow disk or network file
-	// system), doubles the batches in flight while the workers and the consumer both
-	// wait with every batch buffer holding a batch still being read, and adds a worker
-	// while the workers are busy but the process uses less than 95% of CPULimit cores,
-	// up to twice CPULimit; it adds nothing while the consumer is the slower side, and
-	// parks a worker when the process uses more than CPULimit. A field set explicitly is
-	// never changed. Stats.Workers, Stats.IOWorkers and Stats.Prefetch report the
-	// choice; docs/DESIGN.md, "Autotune", has the rules. Default false.
-	NoAutotune bool
-	// CPULimit is the cores the tuner lets the process use, as getrusage measures it
-	// (the consumer's own CPU included); fractional values are allowed, up to 4096.
-	// Default GOMAXPROCS.
-	CPULimit float64
-
-	// Seed decides the order and every random augmentation; default 0.
-	Seed uint64
-	// Sequential visits samples in index order (evaluation); default false: every epoch
-	// is reshuffled from (Seed, epoch).
-	Sequential bool
-	// Rank and World shard the dataset for distributed training, as DistributedSampler
-	// does: each of World ranks sees an equal number of samples. World is at most 2^24;
-	// default 0 and 1.
-	Rank, World int
-	// DropUneven drops the tail of the global order to make it divisible by World instead
-	// of repeating its head (with ShardOrder: each partition's last sample when the
-	// partitions differ in length); default false.
-	DropUneven bool
-	// RankFromEnv makes New take Rank and World from the launcher's environment, as
-	// RankFromEnv reads it (torchrun's RANK and WORLD_SIZE, else Slurm's SLURM_PROCID and
-	// SLURM_NTASKS); a malformed or inconsistent value is New's error, naming the
-	// variable. Without a launcher's variables New keeps Rank 0 of World 1 and logs so.
-	// Rank and World must be left unset with it. Default false.
-	RankFromEnv bool
-
-	// Order is how samples are ordered and split among ranks: SampleOrder, a permutation
-	// of all samples dealt to ranks round-robin, or ShardOrder, the shard-aware elastic
-	// order for sharded datasets in object storage (see ShardOrder). Default SampleOrder.
-	Order Order
-	// Partitions is ShardOrder's number of canonical partitions P: the global order
-	// depends on it (and on Seed and the epoch) but not on World, which must divide it,
-	// and BatchSize×World must be a multiple of it. Set it to a common multiple of every
-	// World the job may run or resume at (8 serves 1, 2, 4 and 8); each rank reads
-	// P/World partitions at a time. Default World, which ties the order to the world
-	// size. Only with ShardOrder.
-	Partitions int
-	// ShuffleBlock is ShardOrder's shuffle window: a partition's samples are shuffled in
-	// consecutive blocks of about this many (each block's size drawn from ±25% of it, so
-	// partitions need new shards at different batches), and a rank reads about
-	// ShuffleBlock/shard length+1 shards of each of its partitions at a time; larger mixes
-	// better and needs more shards at hand; at most 2^31-1. Default 4 × the mean shard length (4 for a source without shards,
-	// whose shard shuffle is already a full permutation), and at least 262,144 over
-	// Converted.ByShard, whose shards are sorted by class. Only with ShardOrder.
-	ShuffleBlock int
-
+	// Batch is how samples are grouped into batches.
+	Batch BatchConfig
+	// Tuning is how much runs at once and how much memory it may hold: the autotuner
+	// adjusts the counts at run time within it.
+	Tuning TuningConfig
+	// Order is which samples an epoch reads, in what order, and which of them this rank
+	// reads.
+	Order OrderConfig
 	// Decode configures decoding and the resize-first policy; default decode's defaults.
 	Decode decode.Options
 	// Fidelity chooses between Fast pixels and Exact ones (torchvision's, bit for bit);
@@ -200,26 +111,8 @@ type Config struct {
 	// MicroBatches each micro-batch is mixed on its own, with its own draw. Default: no
 	// mixing, no smoothing.
 	Mix mixup.Options
-
-	// Device is where batches are delivered: "cpu" (the host backend: batches stay in the
-	// pinned host buffers), "cuda" or "cuda:N" (GPU N: each finished batch is copied
-	// asynchronously into a ring of Prefetch device buffers, allocated by New, while the
-	// consumer uses the previous one), or "auto" (cuda:0 when a usable CUDA driver and GPU
-	// are there, else cpu, with one log line saying why). cuda:N without a usable driver or
-	// GPU is an error from New saying what is missing. Default "cpu".
-	Device string
-	// GPU, when set, is a device the caller opened (gpu.Open, or gpu/cuinterop for a
-	// gorgonia.org/cu context); it overrides Device, and the loader does not close it.
-	GPU *gpu.Device
-	// DeviceConvert packs uint8 NHWC pixels on the host, copies those (a quarter of the
-	// bytes of float32) and converts them on the device into Pack's dtype, layout and
-	// normalisation with a small kernel, bit for bit what the host would have written.
-	// Pack.DType must be a float type. On the cpu device the conversion runs on the CPU
-	// after batching, into a separate buffer. Augment ops on the packed sample
-	// (RandomErasing) are refused with it: uint8 pixels cannot hold normalised values.
-	// Default false.
-	DeviceConvert bool
-
+	// Device is where batches are delivered: host memory, or a GPU they are copied to.
+	Device DeviceConfig
 	// FullDecode turns crop-aware decoding off. By default, when Decode.Resize is
 	// ResizeNone and Augment begins with an augment.RegionOp (RandomResizedCrop, as in
 	// the train recipe), a sample decoded from its file draws its crop from the header's
@@ -230,7 +123,6 @@ type Config struct {
 	// EXIF rotation) and within a mean of 2/255 with libjpeg-turbo's DCT scaling. Samples
 	// stored into or read from the cache always decode in full. Default false.
 	FullDecode bool
-
 	// Cache, when set, stores each decoded sample (after the resize-first step, before
 	// augmentation) under its file's identity and the decode spec, and later epochs read
 	// it from there instead of decoding. Lossless codecs give the same batches as a
@@ -242,15 +134,120 @@ type Config struct {
 	// disk is free for it. A sample not stored in one epoch is stored in a later one.
 	// 1 stores every sample on first sight, whatever it costs; in [0, 1]. Default 0.1.
 	CacheFill float64
+	// Bad is what happens to samples that cannot be read or decoded.
+	Bad BadConfig
+	// StopAfter is for measuring stage ceilings (conveyor bench --stages): samples go
+	// through the stages up to and including this one and no further, and batches are
+	// delivered with their labels and indices but without pixels (Data is left as it
+	// was). Default AllStages: every stage runs.
+	StopAfter Stage
+	// Logf receives one line per bad sample and notices such as a pinned-memory fallback;
+	// default log.Printf.
+	Logf func(format string, args ...any)
+}
 
-	// OnError is the bad-sample policy; default Skip.
-	OnError Policy
-	// MaxBadFraction ends the epoch with an error once more than this fraction of the
-	// epoch's samples, and more than one, are bad files (under Skip; each file counted
-	// once however often it is drawn): one bad file is never a reason to stop, whatever
-	// the dataset's size. At most 1; negative means no limit. Default 0.01.
-	MaxBadFraction float64
+// BatchConfig is Config.Batch; see there.
+type BatchConfig struct {
+	// BatchSize is the number of samples per batch, at most 2^20 (and a batch buffer,
+	// BatchSize/MicroBatches packed samples, at most 1 TiB); default 64.
+	Size int
+	// DropLast drops the epoch's last batch when it would be short; default false (the last
+	// batch holds the remainder, Batch.Len says how many).
+	DropLast bool
+	// MicroBatches delivers each batch as this many micro-batches of
+	// BatchSize/MicroBatches samples, one after another, for gradient accumulation: the
+	// same samples in the same order as the whole batch, so a training step that cannot
+	// fit BatchSize samples in GPU memory accumulates gradients over the micro-batches
+	// and steps the optimiser after the last (Batch.Micro == Batch.Micros-1). It must
+	// divide BatchSize. The pinned host buffers and the device ring hold one micro-batch
+	// each, so their memory shrinks by this factor; Prefetch, the consumer's limit on
+	// batches held at once, Stats.Batches and Stats.Device.Copies count micro-batches, while
+	// BatchSize, DropLast, Loader.Len, Batch.Number, sharding and bad-sample replacement
+	// keep their meaning for whole batches. A short last batch of n samples is delivered
+	// as ceil(n/(BatchSize/MicroBatches)) micro-batches, the last of them short
+	// (Batch.Micros and Batch.BatchLen say so). An error ends the epoch at the micro-batch holding it, after
+	// the batch's earlier micro-batches were delivered: the step they began is not
+	// taken. Batch-level ops that mix samples, such as MixUp and CutMix, apply to each
+	// delivered micro-batch. Default 1: whole batches.
+	MicroBatches int
+}
 
+// OrderConfig is Config.Order.Mode; see there.
+type OrderConfig struct {
+	// Seed decides the order and every random augmentation; default 0.
+	Seed uint64
+	// Sequential visits samples in index order (evaluation); default false: every epoch
+	// is reshuffled from (Seed, epoch).
+	Sequential bool
+	// Rank and World shard the dataset for distributed training, as DistributedSampler
+	// does: each of World ranks sees an equal number of samples. World is at most 2^24;
+	// default 0 and 1.
+	Rank, World int
+	// DropUneven drops the tail of the global order to make it divisible by World instead
+	// of repeating its head (with ShardOrder: each partition's last sample when the
+	// partitions differ in length); default false.
+	DropUneven bool
+	// RankFromEnv makes New take Rank and World from the launcher's environment, as
+	// RankFromEnv reads it (torchrun's RANK and WORLD_SIZE, else Slurm's SLURM_PROCID and
+	// SLURM_NTASKS); a malformed or inconsistent value is New's error, naming the
+	// variable. Without a launcher's variables New keeps Rank 0 of World 1 and logs so.
+	// Rank and World must be left unset with it. Default false.
+	RanksFromEnv bool
+	// Order is how samples are ordered and split among ranks: SampleOrder, a permutation
+	// of all samples dealt to ranks round-robin, or ShardOrder, the shard-aware elastic
+	// order for sharded datasets in object storage (see ShardOrder). Default SampleOrder.
+	Mode Order
+	// Partitions is ShardOrder's number of canonical partitions P: the global order
+	// depends on it (and on Seed and the epoch) but not on World, which must divide it,
+	// and BatchSize×World must be a multiple of it. Set it to a common multiple of every
+	// World the job may run or resume at (8 serves 1, 2, 4 and 8); each rank reads
+	// P/World partitions at a time. Default World, which ties the order to the world
+	// size. Only with ShardOrder.
+	Partitions int
+	// ShuffleBlock is ShardOrder's shuffle window: a partition's samples are shuffled in
+	// consecutive blocks of about this many (each block's size drawn from ±25% of it, so
+	// partitions need new shards at different batches), and a rank reads about
+	// ShuffleBlock/shard length+1 shards of each of its partitions at a time; larger mixes
+	// better and needs more shards at hand; at most 2^31-1. Default 4 × the mean shard length (4 for a source without shards,
+	// whose shard shuffle is already a full permutation), and at least 262,144 over
+	// Converted.ByShard, whose shards are sorted by class. Only with ShardOrder.
+	ShuffleBlock int
+}
+
+// TuningConfig is Config.Tuning; see there.
+type TuningConfig struct {
+	// Workers is the number of CPU workers (decode, augment, pack), at most 4096. Default:
+	// tuned at run time (see NoAutotune), starting at GOMAXPROCS.
+	Workers int
+	// IOWorkers is the number of concurrent file reads, separate from Workers so a slow
+	// disk does not idle the decoders; at most 4096. Default: tuned at run time, starting
+	// at max(4, Workers).
+	IOWorkers int
+	// Prefetch is how many batches (micro-batches with MicroBatches) may be in flight
+	// (being assembled or ready) ahead of the consumer; the pinned pool holds Prefetch+1
+	// batch buffers; at most 8192. Default: tuned at run time, starting at 2, or with MicroBatches at
+	// enough micro-batches that at least 2×Workers samples are in flight (small
+	// micro-batches would otherwise idle the workers): max(2, ⌈2·Workers/(BatchSize/MicroBatches)⌉).
+	// The tuner deepens it, mapping more pinned buffers, up to enough for 256 samples (at
+	// most 16 batches; with an explicit MemoryBudget, while the buffers take at most a
+	// quarter of it); MemoryBudget's default counts those buffers.
+	Prefetch int
+	// NoAutotune keeps Workers, IOWorkers and Prefetch, when left zero, at their
+	// starting values. By default the loader tunes them while epochs run, from its own
+	// measurements, as tf.data's AUTOTUNE does: it doubles the reads in flight while the
+	// workers wait for reads and the readers are all busy (a slow disk or network file
+	// system), doubles the batches in flight while the workers and the consumer both
+	// wait with every batch buffer holding a batch still being read, and adds a worker
+	// while the workers are busy but the process uses less than 95% of CPULimit cores,
+	// up to twice CPULimit; it adds nothing while the consumer is the slower side, and
+	// parks a worker when the process uses more than CPULimit. A field set explicitly is
+	// never changed. Stats.Tuning.Workers, Stats.Tuning.IOWorkers and Stats.Tuning.Prefetch report the
+	// choice; docs/DESIGN.md, "Autotune", has the rules. Default false.
+	NoAutotune bool
+	// CPULimit is the cores the tuner lets the process use, as getrusage measures it
+	// (the consumer's own CPU included); fractional values are allowed, up to 4096.
+	// Default GOMAXPROCS.
+	CPULimit float64
 	// MemoryBudget bounds every byte the loader holds: the pinned batch buffers (with
 	// dense targets, their rows of floats too), encoded files in flight and decode
 	// working memory; at most 2^50 (1 PiB). Of what the pinned buffers and targets leave,
@@ -262,18 +259,41 @@ type Config struct {
 	// unless it is raised.
 	// What the loader lets go of is given back to the system when the process's
 	// anonymous memory nears what it was at New plus MemoryBudget, less the batch
-	// buffers the tuner may map but has not (Stats.MemoryReturns).
+	// buffers the tuner may map but has not (Stats.Memory.Returns).
 	MemoryBudget int64
+}
 
-	// StopAfter is for measuring stage ceilings (conveyor bench --stages): samples go
-	// through the stages up to and including this one and no further, and batches are
-	// delivered with their labels and indices but without pixels (Data is left as it
-	// was). Default AllStages: every stage runs.
-	StopAfter Stage
+// DeviceConfig is Config.Device.Name; see there.
+type DeviceConfig struct {
+	// Device is where batches are delivered: "cpu" (the host backend: batches stay in the
+	// pinned host buffers), "cuda" or "cuda:N" (GPU N: each finished batch is copied
+	// asynchronously into a ring of Prefetch device buffers, allocated by New, while the
+	// consumer uses the previous one), or "auto" (cuda:0 when a usable CUDA driver and GPU
+	// are there, else cpu, with one log line saying why). cuda:N without a usable driver or
+	// GPU is an error from New saying what is missing. Default "cpu".
+	Name string
+	// GPU, when set, is a device the caller opened (gpu.Open, or gpu/cuinterop for a
+	// gorgonia.org/cu context); it overrides Device, and the loader does not close it.
+	GPU *gpu.Device
+	// DeviceConvert packs uint8 NHWC pixels on the host, copies those (a quarter of the
+	// bytes of float32) and converts them on the device into Pack's dtype, layout and
+	// normalisation with a small kernel, bit for bit what the host would have written.
+	// Pack.DType must be a float type. On the cpu device the conversion runs on the CPU
+	// after batching, into a separate buffer. Augment ops on the packed sample
+	// (RandomErasing) are refused with it: uint8 pixels cannot hold normalised values.
+	// Default false.
+	Convert bool
+}
 
-	// Logf receives one line per bad sample and notices such as a pinned-memory fallback;
-	// default log.Printf.
-	Logf func(format string, args ...any)
+// BadConfig is Config.Bad; see there.
+type BadConfig struct {
+	// OnError is the bad-sample policy; default Skip.
+	OnError Policy
+	// MaxBadFraction ends the epoch with an error once more than this fraction of the
+	// epoch's samples, and more than one, are bad files (under Skip; each file counted
+	// once however often it is drawn): one bad file is never a reason to stop, whatever
+	// the dataset's size. At most 1; negative means no limit. Default 0.01.
+	MaxFraction float64
 }
 
 const (
@@ -298,38 +318,38 @@ const (
 
 // EnsureDefaults fills zero fields with their defaults.
 func (c *Config) EnsureDefaults() {
-	if c.BatchSize == 0 {
-		c.BatchSize = 64
+	if c.Batch.Size == 0 {
+		c.Batch.Size = 64
 	}
-	if c.MicroBatches == 0 {
-		c.MicroBatches = 1
+	if c.Batch.MicroBatches == 0 {
+		c.Batch.MicroBatches = 1
 	}
-	if c.Workers == 0 {
-		c.Workers = min(runtime.GOMAXPROCS(0), maxWorkers)
+	if c.Tuning.Workers == 0 {
+		c.Tuning.Workers = min(runtime.GOMAXPROCS(0), maxWorkers)
 	}
-	if c.IOWorkers == 0 {
-		c.IOWorkers = max(4, c.Workers)
+	if c.Tuning.IOWorkers == 0 {
+		c.Tuning.IOWorkers = max(4, c.Tuning.Workers)
 	}
-	if c.CPULimit == 0 {
-		c.CPULimit = float64(min(runtime.GOMAXPROCS(0), maxWorkers))
+	if c.Tuning.CPULimit == 0 {
+		c.Tuning.CPULimit = float64(min(runtime.GOMAXPROCS(0), maxWorkers))
 	}
-	if c.Prefetch == 0 {
-		c.Prefetch = 2
-		if micro := c.BatchSize / max(c.MicroBatches, 1); c.MicroBatches > 1 && micro > 0 {
-			c.Prefetch = max(2, (2*c.Workers+micro-1)/micro)
+	if c.Tuning.Prefetch == 0 {
+		c.Tuning.Prefetch = 2
+		if micro := c.Batch.Size / max(c.Batch.MicroBatches, 1); c.Batch.MicroBatches > 1 && micro > 0 {
+			c.Tuning.Prefetch = max(2, (2*c.Tuning.Workers+micro-1)/micro)
 		}
 	}
-	if c.Device == "" {
-		c.Device = "cpu"
+	if c.Device.Name == "" {
+		c.Device.Name = "cpu"
 	}
-	if c.World == 0 {
-		c.World = 1
+	if c.Order.World == 0 {
+		c.Order.World = 1
 	}
-	if c.Order == ShardOrder && c.Partitions == 0 {
-		c.Partitions = c.World
+	if c.Order.Mode == ShardOrder && c.Order.Partitions == 0 {
+		c.Order.Partitions = c.Order.World
 	}
-	if c.MaxBadFraction == 0 {
-		c.MaxBadFraction = 0.01
+	if c.Bad.MaxFraction == 0 {
+		c.Bad.MaxFraction = 0.01
 	}
 	if c.CacheFill == 0 {
 		c.CacheFill = 0.1
@@ -355,47 +375,47 @@ func (c *Config) Validate() error {
 		}
 		return true
 	}
-	batchOK := inRange("BatchSize", c.BatchSize, 1, maxBatchSize)
+	batchOK := inRange("BatchSize", c.Batch.Size, 1, maxBatchSize)
 	switch {
-	case c.MicroBatches < 1:
-		errs = append(errs, fmt.Errorf("MicroBatches %d < 1", c.MicroBatches))
+	case c.Batch.MicroBatches < 1:
+		errs = append(errs, fmt.Errorf("MicroBatches %d < 1", c.Batch.MicroBatches))
 		batchOK = false
-	case batchOK && c.BatchSize%c.MicroBatches != 0:
-		errs = append(errs, fmt.Errorf("MicroBatches %d does not divide BatchSize %d", c.MicroBatches, c.BatchSize))
+	case batchOK && c.Batch.Size%c.Batch.MicroBatches != 0:
+		errs = append(errs, fmt.Errorf("MicroBatches %d does not divide BatchSize %d", c.Batch.MicroBatches, c.Batch.Size))
 		batchOK = false
 	}
-	inRange("Workers", c.Workers, 1, maxWorkers)
-	inRange("IOWorkers", c.IOWorkers, 1, maxWorkers)
-	prefetchOK := inRange("Prefetch", c.Prefetch, 1, maxPrefetch)
-	if !(c.CPULimit > 0 && c.CPULimit <= maxWorkers) {
-		errs = append(errs, fmt.Errorf("CPULimit %g not in (0, %d] cores", c.CPULimit, maxWorkers))
+	inRange("Workers", c.Tuning.Workers, 1, maxWorkers)
+	inRange("IOWorkers", c.Tuning.IOWorkers, 1, maxWorkers)
+	prefetchOK := inRange("Prefetch", c.Tuning.Prefetch, 1, maxPrefetch)
+	if !(c.Tuning.CPULimit > 0 && c.Tuning.CPULimit <= maxWorkers) {
+		errs = append(errs, fmt.Errorf("CPULimit %g not in (0, %d] cores", c.Tuning.CPULimit, maxWorkers))
 	}
-	worldOK := inRange("World", c.World, 1, maxWorld)
-	if worldOK && (c.Rank < 0 || c.Rank >= c.World) {
-		errs = append(errs, fmt.Errorf("Rank %d not in [0, World=%d)", c.Rank, c.World))
+	worldOK := inRange("World", c.Order.World, 1, maxWorld)
+	if worldOK && (c.Order.Rank < 0 || c.Order.Rank >= c.Order.World) {
+		errs = append(errs, fmt.Errorf("Rank %d not in [0, World=%d)", c.Order.Rank, c.Order.World))
 	}
-	switch c.Order {
+	switch c.Order.Mode {
 	case SampleOrder:
-		if c.Partitions != 0 || c.ShuffleBlock != 0 {
-			errs = append(errs, fmt.Errorf("Partitions %d and ShuffleBlock %d apply to Order %v only, not %v", c.Partitions, c.ShuffleBlock, ShardOrder, c.Order))
+		if c.Order.Partitions != 0 || c.Order.ShuffleBlock != 0 {
+			errs = append(errs, fmt.Errorf("Partitions %d and ShuffleBlock %d apply to Order %v only, not %v", c.Order.Partitions, c.Order.ShuffleBlock, ShardOrder, c.Order.Mode))
 		}
 	case ShardOrder:
 		switch {
-		case c.Partitions < 1:
-			errs = append(errs, fmt.Errorf("Partitions %d < 1", c.Partitions))
-		case worldOK && c.Partitions%c.World != 0:
-			errs = append(errs, fmt.Errorf("Partitions %d is not a multiple of World %d: each rank reads a whole number of partitions", c.Partitions, c.World))
-		case batchOK && worldOK && c.BatchSize*c.World%c.Partitions != 0: // at most 2^44
+		case c.Order.Partitions < 1:
+			errs = append(errs, fmt.Errorf("Partitions %d < 1", c.Order.Partitions))
+		case worldOK && c.Order.Partitions%c.Order.World != 0:
+			errs = append(errs, fmt.Errorf("Partitions %d is not a multiple of World %d: each rank reads a whole number of partitions", c.Order.Partitions, c.Order.World))
+		case batchOK && worldOK && c.Batch.Size*c.Order.World%c.Order.Partitions != 0: // at most 2^44
 			errs = append(errs, fmt.Errorf("the global batch BatchSize×World = %d×%d is not a multiple of Partitions %d: every global batch takes as many samples from each partition",
-				c.BatchSize, c.World, c.Partitions))
+				c.Batch.Size, c.Order.World, c.Order.Partitions))
 		}
-		if c.ShuffleBlock < 0 {
-			errs = append(errs, fmt.Errorf("ShuffleBlock %d < 0", c.ShuffleBlock))
+		if c.Order.ShuffleBlock < 0 {
+			errs = append(errs, fmt.Errorf("ShuffleBlock %d < 0", c.Order.ShuffleBlock))
 		} else {
-			inRange("ShuffleBlock", c.ShuffleBlock, 0, maxShuffleBlock)
+			inRange("ShuffleBlock", c.Order.ShuffleBlock, 0, maxShuffleBlock)
 		}
 	default:
-		errs = append(errs, fmt.Errorf("Order %v", c.Order))
+		errs = append(errs, fmt.Errorf("Order %v", c.Order.Mode))
 	}
 	if c.Fidelity != Fast && c.Fidelity != Exact {
 		errs = append(errs, fmt.Errorf("Fidelity %v", c.Fidelity))
@@ -403,11 +423,11 @@ func (c *Config) Validate() error {
 		// Exact decoding with Fast resampling in the ops would be neither.
 		errs = append(errs, fmt.Errorf("Decode.Exact with Fidelity %v: set Fidelity to %v, which sets Decode.Exact", c.Fidelity, Exact))
 	}
-	if c.OnError != Skip && c.OnError != Fail {
-		errs = append(errs, fmt.Errorf("OnError %v", c.OnError))
+	if c.Bad.OnError != Skip && c.Bad.OnError != Fail {
+		errs = append(errs, fmt.Errorf("OnError %v", c.Bad.OnError))
 	}
-	if !(c.MaxBadFraction <= 1) { // NaN included
-		errs = append(errs, fmt.Errorf("MaxBadFraction %g: want a fraction ≤ 1 (negative: no limit)", c.MaxBadFraction))
+	if !(c.Bad.MaxFraction <= 1) { // NaN included
+		errs = append(errs, fmt.Errorf("MaxBadFraction %g: want a fraction ≤ 1 (negative: no limit)", c.Bad.MaxFraction))
 	}
 	if !(c.CacheFill >= 0 && c.CacheFill <= 1) {
 		errs = append(errs, fmt.Errorf("CacheFill %g not in [0, 1]", c.CacheFill))
@@ -415,16 +435,16 @@ func (c *Config) Validate() error {
 	if c.StopAfter < AllStages || c.StopAfter > AugmentStage {
 		errs = append(errs, fmt.Errorf("StopAfter %v", c.StopAfter))
 	}
-	if c.DeviceConvert && c.Pack.DType == pack.Uint8 {
+	if c.Device.Convert && c.Pack.DType == pack.Uint8 {
 		errs = append(errs, errors.New("DeviceConvert needs a float Pack.DType; uint8 batches need no conversion"))
 	}
-	if c.DeviceConvert && c.Augment.HasTensorOps() {
+	if c.Device.Convert && c.Augment.HasTensorOps() {
 		// With DeviceConvert the host holds uint8 pixels, which cannot store normalised
 		// values such as normal noise or a value between two pixel levels.
 		errs = append(errs, errors.New("DeviceConvert packs uint8 pixels on the host, but Augment ends with ops on the normalised sample (RandomErasing); drop DeviceConvert, or erase on the device after the conversion"))
 	}
-	if c.MemoryBudget < 0 || c.MemoryBudget > maxMemoryBudget {
-		errs = append(errs, fmt.Errorf("MemoryBudget %d not in [0, %d] (1 PiB)", c.MemoryBudget, int64(maxMemoryBudget)))
+	if c.Tuning.MemoryBudget < 0 || c.Tuning.MemoryBudget > maxMemoryBudget {
+		errs = append(errs, fmt.Errorf("MemoryBudget %d not in [0, %d] (1 PiB)", c.Tuning.MemoryBudget, int64(maxMemoryBudget)))
 	}
 	if err := c.Pack.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("Pack: %w", err))
@@ -433,7 +453,7 @@ func (c *Config) Validate() error {
 		// samples, so the product cannot wrap.
 		host := c.hostPack()
 		sample := int64(host.Width) * int64(host.Height) * 3 * int64(host.DType.Size())
-		if n := int64(c.BatchSize / c.MicroBatches); n*sample > maxBatchBytes {
+		if n := int64(c.Batch.Size / c.Batch.MicroBatches); n*sample > maxBatchBytes {
 			errs = append(errs, fmt.Errorf("a batch buffer of %d %dx%d %v samples (BatchSize/MicroBatches) takes %d bytes, more than %d (1 TiB)",
 				n, host.Width, host.Height, host.DType, n*sample, int64(maxBatchBytes)))
 		}
@@ -459,7 +479,7 @@ func (c *Config) Validate() error {
 // hostPack is how samples are packed on the host: Pack, or with DeviceConvert uint8 NHWC
 // pixels of Pack's size.
 func (c *Config) hostPack() pack.Options {
-	if c.DeviceConvert {
+	if c.Device.Convert {
 		return pack.Options{Width: c.Pack.Width, Height: c.Pack.Height, Layout: pack.NHWC, DType: pack.Uint8}
 	}
 	return c.Pack
@@ -469,29 +489,29 @@ func (c *Config) hostPack() pack.Options {
 func (c *Config) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "batch=%d drop_last=%t workers=%d io_workers=%d prefetch=%d seed=%d sequential=%t",
-		c.BatchSize, c.DropLast, c.Workers, c.IOWorkers, c.Prefetch, c.Seed, c.Sequential)
-	if c.NoAutotune {
+		c.Batch.Size, c.Batch.DropLast, c.Tuning.Workers, c.Tuning.IOWorkers, c.Tuning.Prefetch, c.Order.Seed, c.Order.Sequential)
+	if c.Tuning.NoAutotune {
 		b.WriteString(" autotune=false")
 	} else {
-		fmt.Fprintf(&b, " cpu_limit=%g", c.CPULimit)
+		fmt.Fprintf(&b, " cpu_limit=%g", c.Tuning.CPULimit)
 	}
 	fmt.Fprintf(&b, " rank=%d/%d drop_uneven=%t on_error=%v max_bad=%g budget=%d decode={%s} augment=%v pack={%s}",
-		c.Rank, c.World, c.DropUneven, c.OnError, c.MaxBadFraction, c.MemoryBudget, c.Decode.String(), c.Augment, c.Pack.String())
-	if c.GPU != nil {
-		fmt.Fprintf(&b, " device=%s", c.GPU.Name())
+		c.Order.Rank, c.Order.World, c.Order.DropUneven, c.Bad.OnError, c.Bad.MaxFraction, c.Tuning.MemoryBudget, c.Decode.String(), c.Augment, c.Pack.String())
+	if c.Device.GPU != nil {
+		fmt.Fprintf(&b, " device=%s", c.Device.GPU.Name())
 	} else {
-		fmt.Fprintf(&b, " device=%s", c.Device)
+		fmt.Fprintf(&b, " device=%s", c.Device.Name)
 	}
-	if c.Order != SampleOrder {
-		fmt.Fprintf(&b, " order=%v partitions=%d shuffle_block=%d", c.Order, c.Partitions, c.ShuffleBlock)
+	if c.Order.Mode != SampleOrder {
+		fmt.Fprintf(&b, " order=%v partitions=%d shuffle_block=%d", c.Order.Mode, c.Order.Partitions, c.Order.ShuffleBlock)
 	}
-	if c.RankFromEnv {
+	if c.Order.RanksFromEnv {
 		b.WriteString(" rank_from_env=true")
 	}
-	if c.MicroBatches > 1 {
-		fmt.Fprintf(&b, " micro_batches=%d", c.MicroBatches)
+	if c.Batch.MicroBatches > 1 {
+		fmt.Fprintf(&b, " micro_batches=%d", c.Batch.MicroBatches)
 	}
-	if c.DeviceConvert {
+	if c.Device.Convert {
 		b.WriteString(" device_convert=true")
 	}
 	if c.Mix.Dense() {

@@ -26,30 +26,30 @@ func TestConfigBounds(t *testing.T) {
 		edit func(*Config)
 		want string
 	}{
-		{"io-workers", func(c *Config) { c.IOWorkers = 1 << 30 }, "IOWorkers 1073741824 not in [1, 4096]"},
-		{"workers", func(c *Config) { c.Workers = 1 << 24 }, "Workers 16777216 not in [1, 4096]"},
-		{"negative-workers", func(c *Config) { c.Workers = -1 }, "Workers -1 not in [1, 4096]"},
-		{"prefetch", func(c *Config) { c.Prefetch = 1 << 30 }, "Prefetch 1073741824 not in [1, 8192]"},
-		{"batch", func(c *Config) { c.BatchSize = 1 << 40 }, "BatchSize 1099511627776 not in [1, 1048576]"},
-		{"world", func(c *Config) { c.World = 1 << 62 }, "World 4611686018427387904 not in [1, 16777216]"},
-		{"world-partitions", func(c *Config) { c.Order, c.World, c.Partitions = ShardOrder, 1<<62, 1<<62 }, "World 4611686018427387904 not in"},
-		{"shuffle-block", func(c *Config) { c.Order, c.ShuffleBlock = ShardOrder, 1<<40 }, "ShuffleBlock 1099511627776 not in [0, 2147483647]"},
-		{"budget", func(c *Config) { c.MemoryBudget = math.MaxInt64 }, "MemoryBudget 9223372036854775807 not in [0, 1125899906842624]"},
-		{"cpu-limit", func(c *Config) { c.CPULimit = 1e18 }, "CPULimit 1e+18 not in (0, 4096] cores"},
-		{"cpu-limit-nan", func(c *Config) { c.CPULimit = nan }, "CPULimit NaN not in"},
-		{"cpu-limit-inf", func(c *Config) { c.CPULimit = math.Inf(1) }, "CPULimit +Inf not in"},
-		{"max-bad-nan", func(c *Config) { c.MaxBadFraction = nan }, "MaxBadFraction NaN: want a fraction ≤ 1"},
-		{"max-bad-inf", func(c *Config) { c.MaxBadFraction = math.Inf(1) }, "MaxBadFraction +Inf"},
+		{"io-workers", func(c *Config) { c.Tuning.IOWorkers = 1 << 30 }, "IOWorkers 1073741824 not in [1, 4096]"},
+		{"workers", func(c *Config) { c.Tuning.Workers = 1 << 24 }, "Workers 16777216 not in [1, 4096]"},
+		{"negative-workers", func(c *Config) { c.Tuning.Workers = -1 }, "Workers -1 not in [1, 4096]"},
+		{"prefetch", func(c *Config) { c.Tuning.Prefetch = 1 << 30 }, "Prefetch 1073741824 not in [1, 8192]"},
+		{"batch", func(c *Config) { c.Batch.Size = 1 << 40 }, "BatchSize 1099511627776 not in [1, 1048576]"},
+		{"world", func(c *Config) { c.Order.World = 1 << 62 }, "World 4611686018427387904 not in [1, 16777216]"},
+		{"world-partitions", func(c *Config) { c.Order.Mode, c.Order.World, c.Order.Partitions = ShardOrder, 1<<62, 1<<62 }, "World 4611686018427387904 not in"},
+		{"shuffle-block", func(c *Config) { c.Order.Mode, c.Order.ShuffleBlock = ShardOrder, 1<<40 }, "ShuffleBlock 1099511627776 not in [0, 2147483647]"},
+		{"budget", func(c *Config) { c.Tuning.MemoryBudget = math.MaxInt64 }, "MemoryBudget 9223372036854775807 not in [0, 1125899906842624]"},
+		{"cpu-limit", func(c *Config) { c.Tuning.CPULimit = 1e18 }, "CPULimit 1e+18 not in (0, 4096] cores"},
+		{"cpu-limit-nan", func(c *Config) { c.Tuning.CPULimit = nan }, "CPULimit NaN not in"},
+		{"cpu-limit-inf", func(c *Config) { c.Tuning.CPULimit = math.Inf(1) }, "CPULimit +Inf not in"},
+		{"max-bad-nan", func(c *Config) { c.Bad.MaxFraction = nan }, "MaxBadFraction NaN: want a fraction ≤ 1"},
+		{"max-bad-inf", func(c *Config) { c.Bad.MaxFraction = math.Inf(1) }, "MaxBadFraction +Inf"},
 		{"cache-fill-nan", func(c *Config) { c.CacheFill = nan }, "CacheFill NaN not in [0, 1]"},
 		{"cache-fill-inf", func(c *Config) { c.CacheFill = math.Inf(-1) }, "CacheFill -Inf not in [0, 1]"},
 		{"pack-overflow", func(c *Config) { c.Pack.Width, c.Pack.Height = 1<<31, 1<<31 }, "Pack: pack: pack size 2147483648x2147483648 is too large"},
 		{"pack-mean-nan", func(c *Config) {
 			c.Pack.Normalize, c.Pack.Mean, c.Pack.Std = true, [3]float32{float32(nan)}, pack.ImageNetStd
 		}, "Pack: pack: normalize mean"},
-		{"batch-bytes", func(c *Config) { c.BatchSize, c.Pack.Width, c.Pack.Height = 1<<20, 1<<10, 1<<10 }, "a batch buffer of 1048576 1024x1024 float32 samples (BatchSize/MicroBatches) takes 13194139533312 bytes, more than 1099511627776"},
+		{"batch-bytes", func(c *Config) { c.Batch.Size, c.Pack.Width, c.Pack.Height = 1<<20, 1<<10, 1<<10 }, "a batch buffer of 1048576 1024x1024 float32 samples (BatchSize/MicroBatches) takes 13194139533312 bytes, more than 1099511627776"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := &Config{BatchSize: 8, Pack: pack.Options{Width: 24, Height: 24}, Logf: quiet}
+			cfg := &Config{Batch: BatchConfig{Size: 8}, Pack: pack.Options{Width: 24, Height: 24}, Logf: quiet}
 			tc.edit(cfg)
 			ld, err := New(src, cfg)
 			if err == nil {
@@ -61,10 +61,10 @@ func TestConfigBounds(t *testing.T) {
 		})
 	}
 	// The bounds themselves are allowed, and -Inf is a negative MaxBadFraction: no limit.
-	cfg := &Config{BatchSize: 8, Pack: pack.Options{Width: 24, Height: 24}, Logf: quiet,
-		Workers: maxWorkers, IOWorkers: maxWorkers, CPULimit: maxWorkers, MaxBadFraction: math.Inf(-1), CacheFill: 1}
+	cfg := &Config{Batch: BatchConfig{Size: 8}, Pack: pack.Options{Width: 24, Height: 24}, Logf: quiet,
+		Tuning: TuningConfig{Workers: maxWorkers, IOWorkers: maxWorkers, CPULimit: maxWorkers}, Bad: BadConfig{MaxFraction: math.Inf(-1)}, CacheFill: 1}
 	ld := newLoader(t, src, cfg)
-	if got := ld.Config(); got.IOWorkers != maxWorkers || got.MaxBadFraction != math.Inf(-1) {
+	if got := ld.Config(); got.Tuning.IOWorkers != maxWorkers || got.Bad.MaxFraction != math.Inf(-1) {
 		t.Errorf("config %v", &got)
 	}
 }
@@ -75,7 +75,7 @@ func TestDenseTargetsBounded(t *testing.T) {
 	// One sample labelled 300000 has 300001 classes: a million-sample batch's targets
 	// would take 1.2 TB a buffer.
 	man := &folder{fsys: fstest.MapFS{}, paths: []string{"a.jpg"}, labels: []int{300000}, classes: make([]string, 300001)}
-	cfg := &Config{BatchSize: 1 << 20, Pack: pack.Options{Width: 1, Height: 1, DType: pack.Uint8}, Mix: mixup.Options{Smoothing: 0.1}, Logf: quiet}
+	cfg := &Config{Batch: BatchConfig{Size: 1 << 20}, Pack: pack.Options{Width: 1, Height: 1, DType: pack.Uint8}, Mix: mixup.Options{Smoothing: 0.1}, Logf: quiet}
 	ld, err := New(man, cfg)
 	if err == nil {
 		ld.Close()
@@ -89,13 +89,13 @@ func TestDenseTargetsBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := func() *Config {
-		return &Config{BatchSize: 8, Workers: 1, Prefetch: 2, Pack: pack.Options{Width: 24, Height: 24}, Logf: quiet, NoAutotune: true}
+		return &Config{Batch: BatchConfig{Size: 8}, Tuning: TuningConfig{Workers: 1, Prefetch: 2, NoAutotune: true}, Pack: pack.Options{Width: 24, Height: 24}, Logf: quiet}
 	}
 	// The least budget a loader without targets accepts refuses one with them.
 	ld = newLoader(t, src, base())
 	least := int64(ld.nbuf)*pageRound(int64(ld.micro)*int64(ld.sampleBytes)) + minWorkingBudget
 	cfg = base()
-	cfg.MemoryBudget = least
+	cfg.Tuning.MemoryBudget = least
 	newLoader(t, src, cfg)
 	cfg.Mix.Smoothing = 0.1
 	want := strconv.Itoa(3*8*4*3) + " bytes of dense targets" // 3 classes, 8 samples, 3 buffers
@@ -106,9 +106,9 @@ func TestDenseTargetsBounded(t *testing.T) {
 		t.Errorf("New: %v, want an error containing %q", err, want)
 	}
 	// By default the budget makes room for them.
-	cfg.MemoryBudget = 0
+	cfg.Tuning.MemoryBudget = 0
 	ld = newLoader(t, src, cfg)
-	if got := ld.Config().MemoryBudget; got != least-minWorkingBudget+3*8*4*3+640*mib {
+	if got := ld.Config().Tuning.MemoryBudget; got != least-minWorkingBudget+3*8*4*3+640*mib {
 		t.Errorf("default MemoryBudget %d", got)
 	}
 }

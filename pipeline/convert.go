@@ -184,10 +184,9 @@ func Convert(ctx context.Context, src Source, c *cache.Cache, opts *ConvertOptio
 	// Samples are stored, never packed: the batches only pace the stages and carry no
 	// pixels, so they are one byte a sample. Reads are budgeted for MaxFileBytes files.
 	cfg := &Config{
-		BatchSize: 64, Workers: o.Workers, Sequential: true, Decode: o.Decode, FullDecode: true,
+		Batch: BatchConfig{Size: 64}, Tuning: TuningConfig{Workers: o.Workers, MemoryBudget: 5*(o.MaxFileBytes+1) + max(640*mib, 64*mib+int64(o.Workers)*64*mib)}, Order: OrderConfig{Sequential: true}, Decode: o.Decode, FullDecode: true,
 		Pack:  pack.Options{Width: 1, Height: 1, DType: pack.Uint8},
-		Cache: c, CacheFill: 1, MaxBadFraction: -1, StopAfter: DecodeStage, Logf: o.Logf,
-		MemoryBudget: 5*(o.MaxFileBytes+1) + max(640*mib, 64*mib+int64(o.Workers)*64*mib),
+		Cache: c, CacheFill: 1, Bad: BadConfig{MaxFraction: -1}, StopAfter: DecodeStage, Logf: o.Logf,
 	}
 	if o.Decode.Exact {
 		cfg.Fidelity = Exact // stores Pillow's pixels
@@ -225,8 +224,8 @@ func Convert(ctx context.Context, src Source, c *cache.Cache, opts *ConvertOptio
 	progress := func(done int) ConvertProgress {
 		st := ld.Stats()
 		return ConvertProgress{
-			Total: src.Len(), Done: done, Stored: int(st.CacheStored), Skipped: int(cv.skipped.Load()),
-			Repaired: int(cv.repaired.Load()), Bad: int(st.BadSamples), Bytes: cv.fileBytes.Load(), Elapsed: time.Since(start),
+			Total: src.Len(), Done: done, Stored: int(st.Cache.Stored), Skipped: int(cv.skipped.Load()),
+			Repaired: int(cv.repaired.Load()), Bad: int(st.Bad.Samples), Bytes: cv.fileBytes.Load(), Elapsed: time.Since(start),
 		}
 	}
 	done := 0

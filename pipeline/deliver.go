@@ -15,10 +15,10 @@ func (l *Loader) Epoch(ctx context.Context, e int) iter.Seq2[*Batch, error] {
 }
 
 // EpochFrom resumes epoch e at cursor, the number of this epoch's samples already consumed
-// (a multiple of BatchSize, or of BatchSize/MicroBatches with Config.MicroBatches, as
+// (a multiple of BatchSize, or of BatchSize/MicroBatches with Config.Batch.MicroBatches, as
 // Batch.Cursor reports): the batches it yields are exactly those an uninterrupted Epoch
 // would have yielded from there on, starting mid-batch with the next micro-batch. With
-// Config.Order ShardOrder, cursor is a position in the global order (Batch.Cursor and
+// Config.Order.Mode ShardOrder, cursor is a position in the global order (Batch.Cursor and
 // Batch.GlobalCursor, a multiple of World × BatchSize/MicroBatches), so a checkpoint
 // taken at one World resumes at another that divides Partitions: the global batches
 // that follow are those the uninterrupted run would have delivered. The cursor is read
@@ -53,9 +53,9 @@ func (l *Loader) EpochFrom(ctx context.Context, e, cursor int) iter.Seq2[*Batch,
 			for _, i := range b.badFiles() {
 				bad[i] = struct{}{}
 			}
-			if err := b.failure(); err == nil && l.cfg.MaxBadFraction >= 0 && len(bad) > 1 && float64(len(bad)) > l.cfg.MaxBadFraction*float64(len(r.order)) {
+			if err := b.failure(); err == nil && l.cfg.Bad.MaxFraction >= 0 && len(bad) > 1 && float64(len(bad)) > l.cfg.Bad.MaxFraction*float64(len(r.order)) {
 				b.setErr(-1, fmt.Errorf("pipeline: %d bad files in epoch %d of %d samples exceed MaxBadFraction %g; last: %w",
-					len(bad), r.epoch, len(r.order), l.cfg.MaxBadFraction, b.lastBad()))
+					len(bad), r.epoch, len(r.order), l.cfg.Bad.MaxFraction, b.lastBad()))
 			}
 			if b.slot != nil {
 				// A copy that already failed (a lost device) ends the epoch here, naming

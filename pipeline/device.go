@@ -12,9 +12,9 @@ import (
 // driver on a GPU) and allocates the device ring. On failure it undoes what it did.
 func (l *Loader) openDevice(conv *gpu.Converter, batchBytes, pinnedBytes int64) (err error) {
 	c := &l.cfg
-	l.dev = c.GPU
+	l.dev = c.Device.GPU
 	if l.dev == nil {
-		if l.dev, err = gpu.Open(c.Device, c.Logf); err != nil {
+		if l.dev, err = gpu.Open(c.Device.Name, c.Logf); err != nil {
 			return fmt.Errorf("pipeline: %w", err)
 		}
 		l.ownDev = true
@@ -25,7 +25,7 @@ func (l *Loader) openDevice(conv *gpu.Converter, batchBytes, pinnedBytes int64) 
 		}
 	}()
 	// The tuner maps buffers beyond the starting Prefetch+1 when it raises the depth.
-	o := &pinned.Options{BufferSize: int(batchBytes), Budget: pinnedBytes, Initial: c.Prefetch + 1}
+	o := &pinned.Options{BufferSize: int(batchBytes), Budget: pinnedBytes, Initial: c.Tuning.Prefetch + 1}
 	onGPU := l.dev.Kind() != gpu.Host
 	if onGPU {
 		// The driver page-locks the slabs when it registers them. A driver that refuses
@@ -37,17 +37,17 @@ func (l *Loader) openDevice(conv *gpu.Converter, batchBytes, pinnedBytes int64) 
 	if l.pool, err = pinned.New(o); err != nil {
 		return fmt.Errorf("pipeline: %w", err)
 	}
-	if st := l.pool.Stats(); st.MaxBuffers != l.nbuf || st.Buffers != c.Prefetch+1 {
-		return fmt.Errorf("pipeline: pinned pool holds %d batch buffers of %d, want %d of %d", st.Buffers, st.MaxBuffers, c.Prefetch+1, l.nbuf)
+	if st := l.pool.Stats(); st.MaxBuffers != l.nbuf || st.Buffers != c.Tuning.Prefetch+1 {
+		return fmt.Errorf("pipeline: pinned pool holds %d batch buffers of %d, want %d of %d", st.Buffers, st.MaxBuffers, c.Tuning.Prefetch+1, l.nbuf)
 	}
 	if st := l.pool.Stats(); !onGPU && !st.Locked {
 		c.Logf("pipeline: batch buffers are not page-locked (%s); host-to-device copies may be slower", st.LockError)
 	} else if onGPU && !st.Registered {
-		c.Logf("pipeline: the driver did not register the batch buffers (%s): copies to %s go on from unregistered memory, partly synchronously and slower (Stats.Pinned.Registered)", st.RegisterError, l.dev.Name())
+		c.Logf("pipeline: the driver did not register the batch buffers (%s): copies to %s go on from unregistered memory, partly synchronously and slower (Stats.Memory.Pinned.Registered)", st.RegisterError, l.dev.Name())
 	}
 	// A GPU ring holds Prefetch batches: the one the consumer has and those copied ahead.
 	// The host's zero-copy ring costs nothing, so it has one slot per pinned buffer.
-	l.slots = c.Prefetch
+	l.slots = c.Tuning.Prefetch
 	if !onGPU && conv == nil {
 		l.slots = l.nbuf
 	}

@@ -24,12 +24,12 @@ func TestGPUConsumerNeverWaits(t *testing.T) {
 	want := collect(t, newLoader(t, src, testConfig(2)), context.Background(), 0, 0).data
 	for _, convert := range []bool{false, true} {
 		cfg := testConfig(2)
-		cfg.Device, cfg.DeviceConvert = name, convert
+		cfg.Device.Name, cfg.Device.Convert = name, convert
 		cfg.Logf = t.Logf
 		ld := newLoader(t, src, cfg)
 		blocked, measured, got := overlapEpoch(t, ld, 20*time.Millisecond, 2*time.Millisecond, true)
 		st := ld.Stats()
-		t.Logf("convert=%t: %s, %d device bytes, %d batches, %d copy waits (%v), slot wait %v", convert, st.Device, st.DeviceBytes, st.Batches, st.CopyWaits, st.CopyWaitTime, st.SlotWait)
+		t.Logf("convert=%t: %s, %d device bytes, %d batches, %d copy waits (%v), slot wait %v", convert, st.Device.Name, st.Device.Bytes, st.Batches, st.Device.CopyWaits, st.Device.CopyWaitTime, st.Device.SlotWait)
 		if measured < 3 {
 			t.Errorf("convert=%t: only %d of %d batches were complete a copy's time before the consumer asked", convert, measured, st.Batches)
 		}

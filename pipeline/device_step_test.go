@@ -57,7 +57,7 @@ func TestDeviceStepNotOverwritten(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			f.Reset()
 			cfg := testConfig(2)
-			cfg.Device, cfg.DeviceConvert = "cuda:0", c.convert
+			cfg.Device.Name, cfg.Device.Convert = "cuda:0", c.convert
 			ld := newLoader(t, src, cfg)
 			var inRelease time.Duration
 			n := 0
@@ -74,7 +74,7 @@ func TestDeviceStepNotOverwritten(t *testing.T) {
 				n++
 			}
 			if n < 4 {
-				t.Fatalf("only %d batches: the ring of %d buffers is not reused", n, ld.Stats().DeviceSlots)
+				t.Fatalf("only %d batches: the ring of %d buffers is not reused", n, ld.Stats().Device.Slots)
 			}
 			if races := f.Races(); races != 0 {
 				t.Errorf("a later batch was copied into a device buffer the step still read, %d time(s) in %d batches", races, n)
@@ -89,7 +89,7 @@ func TestDeviceStepNotOverwritten(t *testing.T) {
 }
 
 // A driver that refuses to register host memory (some virtual machines) leaves the loader
-// working from unregistered buffers: one log line, Stats.Pinned.Registered false with the
+// working from unregistered buffers: one log line, Stats.Memory.Pinned.Registered false with the
 // driver's reason, and the same batches.
 func TestDeviceRegistrationRefused(t *testing.T) {
 	f := gputest.Use(t)
@@ -112,14 +112,14 @@ func checkRegistrationRefused(t *testing.T, src Source, want []byte) {
 	var mu sync.Mutex
 	var lines []string
 	cfg := testConfig(2)
-	cfg.Device = "cuda:0"
+	cfg.Device.Name = "cuda:0"
 	cfg.Logf = func(format string, args ...any) {
 		mu.Lock()
 		lines = append(lines, fmt.Sprintf(format, args...))
 		mu.Unlock()
 	}
 	ld := newLoader(t, src, cfg)
-	st := ld.Stats().Pinned
+	st := ld.Stats().Memory.Pinned
 	if st.Registered || !strings.Contains(st.RegisterError, "CUDA_ERROR_NOT_SUPPORTED") {
 		t.Errorf("Stats.Pinned: registered %t, %q", st.Registered, st.RegisterError)
 	}

@@ -67,23 +67,23 @@ func TestDeviceBatchesMatchHost(t *testing.T) {
 				name := fmt.Sprintf("%v-%v-%s-convert=%t", c.dtype, c.layout, dev, convert)
 				cfg := testConfig(2)
 				cfg.Pack.DType, cfg.Pack.Layout = c.dtype, c.layout
-				cfg.Device, cfg.DeviceConvert = dev, convert
+				cfg.Device.Name, cfg.Device.Convert = dev, convert
 				ld := newLoader(t, src, cfg)
 				if got := deviceEpoch(t, ld, 1); !bytes.Equal(got, want) {
 					t.Errorf("%s: device batches differ from the host loader's", name)
 				}
 				st := ld.Stats()
-				if st.Copies != int64(ld.Len()) {
-					t.Errorf("%s: %d copies for %d batches", name, st.Copies, ld.Len())
+				if st.Device.Copies != int64(ld.Len()) {
+					t.Errorf("%s: %d copies for %d batches", name, st.Device.Copies, ld.Len())
 				}
 				if dev == "cuda:0" {
-					per := int64(cfg.BatchSize * 3 * 24 * 24)
+					per := int64(cfg.Batch.Size * 3 * 24 * 24)
 					wantBytes := 2 * per * int64(c.dtype.Size())
 					if convert {
 						wantBytes += per
 					}
-					if st.DeviceBytes != wantBytes || !strings.HasPrefix(st.Device, "cuda:0 (conveyor fake GPU") {
-						t.Errorf("%s: device %q holds %d bytes, want %d", name, st.Device, st.DeviceBytes, wantBytes)
+					if st.Device.Bytes != wantBytes || !strings.HasPrefix(st.Device.Name, "cuda:0 (conveyor fake GPU") {
+						t.Errorf("%s: device %q holds %d bytes, want %d", name, st.Device.Name, st.Device.Bytes, wantBytes)
 					}
 				}
 			}
@@ -109,13 +109,13 @@ func overlapEpoch(t *testing.T, ld *Loader, step, margin time.Duration, read boo
 		}
 		inOrder = max(inOrder, b.completed.Load())
 		inputBound := b.Number < 2 || time.Since(time.Unix(0, inOrder)) < margin
-		before := ld.Stats().CopyWaits
+		before := ld.Stats().Device.CopyWaits
 		if err := b.Wait(); err != nil {
 			t.Fatal(err)
 		}
 		if !inputBound {
 			measured++
-			if ld.Stats().CopyWaits > before {
+			if ld.Stats().Device.CopyWaits > before {
 				blocked++
 			}
 		}
@@ -143,12 +143,12 @@ func TestDeviceCopiesOverlapTheStep(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := testConfig(2)
-	cfg.Device = "cuda:0"
+	cfg.Device.Name = "cuda:0"
 	cfg.Augment = cfg.Augment[:2] // crop and flip: keep the workers ahead of the step
 	ld := newLoader(t, src, cfg)
 	blocked, measured, _ := overlapEpoch(t, ld, 40*time.Millisecond, 20*time.Millisecond, false)
 	st := ld.Stats()
-	t.Logf("%d batches, %d waits on a copy (%v), device buffers waited %v for release", st.Batches, st.CopyWaits, st.CopyWaitTime, st.SlotWait)
+	t.Logf("%d batches, %d waits on a copy (%v), device buffers waited %v for release", st.Batches, st.Device.CopyWaits, st.Device.CopyWaitTime, st.Device.SlotWait)
 	if measured < 3 {
 		t.Skipf("only %d of %d batches were complete a copy's time before the consumer asked; the machine is too busy to tell", measured, st.Batches)
 	}
@@ -170,7 +170,7 @@ func TestDeviceFailureNamesBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := testConfig(2)
-	cfg.Device = "cuda:0"
+	cfg.Device.Name = "cuda:0"
 	ld, err := New(src, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -213,9 +213,9 @@ func TestDeviceOutOfMemoryAtNew(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := testConfig(1)
-	cfg.Device = "cuda:0"
+	cfg.Device.Name = "cuda:0"
 	f.SetTotal(20 << 20)
-	cfg.BatchSize = 64
+	cfg.Batch.Size = 64
 	if err := ApplyRecipe(cfg, "train", 128); err != nil { // 12 MiB batches
 		t.Fatal(err)
 	}
@@ -235,27 +235,27 @@ func TestDeviceOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := testConfig(1)
-	cfg.Device = "cuda:0"
+	cfg.Device.Name = "cuda:0"
 	if _, err := New(src, cfg); err == nil || !strings.Contains(err.Error(), "cannot load the CUDA driver") {
 		t.Errorf("cuda:0 without a driver: %v", err)
 	}
 	var mu sync.Mutex
 	var lines []string
-	cfg.Device = "auto"
+	cfg.Device.Name = "auto"
 	cfg.Logf = func(format string, args ...any) {
 		mu.Lock()
 		lines = append(lines, fmt.Sprintf(format, args...))
 		mu.Unlock()
 	}
 	ld := newLoader(t, src, cfg)
-	if st := ld.Stats(); st.Device != "cpu (host memory)" || len(lines) != 1 || !strings.Contains(lines[0], "no usable GPU") {
-		t.Errorf("auto without a driver: device %q, log %q", st.Device, lines)
+	if st := ld.Stats(); st.Device.Name != "cpu (host memory)" || len(lines) != 1 || !strings.Contains(lines[0], "no usable GPU") {
+		t.Errorf("auto without a driver: device %q, log %q", st.Device.Name, lines)
 	}
-	cfg.Device = "tpu"
+	cfg.Device.Name = "tpu"
 	if _, err := New(src, cfg); err == nil {
 		t.Error("device tpu accepted")
 	}
-	cfg.Device, cfg.DeviceConvert, cfg.Pack.DType, cfg.Pack.Normalize = "cpu", true, pack.Uint8, false
+	cfg.Device.Name, cfg.Device.Convert, cfg.Pack.DType, cfg.Pack.Normalize = "cpu", true, pack.Uint8, false
 	if _, err := New(src, cfg); err == nil || !strings.Contains(err.Error(), "DeviceConvert needs a float") {
 		t.Errorf("DeviceConvert to uint8: %v", err)
 	}
@@ -270,7 +270,7 @@ func TestDeviceHoldingEveryBuffer(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := testConfig(2)
-	cfg.Device = "cuda:0"
+	cfg.Device.Name = "cuda:0"
 	ld := newLoader(t, src, cfg)
 	var held []*Batch
 	var got error

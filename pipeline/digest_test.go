@@ -49,7 +49,7 @@ func TestBatchDigests(t *testing.T) {
 		}
 		defer ld.Close()
 		if backend == "" {
-			backend = ld.DecodeBackend()
+			backend = ld.Stats().Backends.Decode
 		}
 		h := sha256.New()
 		for _, e := range epochs {
@@ -59,7 +59,7 @@ func TestBatchDigests(t *testing.T) {
 			binary.Write(h, binary.LittleEndian, d.indices)
 			binary.Write(h, binary.LittleEndian, int64(d.batches))
 		}
-		fmt.Fprintf(h, "bad=%d", ld.Stats().BadDraws) // every failed draw, as BadSamples counted when recorded
+		fmt.Fprintf(h, "bad=%d", ld.Stats().Bad.Draws) // every failed draw, as BadSamples counted when recorded
 		got[name] = hex.EncodeToString(h.Sum(nil))
 	}
 
@@ -73,17 +73,17 @@ func TestBatchDigests(t *testing.T) {
 	if err := ApplyRecipe(eval, "eval", 24); err != nil {
 		t.Fatal(err)
 	}
-	eval.Sequential = true
+	eval.Order.Sequential = true
 	eval.Pack = pack.Options{Width: 24, Height: 24, DType: pack.Uint8, Layout: pack.NHWC}
 	run("eval-uint8-nhwc", src, eval, 0)
 
 	conv := testConfig(2)
 	conv.Pack.DType = pack.Float16
-	conv.DeviceConvert = true
+	conv.Device.Convert = true
 	run("device-convert-float16", src, conv, 0)
 
 	shard := testConfig(1)
-	shard.Rank, shard.World, shard.DropLast = 1, 3, true
+	shard.Order.Rank, shard.Order.World, shard.Batch.DropLast = 1, 3, true
 	run("rank1-of-3", src, shard, 2)
 
 	damaged := treetest.New(t, 2, 12)
@@ -93,7 +93,7 @@ func TestBatchDigests(t *testing.T) {
 		t.Fatal(err)
 	}
 	skip := testConfig(2)
-	skip.MaxBadFraction = -1
+	skip.Bad.MaxFraction = -1
 	run("skip-bad-files", dsrc, skip, 0, 1)
 
 	cached := testConfig(2)

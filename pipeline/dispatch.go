@@ -15,14 +15,14 @@ type task struct {
 }
 
 // dispatch walks the epoch order batch by batch (micro-batch by micro-batch with
-// Config.MicroBatches): it takes a buffer (waiting while all are in use: this is what
+// Config.Batch.MicroBatches): it takes a buffer (waiting while all are in use: this is what
 // bounds memory), queues the batch for in-order delivery, then hands its slots to the
 // readers.
 func (r *run) dispatch(cursor int) {
 	defer r.wg.Done()
 	defer close(r.ready)
 	l := r.l
-	bs, m := l.cfg.BatchSize, l.micro
+	bs, m := l.cfg.Batch.Size, l.micro
 	var inflight []*Batch
 	for start := cursor; start < len(r.order); start += m {
 		buf, ok := l.pool.TryGet()
@@ -47,10 +47,10 @@ func (r *run) dispatch(cursor int) {
 		n := min(m, len(r.order)-start)
 		b := &Batch{
 			Epoch: r.epoch, Number: start / bs, Micro: (start - first) / m, Micros: (whole + m - 1) / m,
-			Cursor: start + n, GlobalCursor: l.cfg.World * (start + n), Len: n, BatchLen: whole,
+			Cursor: start + n, GlobalCursor: l.cfg.Order.World * (start + n), Len: n, BatchLen: whole,
 			Data: buf.Bytes()[:n*l.sampleBytes], Layout: l.cfg.Pack.Layout, DType: l.cfg.Pack.DType,
 			Labels: make([]int32, n), Indices: make([]int64, n),
-			buf: buf, ld: l, done: make(chan struct{}), hostU8: l.cfg.DeviceConvert,
+			buf: buf, ld: l, done: make(chan struct{}), hostU8: l.cfg.Device.Convert,
 		}
 		b.Shape = l.shape(n)
 		if l.classes > 0 {
@@ -58,7 +58,7 @@ func (r *run) dispatch(cursor int) {
 		}
 		b.meta, b.Mix.Lambda = l.meta, 1
 		b.remaining.Store(int32(n))
-		if l.cfg.Order == ShardOrder {
+		if l.cfg.Order.Mode == ShardOrder {
 			b.Cursor = b.GlobalCursor // EpochFrom takes global cursors
 		}
 		r.ready <- b // never blocks: capacity is the number of buffers

@@ -132,7 +132,7 @@ func TestRandomErasingConfigChecks(t *testing.T) {
 		want string
 	}{
 		{"device convert", func(c *Config) {
-			c.DeviceConvert = true
+			c.Device.Convert = true
 			c.Augment = append(c.Augment, augment.NewRandomErasing(0.25))
 		}, "DeviceConvert packs uint8 pixels on the host, but Augment ends with ops on the normalised sample"},
 		{"image op after", func(c *Config) {

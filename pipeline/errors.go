@@ -43,7 +43,7 @@ func (r *run) fail(t task, err error) bool {
 		return false
 	}
 	t.b.noteBad(t.slot, bad)
-	if l.cfg.OnError == Fail {
+	if l.cfg.Bad.OnError == Fail {
 		t.b.setErr(t.slot, bad)
 		return false
 	}
@@ -55,7 +55,7 @@ func (r *run) fail(t task, err error) bool {
 	// The replacement depends only on (seed, epoch, position, attempt), so it is the same
 	// whatever the worker count, and a resumed epoch makes the same choice.
 	t.attempt++
-	h := seed.Mix(seed.Mix(l.cfg.Seed, uint64(r.epoch)), uint64(t.pos)<<8|uint64(t.attempt))
+	h := seed.Mix(seed.Mix(l.cfg.Order.Seed, uint64(r.epoch)), uint64(t.pos)<<8|uint64(t.attempt))
 	if l.sampler.parts == 0 || t.attempt > nearAttempts {
 		t.idx = int(h % uint64(l.src.Len()))
 	} else {
@@ -63,7 +63,7 @@ func (r *run) fail(t task, err error) bool {
 		// shards being read (a remote dataset need not fetch a shard for one sample),
 		// within half a shuffle block on the first attempt, twice as far on each next;
 		// past nearAttempts (a lost shard can fill a block), anywhere.
-		span := max(l.cfg.ShuffleBlock/2, 1) << (t.attempt - 1)
+		span := max(l.cfg.Order.ShuffleBlock/2, 1) << (t.attempt - 1)
 		d := int(h%uint64(2*span)) - span
 		if d >= 0 {
 			d++ // never the bad sample itself

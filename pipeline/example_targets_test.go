@@ -23,7 +23,7 @@ func ExampleConfig_mix() {
 		log.Fatal(err)
 	}
 	cfg := &pipeline.Config{
-		BatchSize: 6, Seed: 1,
+		Batch: pipeline.BatchConfig{Size: 6}, Order: pipeline.OrderConfig{Seed: 1},
 		Pack: pack.Options{DType: pack.Float32, Normalize: true},
 		Mix:  mixup.Options{MixUp: 0.8, CutMix: 1, Smoothing: 0.1},
 	}

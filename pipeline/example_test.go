@@ -31,7 +31,7 @@ func Example() {
 		log.Fatal(err)
 	}
 	cfg := &pipeline.Config{
-		BatchSize: 8, Seed: 1,
+		Batch: pipeline.BatchConfig{Size: 8}, Order: pipeline.OrderConfig{Seed: 1},
 		Pack: pack.Options{DType: pack.Float32, Normalize: true},
 	}
 	if err := pipeline.ApplyRecipe(cfg, "train", 32); err != nil {
@@ -79,7 +79,7 @@ func ExampleConfig_microBatches() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	cfg := &pipeline.Config{BatchSize: 8, MicroBatches: 4, Seed: 1, Pack: pack.Options{DType: pack.Float32}}
+	cfg := &pipeline.Config{Batch: pipeline.BatchConfig{Size: 8, MicroBatches: 4}, Order: pipeline.OrderConfig{Seed: 1}, Pack: pack.Options{DType: pack.Float32}}
 	if err := pipeline.ApplyRecipe(cfg, "train", 32); err != nil {
 		log.Fatal(err)
 	}
@@ -103,7 +103,7 @@ func ExampleConfig_microBatches() {
 		fmt.Println()
 		b.Release()
 	}
-	fmt.Printf("pinned: %d buffers of %d bytes\n", ld.Stats().Pinned.Buffers, ld.Stats().Pinned.BufferSize)
+	fmt.Printf("pinned: %d buffers of %d bytes\n", ld.Stats().Memory.Pinned.Buffers, ld.Stats().Memory.Pinned.BufferSize)
 	// Output:
 	// batch 0 micro 0/4: 2 samples, weight 0.250, cursor 2
 	// batch 0 micro 1/4: 2 samples, weight 0.250, cursor 4
@@ -121,7 +121,7 @@ func ExampleConfig_microBatches() {
 
 // On a GPU the loader copies each batch into device memory while the training step uses
 // the previous one. With Device "auto" the same code runs without a GPU: the batches
-// stay in host memory and Stats.DeviceKind says so. (Here it runs on generated images, on
+// stay in host memory and Stats.Device.Kind says so. (Here it runs on generated images, on
 // whatever this machine has.)
 func Example_cuda() {
 	ctx := context.Background()
@@ -132,21 +132,21 @@ func Example_cuda() {
 		log.Fatal(err)
 	}
 	cfg := &pipeline.Config{
-		BatchSize: 8, Seed: 1,
+		Batch: pipeline.BatchConfig{Size: 8}, Order: pipeline.OrderConfig{Seed: 1},
 		Pack: pack.Options{DType: pack.Float32, Layout: pack.NCHW, Normalize: true},
 	}
 	if err := pipeline.ApplyRecipe(cfg, "train", 32); err != nil {
 		log.Fatal(err)
 	}
 
-	cfg.Device = "auto"      // cuda:0 if usable, else cpu with one log line; or "cuda:0"
-	cfg.DeviceConvert = true // optional: copy uint8, convert to float32 NCHW normalised on the GPU
+	cfg.Device.Name = "auto"  // cuda:0 if usable, else cpu with one log line; or "cuda:0"
+	cfg.Device.Convert = true // optional: copy uint8, convert to float32 NCHW normalised on the GPU
 	ld, err := pipeline.New(src, cfg)
 	if err != nil {
 		log.Fatal(err) // says what is missing when the driver or the GPU is not usable
 	}
 	defer ld.Close()
-	onGPU := ld.Stats().DeviceKind == gpu.CUDA
+	onGPU := ld.Stats().Device.Kind == gpu.CUDA
 	var stepStream uintptr // the training step's CUDA stream (a CUstream; 0: the default stream)
 	samples := 0
 	for b, err := range ld.Epoch(ctx, 0) {
@@ -198,7 +198,7 @@ func ExampleConfig_cache() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	cfg := &pipeline.Config{BatchSize: 8, Seed: 1, CacheFill: 1, Pack: pack.Options{DType: pack.Float32, Normalize: true}}
+	cfg := &pipeline.Config{Batch: pipeline.BatchConfig{Size: 8}, Order: pipeline.OrderConfig{Seed: 1}, CacheFill: 1, Pack: pack.Options{DType: pack.Float32, Normalize: true}}
 	if err := pipeline.ApplyRecipe(cfg, "train", 32); err != nil {
 		log.Fatal(err)
 	}
@@ -223,7 +223,7 @@ func ExampleConfig_cache() {
 			b.Release()
 		}
 		st := ld.Stats()
-		fmt.Printf("after epoch %d: %d samples stored, %d read from the cache\n", epoch, st.CacheStored, st.CacheHits)
+		fmt.Printf("after epoch %d: %d samples stored, %d read from the cache\n", epoch, st.Cache.Stored, st.Cache.Hits)
 	}
 	// Output:
 	// after epoch 0: 21 samples stored, 0 read from the cache

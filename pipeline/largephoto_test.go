@@ -44,21 +44,21 @@ func TestLargePhotos(t *testing.T) {
 	}
 	for _, recipe := range []string{"train", "eval"} {
 		t.Run(recipe, func(t *testing.T) {
-			cfg := &Config{BatchSize: 4, Workers: 2, Pack: pack.Options{Normalize: true}, Logf: t.Logf}
+			cfg := &Config{Batch: BatchConfig{Size: 4}, Tuning: TuningConfig{Workers: 2}, Pack: pack.Options{Normalize: true}, Logf: t.Logf}
 			if err := ApplyRecipe(cfg, recipe, 224); err != nil {
 				t.Fatal(err)
 			}
 			ld := newLoader(t, src, cfg)
 			d := collect(t, ld, context.Background(), 0, 0)
 			st := ld.Stats()
-			if st.BadSamples != 0 || len(d.indices) != src.Len() {
-				t.Fatalf("%d bad samples, %d of %d loaded: %v", st.BadSamples, len(d.indices), src.Len(), st.RecentBad)
+			if st.Bad.Samples != 0 || len(d.indices) != src.Len() {
+				t.Fatalf("%d bad samples, %d of %d loaded: %v", st.Bad.Samples, len(d.indices), src.Len(), st.Bad.Recent)
 			}
-			if st.PeakHeld > st.Budget {
-				t.Errorf("peak held %d bytes, over the budget of %d", st.PeakHeld, st.Budget)
+			if st.Memory.PeakHeld > st.Memory.Budget {
+				t.Errorf("peak held %d bytes, over the budget of %d", st.Memory.PeakHeld, st.Memory.Budget)
 			}
 			t.Logf("budget %d MiB, peak held %d MiB, decode memory %d MiB, peak %d MiB",
-				st.Budget>>20, st.PeakHeld>>20, st.DecodeBudget>>20, st.PeakDecode>>20)
+				st.Memory.Budget>>20, st.Memory.PeakHeld>>20, st.Memory.DecodeBudget>>20, st.Memory.PeakDecode>>20)
 		})
 	}
 }
@@ -97,7 +97,7 @@ func TestOpsOutputReservedFromBudget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := &Config{BatchSize: 4, Workers: 2, Pack: pack.Options{Normalize: true}, MaxBadFraction: -1, Logf: t.Logf}
+	cfg := &Config{Batch: BatchConfig{Size: 4}, Tuning: TuningConfig{Workers: 2}, Pack: pack.Options{Normalize: true}, Bad: BadConfig{MaxFraction: -1}, Logf: t.Logf}
 	if err := ApplyRecipe(cfg, "eval", 224); err != nil {
 		t.Fatal(err)
 	}
@@ -107,16 +107,16 @@ func TestOpsOutputReservedFromBudget(t *testing.T) {
 	d := collect(t, ld, context.Background(), 0, 0)
 	runtime.ReadMemStats(&after)
 	st := ld.Stats()
-	if st.BadSamples != 2 || len(d.indices) != src.Len() {
-		t.Fatalf("%d bad samples, %d delivered: %v", st.BadSamples, len(d.indices), st.RecentBad)
+	if st.Bad.Samples != 2 || len(d.indices) != src.Len() {
+		t.Fatalf("%d bad samples, %d delivered: %v", st.Bad.Samples, len(d.indices), st.Bad.Recent)
 	}
-	for _, e := range st.RecentBad {
+	for _, e := range st.Bad.Recent {
 		if !errors.Is(&e, decode.ErrTooLarge) || !strings.Contains(e.Error(), "augment ops would make a 256x") {
 			t.Errorf("%v: want ErrTooLarge naming the ops' image", e)
 		}
 	}
-	if st.PeakHeld > st.Budget {
-		t.Errorf("peak held %d bytes, over the budget of %d", st.PeakHeld, st.Budget)
+	if st.Memory.PeakHeld > st.Memory.Budget {
+		t.Errorf("peak held %d bytes, over the budget of %d", st.Memory.PeakHeld, st.Memory.Budget)
 	}
 	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 256<<20 {
 		t.Errorf("the epoch allocated %d MiB", alloc>>20)
@@ -142,7 +142,7 @@ func TestLargeImageDrainsWorkers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := &Config{BatchSize: 4, Workers: 2, Pack: pack.Options{Normalize: true}, Logf: t.Logf}
+	cfg := &Config{Batch: BatchConfig{Size: 4}, Tuning: TuningConfig{Workers: 2}, Pack: pack.Options{Normalize: true}, Logf: t.Logf}
 	if err := ApplyRecipe(cfg, "eval", 224); err != nil {
 		t.Fatal(err)
 	}
@@ -162,18 +162,18 @@ func TestLargeImageDrainsWorkers(t *testing.T) {
 	ops, _, _ := probe.opsNeed(cfg.Augment, w, h)
 	need += ops
 	// Decode memory of 1.5 times the need: more than the half the workers' shares leave.
-	cfg.MemoryBudget = probe.Stats().Pinned.BytesMapped + (need*3/2)*5/4 + 8
+	cfg.Tuning.MemoryBudget = probe.Stats().Memory.Pinned.BytesMapped + (need*3/2)*5/4 + 8
 	ld := newLoader(t, src, cfg)
 	st := ld.Stats()
-	if free := st.DecodeBudget - 2*ld.dec.retain.Load(); need <= free || need > st.DecodeBudget {
-		t.Fatalf("need %d, decode memory %d, %d beside the workers' shares: the test does not make the image wait", need, st.DecodeBudget, free)
+	if free := st.Memory.DecodeBudget - 2*ld.dec.retain.Load(); need <= free || need > st.Memory.DecodeBudget {
+		t.Fatalf("need %d, decode memory %d, %d beside the workers' shares: the test does not make the image wait", need, st.Memory.DecodeBudget, free)
 	}
 	d := collect(t, ld, context.Background(), 0, 0)
 	st = ld.Stats()
-	if st.BadSamples != 0 || len(d.indices) != src.Len() {
-		t.Fatalf("%d bad samples, %d of %d loaded: %v", st.BadSamples, len(d.indices), src.Len(), st.RecentBad)
+	if st.Bad.Samples != 0 || len(d.indices) != src.Len() {
+		t.Fatalf("%d bad samples, %d of %d loaded: %v", st.Bad.Samples, len(d.indices), src.Len(), st.Bad.Recent)
 	}
-	if st.PeakDecode < need || st.PeakHeld > st.Budget {
-		t.Errorf("peak decode %d (need %d), peak held %d of %d", st.PeakDecode, need, st.PeakHeld, st.Budget)
+	if st.Memory.PeakDecode < need || st.Memory.PeakHeld > st.Memory.Budget {
+		t.Errorf("peak decode %d (need %d), peak held %d of %d", st.Memory.PeakDecode, need, st.Memory.PeakHeld, st.Memory.Budget)
 	}
 }

@@ -30,7 +30,7 @@ var launchers = []launcher{
 // say. A value that is not a non-negative integer, a rank without its world size (or the
 // other way round), a rank not below the world size, or a local rank not below
 // LOCAL_WORLD_SIZE (SLURM_NTASKS_PER_NODE, when a single number) is an error naming the
-// variable. Config.RankFromEnv makes New use it.
+// variable. Config.Order.RanksFromEnv makes New use it.
 func RankFromEnv() (rank, world, local int, ok bool, err error) {
 	for _, l := range launchers {
 		rs, hasRank := os.LookupEnv(l.rank)
@@ -94,11 +94,11 @@ func envInt(name, v string) (int, error) {
 // applyRankFromEnv fills c's Rank and World from the launcher's environment, for
 // Config.RankFromEnv.
 func (c *Config) applyRankFromEnv() error {
-	if !c.RankFromEnv {
+	if !c.Order.RanksFromEnv {
 		return nil
 	}
-	if c.Rank != 0 || c.World > 1 {
-		return fmt.Errorf("pipeline: config: RankFromEnv is set with Rank %d and World %d; leave them unset to take them from the launcher, or drop RankFromEnv", c.Rank, c.World)
+	if c.Order.Rank != 0 || c.Order.World > 1 {
+		return fmt.Errorf("pipeline: config: RankFromEnv is set with Rank %d and World %d; leave them unset to take them from the launcher, or drop RankFromEnv", c.Order.Rank, c.Order.World)
 	}
 	rank, world, _, ok, err := RankFromEnv()
 	if err != nil {
@@ -111,6 +111,6 @@ func (c *Config) applyRankFromEnv() error {
 		}
 		logf("pipeline: RankFromEnv: no launcher variables (RANK and WORLD_SIZE, or SLURM_PROCID and SLURM_NTASKS) are set; running as rank 0 of 1")
 	}
-	c.Rank, c.World = rank, world
+	c.Order.Rank, c.Order.World = rank, world
 	return nil
 }

@@ -76,14 +76,14 @@ func TestConfigRankFromEnv(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := orderConfig(4, 0, 0, 4)
-	cfg.RankFromEnv = true
+	cfg.Order.RanksFromEnv = true
 
 	setLauncherEnv(t, map[string]string{"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1"})
 	ld := newLoader(t, src, cfg)
-	if got := ld.Config(); got.Rank != 3 || got.World != 4 || !strings.Contains(got.String(), "rank=3/4") {
-		t.Errorf("from torchrun's variables: rank %d of %d (%s)", got.Rank, got.World, got.String())
+	if got := ld.Config(); got.Order.Rank != 3 || got.Order.World != 4 || !strings.Contains(got.String(), "rank=3/4") {
+		t.Errorf("from torchrun's variables: rank %d of %d (%s)", got.Order.Rank, got.Order.World, got.String())
 	}
-	if cfg.Rank != 0 || cfg.World != 0 {
+	if cfg.Order.Rank != 0 || cfg.Order.World != 0 {
 		t.Error("New changed the caller's Config")
 	}
 
@@ -96,11 +96,11 @@ func TestConfigRankFromEnv(t *testing.T) {
 	var logged string
 	cfg.Logf = func(format string, args ...any) { logged += format }
 	ld = newLoader(t, src, cfg)
-	if got := ld.Config(); got.Rank != 0 || got.World != 1 || !strings.Contains(logged, "no launcher variables") {
-		t.Errorf("without a launcher: rank %d of %d, logged %q", got.Rank, got.World, logged)
+	if got := ld.Config(); got.Order.Rank != 0 || got.Order.World != 1 || !strings.Contains(logged, "no launcher variables") {
+		t.Errorf("without a launcher: rank %d of %d, logged %q", got.Order.Rank, got.Order.World, logged)
 	}
 
-	cfg.World, cfg.Rank = 2, 1
+	cfg.Order.World, cfg.Order.Rank = 2, 1
 	if _, err := New(src, cfg); err == nil || !strings.Contains(err.Error(), "RankFromEnv is set with Rank 1 and World 2") {
 		t.Errorf("New with RankFromEnv and World: %v", err)
 	}

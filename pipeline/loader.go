@@ -104,14 +104,14 @@ func build(src Source, cfg *Config, conv *converting) (*Loader, error) {
 	if err := c.applyRankFromEnv(); err != nil {
 		return nil, err
 	}
-	autoWorkers, autoIO, autoPrefetch := !c.NoAutotune && c.Workers == 0, !c.NoAutotune && c.IOWorkers == 0, !c.NoAutotune && c.Prefetch == 0
+	autoWorkers, autoIO, autoPrefetch := !c.Tuning.NoAutotune && c.Tuning.Workers == 0, !c.Tuning.NoAutotune && c.Tuning.IOWorkers == 0, !c.Tuning.NoAutotune && c.Tuning.Prefetch == 0
 	c.EnsureDefaults()
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
 	hostPack := c.hostPack()
 	var devConv *gpu.Converter
-	if c.DeviceConvert {
+	if c.Device.Convert {
 		var err error
 		if devConv, err = gpu.NewConverter(&c.Pack); err != nil {
 			return nil, fmt.Errorf("pipeline: %w", err)
@@ -121,12 +121,12 @@ func build(src Source, cfg *Config, conv *converting) (*Loader, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: %w", err)
 	}
-	l := &Loader{cfg: c, src: src, conv: conv, packer: packer, sampleBytes: packer.SampleBytes(), micro: c.BatchSize / c.MicroBatches}
+	l := &Loader{cfg: c, src: src, conv: conv, packer: packer, sampleBytes: packer.SampleBytes(), micro: c.Batch.Size / c.Batch.MicroBatches}
 	// A buffer, host or device, holds what is delivered at once: one micro-batch.
 	batchBytes := int64(l.micro) * int64(l.sampleBytes)
-	maxPrefetch := c.Prefetch
+	maxPrefetch := c.Tuning.Prefetch
 	if autoPrefetch {
-		maxPrefetch = autoPrefetchBound(c.Prefetch, l.micro, pageRound(batchBytes), c.MemoryBudget)
+		maxPrefetch = autoPrefetchBound(c.Tuning.Prefetch, l.micro, pageRound(batchBytes), c.Tuning.MemoryBudget)
 	}
 	l.tune = newTuner(&c, autoWorkers, autoIO, maxPrefetch)
 	// Everything sized by the batch buffers is sized for the most the tuner may map.
@@ -155,8 +155,8 @@ func build(src Source, cfg *Config, conv *converting) (*Loader, error) {
 	if !c.FullDecode && c.Decode.Resize.Mode == decode.ResizeNone && len(c.Augment) > 0 {
 		l.region, _ = c.Augment[0].(augment.RegionOp)
 	}
-	l.sampler = sampler{n: src.Len(), seed: c.Seed, shuffle: !c.Sequential, rank: c.Rank, world: c.World, dropUneven: c.DropUneven}
-	if c.Order == ShardOrder {
+	l.sampler = sampler{n: src.Len(), seed: c.Order.Seed, shuffle: !c.Order.Sequential, rank: c.Order.Rank, world: c.Order.World, dropUneven: c.Order.DropUneven}
+	if c.Order.Mode == ShardOrder {
 		ends, err := shardEnds(src)
 		if err != nil {
 			return nil, err
@@ -167,22 +167,22 @@ func build(src Source, cfg *Config, conv *converting) (*Loader, error) {
 		} else {
 			c.Logf("pipeline: Order %v over %v, which is not a ShardedSource: each sample is its own shard (a Converted's ByShard declares its shards)", ShardOrder, src)
 		}
-		if c.ShuffleBlock == 0 {
-			l.cfg.ShuffleBlock = 4 * ((src.Len() + shards - 1) / shards)
+		if c.Order.ShuffleBlock == 0 {
+			l.cfg.Order.ShuffleBlock = 4 * ((src.Len() + shards - 1) / shards)
 			if ss, ok := src.(ShardedSource); ok {
-				l.cfg.ShuffleBlock = max(l.cfg.ShuffleBlock, ss.ShuffleBlock())
+				l.cfg.Order.ShuffleBlock = max(l.cfg.Order.ShuffleBlock, ss.ShuffleBlock())
 			}
 		}
-		l.sampler.parts, l.sampler.ends, l.sampler.block, l.sampler.batch = c.Partitions, ends, l.cfg.ShuffleBlock, c.BatchSize
-		if src.Len() < c.Partitions {
-			return nil, fmt.Errorf("pipeline: %d samples cannot fill %d partitions (Partitions)", src.Len(), c.Partitions)
+		l.sampler.parts, l.sampler.ends, l.sampler.block, l.sampler.batch = c.Order.Partitions, ends, l.cfg.Order.ShuffleBlock, c.Batch.Size
+		if src.Len() < c.Order.Partitions {
+			return nil, fmt.Errorf("pipeline: %d samples cannot fill %d partitions (Partitions)", src.Len(), c.Order.Partitions)
 		}
 	}
 	if l.sampler.shardLen() == 0 {
-		return nil, fmt.Errorf("pipeline: %d samples cannot be split among %d ranks", src.Len(), c.World)
+		return nil, fmt.Errorf("pipeline: %d samples cannot be split among %d ranks", src.Len(), c.Order.World)
 	}
-	if c.DropLast && l.sampler.shardLen() < c.BatchSize {
-		return nil, fmt.Errorf("pipeline: DropLast with %d samples per epoch and BatchSize %d leaves no batch", l.sampler.shardLen(), c.BatchSize)
+	if c.Batch.DropLast && l.sampler.shardLen() < c.Batch.Size {
+		return nil, fmt.Errorf("pipeline: DropLast with %d samples per epoch and BatchSize %d leaves no batch", l.sampler.shardLen(), c.Batch.Size)
 	}
 	// Validate bounds a buffer to maxBatchBytes and nbuf to maxPrefetch+1 or 17: no
 	// product here wraps.
@@ -197,17 +197,17 @@ func build(src Source, cfg *Config, conv *converting) (*Loader, error) {
 		}
 		targetBytes = int64(l.nbuf) * row * int64(l.classes)
 	}
-	if c.MemoryBudget == 0 {
-		l.cfg.MemoryBudget = pinnedBytes + targetBytes + max(640*mib, 64*mib+int64(c.Workers)*64*mib)
+	if c.Tuning.MemoryBudget == 0 {
+		l.cfg.Tuning.MemoryBudget = pinnedBytes + targetBytes + max(640*mib, 64*mib+int64(c.Tuning.Workers)*64*mib)
 	}
-	working := l.cfg.MemoryBudget - pinnedBytes - targetBytes
+	working := l.cfg.Tuning.MemoryBudget - pinnedBytes - targetBytes
 	if working < minWorkingBudget {
 		held := ""
 		if targetBytes > 0 {
 			held = fmt.Sprintf(" and %d bytes of dense targets", targetBytes)
 		}
 		return nil, fmt.Errorf("pipeline: MemoryBudget %d bytes leaves %d after %d batch buffers of %d bytes%s; need at least %d more",
-			l.cfg.MemoryBudget, working, l.nbuf, batchBytes, held, minWorkingBudget-working)
+			l.cfg.Tuning.MemoryBudget, working, l.nbuf, batchBytes, held, minWorkingBudget-working)
 	}
 	if l.classes > 0 {
 		l.tfree = make(chan []float32, l.nbuf)
@@ -217,10 +217,10 @@ func build(src Source, cfg *Config, conv *converting) (*Loader, error) {
 	}
 	l.read = newBudget(working/5, &l.held)
 	// Decode memory is shared out among the active workers (tuner.set changes it).
-	l.dec = newDecodeMemory(working-working/5, c.Workers, &l.held)
+	l.dec = newDecodeMemory(working-working/5, c.Tuning.Workers, &l.held)
 	// Buffers the tuner has not mapped are not the process's yet: the returner's limit
 	// rises as they are (tuner.set).
-	l.returns = newReturner(l.cfg.MemoryBudget - int64(l.nbuf-c.Prefetch-1)*pageRound(batchBytes))
+	l.returns = newReturner(l.cfg.Tuning.MemoryBudget - int64(l.nbuf-c.Tuning.Prefetch-1)*pageRound(batchBytes))
 	if err := l.openDevice(devConv, batchBytes, pinnedBytes); err != nil {
 		return nil, err
 	}
@@ -245,14 +245,14 @@ func (l *Loader) growBuffers(n int) (int, error) {
 // Config returns the effective configuration.
 func (l *Loader) Config() Config { return l.cfg }
 
-// Len is the number of batches per epoch; with Config.MicroBatches each is delivered as
+// Len is the number of batches per epoch; with Config.Batch.MicroBatches each is delivered as
 // that many micro-batches (fewer for a short last batch).
 func (l *Loader) Len() int {
 	n := l.sampler.shardLen()
-	if l.cfg.DropLast {
-		return n / l.cfg.BatchSize
+	if l.cfg.Batch.DropLast {
+		return n / l.cfg.Batch.Size
 	}
-	return (n + l.cfg.BatchSize - 1) / l.cfg.BatchSize
+	return (n + l.cfg.Batch.Size - 1) / l.cfg.Batch.Size
 }
 
 // SamplesPerEpoch is the number of samples this rank sees per epoch, before DropLast;

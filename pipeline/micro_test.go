@@ -19,13 +19,13 @@ import (
 // DeviceConvert, whose batches are the host bytes).
 func microEpoch(t *testing.T, ld *Loader, e, cursor int) (d epochData, numbers []string) {
 	t.Helper()
-	bs, k := ld.cfg.BatchSize, ld.cfg.MicroBatches
+	bs, k := ld.cfg.Batch.Size, ld.cfg.Batch.MicroBatches
 	m := bs / k
 	n := ld.SamplesPerEpoch()
-	if ld.cfg.DropLast {
+	if ld.cfg.Batch.DropLast {
 		n -= n % bs
 	}
-	fromDevice := ld.Stats().DeviceBytes > 0 // otherwise the device's batches are the host bytes
+	fromDevice := ld.Stats().Device.Bytes > 0 // otherwise the device's batches are the host bytes
 	pos := cursor
 	for b, err := range ld.EpochFrom(context.Background(), e, cursor) {
 		if err != nil {
@@ -107,9 +107,9 @@ func TestMicroBatchesEqualWholeBatches(t *testing.T) {
 			}
 			config := func(micro int) *Config {
 				cfg := testConfig(2)
-				cfg.BatchSize, cfg.MicroBatches, cfg.DropLast = 16, micro, c.dropLast
-				cfg.Rank, cfg.World = c.rank, c.world
-				cfg.Device, cfg.DeviceConvert = c.device, c.convert
+				cfg.Batch.Size, cfg.Batch.MicroBatches, cfg.Batch.DropLast = 16, micro, c.dropLast
+				cfg.Order.Rank, cfg.Order.World = c.rank, c.world
+				cfg.Device.Name, cfg.Device.Convert = c.device, c.convert
 				return cfg
 			}
 			whole := newLoader(t, src, config(1))
@@ -127,26 +127,26 @@ func TestMicroBatchesEqualWholeBatches(t *testing.T) {
 			}
 
 			ws, ms := whole.Stats(), ld.Stats()
-			if ms.Batches != int64(got.batches) || ms.Copies != int64(got.batches) {
-				t.Errorf("Stats: %d batches, %d copies, want %d delivered", ms.Batches, ms.Copies, got.batches)
+			if ms.Batches != int64(got.batches) || ms.Device.Copies != int64(got.batches) {
+				t.Errorf("Stats: %d batches, %d copies, want %d delivered", ms.Batches, ms.Device.Copies, got.batches)
 			}
-			if ms.Pinned.BufferSize*c.micro != ws.Pinned.BufferSize || ms.Pinned.BufferSize != 16/c.micro*ld.sampleBytes {
-				t.Errorf("pinned buffers of %d bytes, whole batches' %d: want 1/%d", ms.Pinned.BufferSize, ws.Pinned.BufferSize, c.micro)
+			if ms.Memory.Pinned.BufferSize*c.micro != ws.Memory.Pinned.BufferSize || ms.Memory.Pinned.BufferSize != 16/c.micro*ld.sampleBytes {
+				t.Errorf("pinned buffers of %d bytes, whole batches' %d: want 1/%d", ms.Memory.Pinned.BufferSize, ws.Memory.Pinned.BufferSize, c.micro)
 			}
 			// Buffers as the tuner left them: Prefetch+1 at the start, more when it raised
 			// the batches in flight (on a loaded machine), each one micro-batch.
-			if want := int64(ms.Pinned.Buffers) * pageRound(int64(ms.Pinned.BufferSize)); ms.Pinned.BytesMapped != want || ms.Pinned.Buffers < ld.Config().Prefetch+1 {
-				t.Errorf("%d pinned bytes mapped in %d buffers, want %d (at least %d buffers)", ms.Pinned.BytesMapped, ms.Pinned.Buffers, want, ld.Config().Prefetch+1)
+			if want := int64(ms.Memory.Pinned.Buffers) * pageRound(int64(ms.Memory.Pinned.BufferSize)); ms.Memory.Pinned.BytesMapped != want || ms.Memory.Pinned.Buffers < ld.Config().Tuning.Prefetch+1 {
+				t.Errorf("%d pinned bytes mapped in %d buffers, want %d (at least %d buffers)", ms.Memory.Pinned.BytesMapped, ms.Memory.Pinned.Buffers, want, ld.Config().Tuning.Prefetch+1)
 			}
 			if c.device != "" || c.convert {
-				if ms.DeviceBytes == 0 || ms.DeviceBytes*int64(c.micro) != ws.DeviceBytes {
-					t.Errorf("%d device bytes, whole batches' %d: want 1/%d", ms.DeviceBytes, ws.DeviceBytes, c.micro)
+				if ms.Device.Bytes == 0 || ms.Device.Bytes*int64(c.micro) != ws.Device.Bytes {
+					t.Errorf("%d device bytes, whole batches' %d: want 1/%d", ms.Device.Bytes, ws.Device.Bytes, c.micro)
 				}
-				if ms.DeviceSlots != ld.cfg.Prefetch || ms.DeviceSlotBytes*int64(c.micro) != ws.DeviceSlotBytes || ms.DeviceSlotBytes != int64(16/c.micro*3*24*24*ld.cfg.Pack.DType.Size()) {
-					t.Errorf("%d device buffers of %d bytes, whole batches' %d", ms.DeviceSlots, ms.DeviceSlotBytes, ws.DeviceSlotBytes)
+				if ms.Device.Slots != ld.cfg.Tuning.Prefetch || ms.Device.SlotBytes*int64(c.micro) != ws.Device.SlotBytes || ms.Device.SlotBytes != int64(16/c.micro*3*24*24*ld.cfg.Pack.DType.Size()) {
+					t.Errorf("%d device buffers of %d bytes, whole batches' %d", ms.Device.Slots, ms.Device.SlotBytes, ws.Device.SlotBytes)
 				}
-			} else if ms.DeviceBytes != 0 || ms.DeviceSlots != 0 || ms.DeviceSlotBytes != 0 {
-				t.Errorf("cpu device holds %d bytes (%d buffers of %d), want none", ms.DeviceBytes, ms.DeviceSlots, ms.DeviceSlotBytes)
+			} else if ms.Device.Bytes != 0 || ms.Device.Slots != 0 || ms.Device.SlotBytes != 0 {
+				t.Errorf("cpu device holds %d bytes (%d buffers of %d), want none", ms.Device.Bytes, ms.Device.Slots, ms.Device.SlotBytes)
 			}
 		})
 	}
@@ -160,7 +160,7 @@ func TestMicroBatchResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := testConfig(2)
-	cfg.BatchSize, cfg.MicroBatches = 16, 4
+	cfg.Batch.Size, cfg.Batch.MicroBatches = 16, 4
 	ld := newLoader(t, src, cfg)
 	full, _ := microEpoch(t, ld, 3, 0)
 	for _, stopAfter := range []int{1, 6, 8, 14} { // 6: batch 1's second micro-batch; 14: in the short last batch
@@ -228,7 +228,7 @@ func TestMicroBatchesValidated(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("%d/%d", c.batch, c.micro), func(t *testing.T) {
 			cfg := testConfig(1)
-			cfg.BatchSize, cfg.MicroBatches = c.batch, c.micro
+			cfg.Batch.Size, cfg.Batch.MicroBatches = c.batch, c.micro
 			ld, err := New(src, cfg)
 			if c.want == "" {
 				if err != nil {
@@ -236,8 +236,8 @@ func TestMicroBatchesValidated(t *testing.T) {
 				}
 				defer ld.Close()
 				eff := ld.Config()
-				if m := max(c.micro, 1); eff.MicroBatches != m || ld.micro != c.batch/m {
-					t.Errorf("MicroBatches %d, %d samples a micro-batch", eff.MicroBatches, ld.micro)
+				if m := max(c.micro, 1); eff.Batch.MicroBatches != m || ld.micro != c.batch/m {
+					t.Errorf("MicroBatches %d, %d samples a micro-batch", eff.Batch.MicroBatches, ld.micro)
 				}
 				if s := eff.String(); strings.Contains(s, "micro_batches") != (c.micro > 1) {
 					t.Errorf("String: %s", s)
@@ -268,7 +268,7 @@ func TestMicroBatchesBadSamples(t *testing.T) {
 	}
 	config := func(micro int, policy Policy) *Config {
 		cfg := testConfig(2)
-		cfg.BatchSize, cfg.MicroBatches, cfg.OnError, cfg.MaxBadFraction = 8, micro, policy, -1
+		cfg.Batch.Size, cfg.Batch.MicroBatches, cfg.Bad.OnError, cfg.Bad.MaxFraction = 8, micro, policy, -1
 		return cfg
 	}
 	want, _ := microEpoch(t, newLoader(t, src, config(1, Skip)), 0, 0)
@@ -324,11 +324,11 @@ func TestMicroBatchPrefetchDefault(t *testing.T) {
 		{30, 3, 7, 0, 2},
 		{32, 8, 16, 3, 3},
 	} {
-		c := Config{BatchSize: tc.batch, MicroBatches: tc.micro, Workers: tc.workers, Prefetch: tc.prefetch}
+		c := Config{Batch: BatchConfig{Size: tc.batch, MicroBatches: tc.micro}, Tuning: TuningConfig{Workers: tc.workers, Prefetch: tc.prefetch}}
 		c.EnsureDefaults()
-		if c.Prefetch != tc.want {
+		if c.Tuning.Prefetch != tc.want {
 			t.Errorf("BatchSize %d, MicroBatches %d, Workers %d, Prefetch %d: default Prefetch %d, want %d",
-				tc.batch, tc.micro, tc.workers, tc.prefetch, c.Prefetch, tc.want)
+				tc.batch, tc.micro, tc.workers, tc.prefetch, c.Tuning.Prefetch, tc.want)
 		}
 	}
 }

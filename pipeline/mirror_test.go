@@ -47,7 +47,7 @@ func TestMirrorFoldedIntoPack(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := func(fold bool) *Config {
-				c := &Config{BatchSize: 8, Workers: 2, Seed: 7, Pack: tc.packing, Logf: t.Logf}
+				c := &Config{Batch: BatchConfig{Size: 8}, Tuning: TuningConfig{Workers: 2}, Order: OrderConfig{Seed: 7}, Pack: tc.packing, Logf: t.Logf}
 				if err := ApplyRecipe(c, "train", 24); err != nil {
 					t.Fatal(err)
 				}

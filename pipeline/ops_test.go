@@ -84,7 +84,7 @@ func TestOpPanicsAndErrorsEndTheEpoch(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := testConfig(2)
-			cfg.Sequential = true
+			cfg.Order.Sequential = true
 			cfg.Augment = append(cfg.Augment, tc.op)
 			ld := newLoader(t, src, cfg)
 			got := epochErr(ld)
@@ -101,8 +101,8 @@ func TestOpPanicsAndErrorsEndTheEpoch(t *testing.T) {
 			if tc.name == "panic" && (!errors.As(got, &pe) || !strings.Contains(string(pe.Stack), "panicOp")) {
 				t.Fatalf("want a *PanicError with the op in its stack, got %v", got)
 			}
-			if st := ld.Stats(); st.BadSamples != 0 {
-				t.Errorf("%d bad samples: an op's failure is not the file's", st.BadSamples)
+			if st := ld.Stats(); st.Bad.Samples != 0 {
+				t.Errorf("%d bad samples: an op's failure is not the file's", st.Bad.Samples)
 			}
 		})
 	}
@@ -125,13 +125,13 @@ func TestSourcePanicIsABadSample(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := testConfig(2)
-	cfg.MaxBadFraction = -1
+	cfg.Bad.MaxFraction = -1
 	ld := newLoader(t, panicSource{src}, cfg)
 	d := collect(t, ld, context.Background(), 0, 0)
 	st := ld.Stats()
 	var pe *PanicError
-	if st.BadSamples != 1 || len(d.indices) != src.Len() || !errors.As(st.RecentBad[0].Err, &pe) || st.RecentBad[0].Index != 3 {
-		t.Fatalf("%d bad samples (%v), %d delivered; want sample 3 bad with a *PanicError and %d delivered", st.BadSamples, st.RecentBad, len(d.indices), src.Len())
+	if st.Bad.Samples != 1 || len(d.indices) != src.Len() || !errors.As(st.Bad.Recent[0].Err, &pe) || st.Bad.Recent[0].Index != 3 {
+		t.Fatalf("%d bad samples (%v), %d delivered; want sample 3 bad with a *PanicError and %d delivered", st.Bad.Samples, st.Bad.Recent, len(d.indices), src.Len())
 	}
 }
 
@@ -152,15 +152,15 @@ func TestBadFilesCountedOncePerEpoch(t *testing.T) {
 	}
 	var logged atomic.Int64
 	cfg := testConfig(2)
-	cfg.BatchSize, cfg.MaxBadFraction = 4, -1
+	cfg.Batch.Size, cfg.Bad.MaxFraction = 4, -1
 	cfg.Logf = func(string, ...any) { logged.Add(1) }
 	ld := newLoader(t, src, cfg)
 	for e := range 3 {
 		collect(t, ld, context.Background(), e, 0)
 	}
 	st := ld.Stats()
-	if st.BadSamples != 6 || logged.Load() != 6 || st.BadDraws <= st.BadSamples {
-		t.Errorf("3 epochs with 2 bad files of 4: %d bad samples, %d log lines, %d draws; want 6, 6 and more draws (replacements draw them again)", st.BadSamples, logged.Load(), st.BadDraws)
+	if st.Bad.Samples != 6 || logged.Load() != 6 || st.Bad.Draws <= st.Bad.Samples {
+		t.Errorf("3 epochs with 2 bad files of 4: %d bad samples, %d log lines, %d draws; want 6, 6 and more draws (replacements draw them again)", st.Bad.Samples, logged.Load(), st.Bad.Draws)
 	}
 
 	big := treetest.New(t, 3, 31)
@@ -176,11 +176,11 @@ func TestBadFilesCountedOncePerEpoch(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg = testConfig(2)
-	cfg.MaxBadFraction = 0
+	cfg.Bad.MaxFraction = 0
 	ld = newLoader(t, src, cfg)
 	d := collect(t, ld, context.Background(), 0, 0)
-	if st := ld.Stats(); st.BadSamples != 1 || len(d.indices) != 93 {
-		t.Errorf("one truncated file among 93: %d bad samples, %d delivered", st.BadSamples, len(d.indices))
+	if st := ld.Stats(); st.Bad.Samples != 1 || len(d.indices) != 93 {
+		t.Errorf("one truncated file among 93: %d bad samples, %d delivered", st.Bad.Samples, len(d.indices))
 	}
 }
 
@@ -203,8 +203,8 @@ func TestRegionPanicEndsTheEpoch(t *testing.T) {
 	ld := newLoader(t, src, cfg)
 	got := epochErr(ld)
 	var pe *PanicError
-	if !errors.As(got, &pe) || ld.Stats().BadSamples != 0 {
-		t.Fatalf("epoch ended with %v, %d bad samples; want a *PanicError and none", got, ld.Stats().BadSamples)
+	if !errors.As(got, &pe) || ld.Stats().Bad.Samples != 0 {
+		t.Fatalf("epoch ended with %v, %d bad samples; want a *PanicError and none", got, ld.Stats().Bad.Samples)
 	}
 }
 

@@ -232,8 +232,8 @@ func shardedTree(t *testing.T) shardedFiles {
 // orderConfig reads files without decoding them: enough to see the order.
 func orderConfig(batch, rank, world, parts int) *Config {
 	cfg := testConfig(1)
-	cfg.BatchSize, cfg.Rank, cfg.World = batch, rank, world
-	cfg.Order, cfg.Partitions = ShardOrder, parts
+	cfg.Batch.Size, cfg.Order.Rank, cfg.Order.World = batch, rank, world
+	cfg.Order.Mode, cfg.Order.Partitions = ShardOrder, parts
 	cfg.StopAfter = ReadStage
 	return cfg
 }
@@ -348,7 +348,7 @@ func TestShardOrderReplacementsAnyWorld(t *testing.T) {
 		return func(r int) *Config {
 			cfg := orderConfig(8/w, r, w, 2)
 			cfg.StopAfter = DecodeStage
-			cfg.MaxBadFraction = -1
+			cfg.Bad.MaxFraction = -1
 			return cfg
 		}
 	}
@@ -372,13 +372,13 @@ func TestShardOrderValidation(t *testing.T) {
 		edit func(*Config)
 		want string
 	}{
-		{"partitions-not-multiple-of-world", src, func(c *Config) { c.Rank, c.World, c.Partitions = 0, 3, 4 }, "Partitions 4 is not a multiple of World 3"},
-		{"global-batch", src, func(c *Config) { c.BatchSize = 6 }, "BatchSize×World = 6×1 is not a multiple of Partitions 4"},
-		{"negative-partitions", src, func(c *Config) { c.Partitions = -1 }, "Partitions -1 < 1"},
-		{"negative-block", src, func(c *Config) { c.ShuffleBlock = -2 }, "ShuffleBlock -2 < 0"},
-		{"sample-order-partitions", src, func(c *Config) { c.Order = SampleOrder }, "apply to Order shards only"},
-		{"unknown-order", src, func(c *Config) { c.Order = 7 }, "Order Order(7)"},
-		{"too-few-samples", src, func(c *Config) { c.Partitions, c.BatchSize = 64, 64 }, "60 samples cannot fill 64 partitions"},
+		{"partitions-not-multiple-of-world", src, func(c *Config) { c.Order.Rank, c.Order.World, c.Order.Partitions = 0, 3, 4 }, "Partitions 4 is not a multiple of World 3"},
+		{"global-batch", src, func(c *Config) { c.Batch.Size = 6 }, "BatchSize×World = 6×1 is not a multiple of Partitions 4"},
+		{"negative-partitions", src, func(c *Config) { c.Order.Partitions = -1 }, "Partitions -1 < 1"},
+		{"negative-block", src, func(c *Config) { c.Order.ShuffleBlock = -2 }, "ShuffleBlock -2 < 0"},
+		{"sample-order-partitions", src, func(c *Config) { c.Order.Mode = SampleOrder }, "apply to Order shards only"},
+		{"unknown-order", src, func(c *Config) { c.Order.Mode = 7 }, "Order Order(7)"},
+		{"too-few-samples", src, func(c *Config) { c.Order.Partitions, c.Batch.Size = 64, 64 }, "60 samples cannot fill 64 partitions"},
 		{"empty-shards", shardedFiles{src.FileSource, nil}, nil, "lists no shards"},
 		{"decreasing-shards", shardedFiles{src.FileSource, []int{10, 5, 60}}, nil, "shard 1 ends at sample 5, before shard 0's end 10"},
 		{"short-shards", shardedFiles{src.FileSource, []int{10, 50}}, nil, "its shards end at sample 50 but it has 60 samples"},
@@ -402,8 +402,8 @@ func TestShardOrderValidation(t *testing.T) {
 	ld := newLoader(t, src, cfg)
 	got := ld.Config()
 	wantBlock := 4 * ((60 + len(src.ends) - 1) / len(src.ends))
-	if got.Partitions != 2 || got.ShuffleBlock != wantBlock {
-		t.Errorf("defaults: Partitions %d, ShuffleBlock %d; want 2, %d", got.Partitions, got.ShuffleBlock, wantBlock)
+	if got.Order.Partitions != 2 || got.Order.ShuffleBlock != wantBlock {
+		t.Errorf("defaults: Partitions %d, ShuffleBlock %d; want 2, %d", got.Order.Partitions, got.Order.ShuffleBlock, wantBlock)
 	}
 	if s := got.String(); !strings.Contains(s, fmt.Sprintf("order=shards partitions=2 shuffle_block=%d", wantBlock)) {
 		t.Errorf("String: %s", s)
@@ -470,7 +470,7 @@ func TestShardOrderDropLastAndMicroBatches(t *testing.T) {
 			return cfg
 		}
 	}
-	dropLast := func(c *Config) { c.DropLast = true }
+	dropLast := func(c *Config) { c.Batch.DropLast = true }
 	full := globalBatches(t, src, cfgOf(1, func(*Config) {}), 1, 0, 0)
 	ref := globalBatches(t, src, cfgOf(1, dropLast), 1, 0, 0)
 	if len(full) != 4 || len(full[3]) != 12 || !slices.EqualFunc(ref, full[:3], slices.Equal) {
@@ -481,7 +481,7 @@ func TestShardOrderDropLastAndMicroBatches(t *testing.T) {
 	}
 
 	// Micro-batches: a rank resumed mid-batch continues with its next micro-batch.
-	micro := func(c *Config) { c.MicroBatches = 2 }
+	micro := func(c *Config) { c.Batch.MicroBatches = 2 }
 	ld := newLoader(t, src, cfgOf(2, micro)(1))
 	var whole [][]int64
 	var cursors []int

@@ -31,7 +31,7 @@ func TestMain(m *testing.M) {
 
 func testConfig(workers int) *Config {
 	cfg := &Config{
-		BatchSize: 8, Workers: workers, Seed: 42,
+		Batch: BatchConfig{Size: 8}, Tuning: TuningConfig{Workers: workers}, Order: OrderConfig{Seed: 42},
 		Pack: pack.Options{DType: pack.Float32, Normalize: true},
 		Logf: func(string, ...any) {},
 	}
@@ -92,7 +92,7 @@ func TestSameBatchesForAnyWorkerCount(t *testing.T) {
 	var ref epochData
 	for i, w := range []int{1, 8, 3} {
 		cfg := testConfig(w)
-		cfg.IOWorkers = w
+		cfg.Tuning.IOWorkers = w
 		ld := newLoader(t, src, cfg)
 		got := collect(t, ld, context.Background(), 1, 0)
 		if len(got.indices) != src.Len() {
@@ -129,7 +129,7 @@ func TestLargeSamplesSameForAnyWorkerCount(t *testing.T) {
 	var ref epochData
 	for i, w := range []int{1, 4, 2} {
 		cfg := tightConfig(w)
-		cfg.NoAutotune = true
+		cfg.Tuning.NoAutotune = true
 		cfg.FullDecode = true // whole images: the larger ones need more than a share
 		got := collect(t, newLoader(t, src, cfg), context.Background(), 1, 0)
 		if i == 0 {
@@ -158,7 +158,7 @@ func TestEpochsReshuffle(t *testing.T) {
 		t.Error("epoch 0 twice differs")
 	}
 	cfg := testConfig(2)
-	cfg.Sequential = true
+	cfg.Order.Sequential = true
 	seq := collect(t, newLoader(t, src, cfg), context.Background(), 5, 0)
 	for i, v := range seq.indices {
 		if int(v) != i {
@@ -240,8 +240,8 @@ func TestBatchingAndDropLast(t *testing.T) {
 	}
 	for _, drop := range []bool{false, true} {
 		cfg := testConfig(2)
-		cfg.BatchSize = 16
-		cfg.DropLast = drop
+		cfg.Batch.Size = 16
+		cfg.Batch.DropLast = drop
 		ld := newLoader(t, src, cfg)
 		d := collect(t, ld, context.Background(), 0, 0)
 		want := []int{16, 16, 16, 12}
@@ -291,7 +291,7 @@ func TestBadInputSkipped(t *testing.T) {
 	var logged []string
 	var mu sync.Mutex
 	cfg := testConfig(2)
-	cfg.MaxBadFraction = 0.5
+	cfg.Bad.MaxFraction = 0.5
 	cfg.Logf = func(f string, a ...any) { mu.Lock(); logged = append(logged, fmt.Sprintf(f, a...)); mu.Unlock() }
 	ld := newLoader(t, src, cfg)
 	d := collect(t, ld, context.Background(), 0, 0)
@@ -301,11 +301,11 @@ func TestBadInputSkipped(t *testing.T) {
 	st := ld.Stats()
 	wantBad := []string{bad["corrupt"], bad["truncated"], bad["zero-byte"], bad["not-image"], bad["huge"], bad["truncpng"], unreadable, treetest.Rel(t, dir, gone)}
 	// Every failure counts, including a bad file drawn again as a replacement.
-	if st.BadSamples < int64(len(wantBad)) || int(st.BadSamples) != len(logged) {
-		t.Errorf("BadSamples = %d, %d lines logged, want ≥ %d: %v", st.BadSamples, len(logged), len(wantBad), st.RecentBad)
+	if st.Bad.Samples < int64(len(wantBad)) || int(st.Bad.Samples) != len(logged) {
+		t.Errorf("BadSamples = %d, %d lines logged, want ≥ %d: %v", st.Bad.Samples, len(logged), len(wantBad), st.Bad.Recent)
 	}
 	badPaths := map[string]error{}
-	for _, e := range st.RecentBad {
+	for _, e := range st.Bad.Recent {
 		badPaths[e.Path] = e.Err
 	}
 	if len(badPaths) != len(wantBad) {
@@ -345,7 +345,7 @@ func TestBadInputSkipped(t *testing.T) {
 	}
 	// The same bad files give the same replacements whatever the worker count.
 	cfg8 := *cfg
-	cfg8.Workers = 8
+	cfg8.Tuning.Workers = 8
 	d8 := collect(t, newLoader(t, src, &cfg8), context.Background(), 0, 0)
 	if !bytes.Equal(d.data, d8.data) || !slices.Equal(d.indices, d8.indices) {
 		t.Error("replacements differ between 2 and 8 workers")
@@ -360,7 +360,7 @@ func TestBadInputFailPolicyAndThreshold(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := testConfig(2)
-	cfg.OnError = Fail
+	cfg.Bad.OnError = Fail
 	var got error
 	for b, err := range newLoader(t, src, cfg).Epoch(context.Background(), 0) {
 		if err != nil {
@@ -381,7 +381,7 @@ func TestBadInputFailPolicyAndThreshold(t *testing.T) {
 	}
 
 	cfg = testConfig(2)
-	cfg.MaxBadFraction = 0.1 // 7 of 28 samples are bad
+	cfg.Bad.MaxFraction = 0.1 // 7 of 28 samples are bad
 	got = nil
 	for b, err := range newLoader(t, src, cfg).Epoch(context.Background(), 0) {
 		if err != nil {
@@ -414,7 +414,7 @@ func largeTree(t *testing.T) Source {
 func tightConfig(workers int) *Config {
 	cfg := testConfig(workers)
 	sample := 3 * 24 * 24 * 4
-	cfg.MemoryBudget = int64(3*pageRound(int64(8*sample))) + minWorkingBudget
+	cfg.Tuning.MemoryBudget = int64(3*pageRound(int64(8*sample))) + minWorkingBudget
 	return cfg
 }
 
@@ -426,16 +426,16 @@ func TestMemoryBudgetHolds(t *testing.T) {
 		collect(t, ld, context.Background(), e, 0)
 	}
 	st := ld.Stats()
-	if st.PeakHeld > st.Budget || st.PeakHeld <= st.Pinned.BytesMapped {
-		t.Errorf("peak held %d bytes, budget %d, pinned %d", st.PeakHeld, st.Budget, st.Pinned.BytesMapped)
+	if st.Memory.PeakHeld > st.Memory.Budget || st.Memory.PeakHeld <= st.Memory.Pinned.BytesMapped {
+		t.Errorf("peak held %d bytes, budget %d, pinned %d", st.Memory.PeakHeld, st.Memory.Budget, st.Memory.Pinned.BytesMapped)
 	}
-	if st.PeakRead > st.ReadBudget || st.PeakDecode > st.DecodeBudget || st.Pinned.PeakBytesInUse > st.Pinned.Budget {
+	if st.Memory.PeakRead > st.Memory.ReadBudget || st.Memory.PeakDecode > st.Memory.DecodeBudget || st.Memory.Pinned.PeakBytesInUse > st.Memory.Pinned.Budget {
 		t.Errorf("a pool exceeded its share: %+v", st)
 	}
 	if ld.dec.peak.Load() == 0 {
 		t.Error("no sample borrowed from the shared decode pool; the test no longer covers it")
 	}
-	if _, err := New(src, &Config{MemoryBudget: 1 << 20, Pack: cfg.Pack, Augment: cfg.Augment}); err == nil {
+	if _, err := New(src, &Config{Tuning: TuningConfig{MemoryBudget: 1 << 20}, Pack: cfg.Pack, Augment: cfg.Augment}); err == nil {
 		t.Error("a budget smaller than the batch buffers was accepted")
 	}
 }
@@ -472,8 +472,8 @@ func TestEarlyStopsReturnEverything(t *testing.T) {
 	if got := ld.held.cur.Load(); got != want {
 		t.Errorf("after early stops the loader holds %d bytes of working memory, want %d", got, want)
 	}
-	if st := ld.Stats(); st.Pinned.InUse != 0 || st.Outstanding != 0 {
-		t.Errorf("buffers still out: %+v", st.Pinned)
+	if st := ld.Stats(); st.Memory.Pinned.InUse != 0 || st.Memory.Outstanding != 0 {
+		t.Errorf("buffers still out: %+v", st.Memory.Pinned)
 	}
 	collect(t, ld, context.Background(), 0, 0)
 }
@@ -638,13 +638,13 @@ func TestStats(t *testing.T) {
 	collect(t, ld, context.Background(), 0, 0)
 	st := ld.Stats()
 	n := int64(src.Len())
-	if st.Read.Items != n || st.Decode.Items != n || st.Augment.Items != n || st.Pack.Items != n {
-		t.Errorf("stage items %d/%d/%d/%d, want %d", st.Read.Items, st.Decode.Items, st.Augment.Items, st.Pack.Items, n)
+	if st.Stages.Read.Items != n || st.Stages.Decode.Items != n || st.Stages.Augment.Items != n || st.Stages.Pack.Items != n {
+		t.Errorf("stage items %d/%d/%d/%d, want %d", st.Stages.Read.Items, st.Stages.Decode.Items, st.Stages.Augment.Items, st.Stages.Pack.Items, n)
 	}
-	if st.Read.Bytes == 0 || st.Decode.Busy == 0 || st.Pack.Bytes != n*int64(ld.sampleBytes) || st.Epochs != 1 {
+	if st.Stages.Read.Bytes == 0 || st.Stages.Decode.Busy == 0 || st.Stages.Pack.Bytes != n*int64(ld.sampleBytes) || st.Epochs != 1 {
 		t.Errorf("stats: %+v", st)
 	}
-	if st.Tasks.Cap != 0 {
+	if st.Queues.Tasks.Cap != 0 {
 		t.Error("queues reported while idle")
 	}
 }
@@ -671,7 +671,7 @@ func TestStopAfter(t *testing.T) {
 			for s := ReadStage + 1; s <= stop; s++ {
 				want[s-ReadStage] = n
 			}
-			if have := [4]int64{st.Read.Items, st.Decode.Items, st.Augment.Items, st.Pack.Items}; have != want {
+			if have := [4]int64{st.Stages.Read.Items, st.Stages.Decode.Items, st.Stages.Augment.Items, st.Stages.Pack.Items}; have != want {
 				t.Errorf("stage items %v, want %v", have, want)
 			}
 			if eff := ld.Config(); !strings.Contains(eff.String(), "stop_after="+stop.String()) {
@@ -740,8 +740,8 @@ func TestCloseAfterLastBatchAssembled(t *testing.T) {
 	}
 	for range 5 {
 		cfg := testConfig(2)
-		cfg.NoAutotune = true
-		cfg.Prefetch = 16 // the whole epoch fits in the batches in flight
+		cfg.Tuning.NoAutotune = true
+		cfg.Tuning.Prefetch = 16 // the whole epoch fits in the batches in flight
 		ld := newLoader(t, dir, cfg)
 		var n int
 		var last error

@@ -62,7 +62,7 @@ func ApplyRecipe(cfg *Config, name string, size int) error {
 			&augment.Resize{Size: short},
 			&augment.CenterCrop{Width: size, Height: size},
 		}
-		cfg.Sequential = true
+		cfg.Order.Sequential = true
 	default:
 		return fmt.Errorf("pipeline: unknown recipe %q (have %v)", name, Recipes)
 	}
@@ -70,18 +70,18 @@ func ApplyRecipe(cfg *Config, name string, size int) error {
 	return nil
 }
 
-// DecodeBackend names the JPEG decoder in use ("turbo" or "go"), or "cache:CODEC" for a
+// decodeBackend names the JPEG decoder in use ("turbo" or "go"), or "cache:CODEC" for a
 // converted dataset, whose samples are stored pixels.
-func (l *Loader) DecodeBackend() string {
+func (l *Loader) decodeBackend() string {
 	if l.stored != nil {
 		return "cache:" + string(l.stored.Options().Codec)
 	}
 	return l.workers[0].dec.Backend()
 }
 
-// WebPBackend names the WebP decoder in use ("libwebp" or "go"), or "" for a converted
+// webpBackend names the WebP decoder in use ("libwebp" or "go"), or "" for a converted
 // dataset.
-func (l *Loader) WebPBackend() string {
+func (l *Loader) webpBackend() string {
 	if l.stored != nil {
 		return ""
 	}

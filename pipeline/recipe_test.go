@@ -19,15 +19,15 @@ func TestRecipes(t *testing.T) {
 		t.Fatal(err)
 	}
 	run := func(recipe string, workers int) []batchRecord {
-		cfg := &Config{BatchSize: 8, Workers: workers, Seed: 3, Logf: t.Logf,
+		cfg := &Config{Batch: BatchConfig{Size: 8}, Tuning: TuningConfig{Workers: workers}, Order: OrderConfig{Seed: 3}, Logf: t.Logf,
 			Pack: pack.Options{DType: pack.Float32, Normalize: true}}
 		if err := ApplyRecipe(cfg, recipe, 32); err != nil {
 			t.Fatal(err)
 		}
 		ld := newLoader(t, src, cfg)
 		bs := collectBatches(t, ld, 1, 0)
-		if st := ld.Stats(); st.BadSamples != 0 {
-			t.Fatalf("%s: %d bad samples", recipe, st.BadSamples)
+		if st := ld.Stats(); st.Bad.Samples != 0 {
+			t.Fatalf("%s: %d bad samples", recipe, st.Bad.Samples)
 		}
 		return bs
 	}
@@ -60,7 +60,7 @@ func TestRecipes(t *testing.T) {
 		t.Error("randaugment gives the train recipe's batches: its ops did nothing")
 	}
 
-	cfg := &Config{BatchSize: 8, DeviceConvert: true, Pack: pack.Options{DType: pack.Float32, Normalize: true}}
+	cfg := &Config{Batch: BatchConfig{Size: 8}, Device: DeviceConfig{Convert: true}, Pack: pack.Options{DType: pack.Float32, Normalize: true}}
 	if err := ApplyRecipe(cfg, "randaugment", 32); err != nil {
 		t.Fatal(err)
 	}

@@ -66,8 +66,8 @@ func TestRegionDecode(t *testing.T) {
 			}
 			// Region decoding produced only the crops: 24×24 pixels per decoded sample.
 			st := region.Stats()
-			if st.Decode.Bytes != st.Decode.Items*24*24 {
-				t.Errorf("decode stage counted %d pixels for %d samples, want 24x24 each", st.Decode.Bytes, st.Decode.Items)
+			if st.Stages.Decode.Bytes != st.Stages.Decode.Items*24*24 {
+				t.Errorf("decode stage counted %d pixels for %d samples, want 24x24 each", st.Stages.Decode.Bytes, st.Stages.Decode.Items)
 			}
 		})
 	}

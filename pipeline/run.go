@@ -60,28 +60,28 @@ func (l *Loader) start(ctx context.Context, e, cursor int) (*run, error) {
 	}
 	l.order = l.sampler.order(e, l.order)
 	n := len(l.trim(l.order))
-	if l.cfg.Order == ShardOrder {
+	if l.cfg.Order.Mode == ShardOrder {
 		// The cursor counts positions of the global order: World times this rank's.
-		w := l.cfg.World
+		w := l.cfg.Order.World
 		if cursor < 0 || cursor > w*n || (cursor%(w*l.micro) != 0 && cursor != w*n) {
 			return nil, fmt.Errorf("pipeline: global cursor %d is not a boundary of the global order's %s of %d samples (%d ranks × %d)",
 				cursor, l.unit(), w*l.micro, w, l.micro)
 		}
 		cursor /= w
 	} else if cursor < 0 || cursor > n || (cursor%l.micro != 0 && cursor != n) {
-		if l.cfg.MicroBatches > 1 {
+		if l.cfg.Batch.MicroBatches > 1 {
 			return nil, fmt.Errorf("pipeline: cursor %d is not a micro-batch boundary of an epoch of %d samples (batch %d in %d micro-batches of %d)",
-				cursor, n, l.cfg.BatchSize, l.cfg.MicroBatches, l.micro)
+				cursor, n, l.cfg.Batch.Size, l.cfg.Batch.MicroBatches, l.micro)
 		}
-		return nil, fmt.Errorf("pipeline: cursor %d is not a batch boundary of an epoch of %d samples (batch %d)", cursor, n, l.cfg.BatchSize)
+		return nil, fmt.Errorf("pipeline: cursor %d is not a batch boundary of an epoch of %d samples (batch %d)", cursor, n, l.cfg.Batch.Size)
 	}
 	r := &run{
 		l:       l,
 		epoch:   e,
 		order:   l.order[:n],
-		tasks:   make(chan task, 2*l.cfg.Workers+l.cfg.IOWorkers),
+		tasks:   make(chan task, 2*l.cfg.Tuning.Workers+l.cfg.Tuning.IOWorkers),
 		retry:   make(chan task, l.nbuf*l.micro),
-		decodeQ: make(chan readItem, 2*l.cfg.Workers),
+		decodeQ: make(chan readItem, 2*l.cfg.Tuning.Workers),
 		ready:   make(chan *Batch, l.nbuf),
 		out:     make(chan *Batch, l.nbuf),
 		quit:    make(chan struct{}),
@@ -118,15 +118,15 @@ func (l *Loader) start(ctx context.Context, e, cursor int) (*run, error) {
 
 // trim cuts an epoch order to what is read: whole batches only with DropLast.
 func (l *Loader) trim(order []int32) []int32 {
-	if l.cfg.DropLast {
-		return order[:len(order)-len(order)%l.cfg.BatchSize]
+	if l.cfg.Batch.DropLast {
+		return order[:len(order)-len(order)%l.cfg.Batch.Size]
 	}
 	return order
 }
 
 // unit names what a cursor counts in: batches or micro-batches.
 func (l *Loader) unit() string {
-	if l.cfg.MicroBatches > 1 {
+	if l.cfg.Batch.MicroBatches > 1 {
 		return "micro-batches"
 	}
 	return "batches"

@@ -7,7 +7,7 @@ import (
 	"github.com/conveyor-ml/conveyor/internal/seed"
 )
 
-// Order chooses how an epoch's samples are ordered and split among ranks (Config.Order).
+// Order chooses how an epoch's samples are ordered and split among ranks (Config.Order.Mode).
 type Order int
 
 const (
@@ -18,8 +18,8 @@ const (
 	SampleOrder Order = iota
 	// ShardOrder is the shard-aware, elastic order: each epoch the source's shards
 	// (ShardedSource; one sample each for a source without shards) are reshuffled and
-	// their samples cut into Config.Partitions canonical partitions of equal length;
-	// within each partition samples are shuffled in blocks of Config.ShuffleBlock; every
+	// their samples cut into Config.Order.Partitions canonical partitions of equal length;
+	// within each partition samples are shuffled in blocks of Config.Order.ShuffleBlock; every
 	// global batch (BatchSize × World samples) takes the same number of consecutive
 	// samples from each partition, and rank r reads only partitions
 	// [r·P/World, (r+1)·P/World). The order is a function of (Seed, epoch, Partitions)

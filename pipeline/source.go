@@ -53,14 +53,14 @@ type PixelSource interface {
 //
 // It is a capability, like FileSource: a source whose samples are read a shard at a time
 // (a converted dataset's shard files, WebDataset tar shards in object storage) says where
-// its shards are, and Config.Order ShardOrder keeps each rank within a few shards at a
+// its shards are, and Config.Order.Mode ShardOrder keeps each rank within a few shards at a
 // time. ShardEnds is called once, by New; it must be non-decreasing, start at or above 0
 // and end at Len() (an empty shard repeats its predecessor's end). Concat and Subset
 // views of a ShardedSource are ShardedSources too.
 type ShardedSource interface {
 	Source
 	ShardEnds() []int
-	// ShuffleBlock is the least default Config.ShuffleBlock the source asks for under
+	// ShuffleBlock is the least default Config.Order.ShuffleBlock the source asks for under
 	// ShardOrder, where four mean shards would mix too few classes; 0 asks for none.
 	ShuffleBlock() int
 }

@@ -95,7 +95,7 @@ func (w *worker) mixBatch(r *run, b *Batch) {
 	if w.rng == nil {
 		w.rng = rand.New(&w.pcg)
 	}
-	w.pcg.Seed(mix.Mix(mix.Mix(l.cfg.Seed, uint64(b.Epoch)), mix.Mix(uint64(b.Number), uint64(b.Micro))), mix.Mix(uint64(l.cfg.Rank), 0x6d69787570))
+	w.pcg.Seed(mix.Mix(mix.Mix(l.cfg.Order.Seed, uint64(b.Epoch)), mix.Mix(uint64(b.Number), uint64(b.Micro))), mix.Mix(uint64(l.cfg.Order.Rank), 0x6d69787570))
 	h, wd := l.cfg.Pack.Height, l.cfg.Pack.Width
 	p := l.cfg.Mix.Draw(w.rng, h, wd)
 	b.Mix = p

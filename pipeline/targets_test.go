@@ -83,8 +83,8 @@ func TestMixedBatches(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := testConfig(2)
-			cfg.BatchSize = 7
-			cfg.Pack.DType, cfg.Pack.Layout, cfg.DeviceConvert = c.dtype, c.layout, c.deviceConvert
+			cfg.Batch.Size = 7
+			cfg.Pack.DType, cfg.Pack.Layout, cfg.Device.Convert = c.dtype, c.layout, c.deviceConvert
 			cfg.Pack.Normalize = c.dtype != pack.Uint8
 			plain := collectBatches(t, newLoader(t, src, cfg), 3, 0)
 			cfg.Mix = mix
@@ -127,8 +127,8 @@ func TestMixedBatches(t *testing.T) {
 			if kinds[true] == 0 || kinds[false] == 0 {
 				t.Errorf("over %d batches: %d CutMix, %d MixUp; want both", len(mixed), kinds[true], kinds[false])
 			}
-			if st := ld.Stats(); st.Mix.Items != int64(len(mixed)) {
-				t.Errorf("Stats.Mix.Items %d, want %d", st.Mix.Items, len(mixed))
+			if st := ld.Stats(); st.Stages.Mix.Items != int64(len(mixed)) {
+				t.Errorf("Stats.Stages.Mix.Items %d, want %d", st.Stages.Mix.Items, len(mixed))
 			}
 		})
 	}
@@ -143,7 +143,7 @@ func TestMixDeterminism(t *testing.T) {
 	}
 	run := func(workers, cursor int) []batchRecord {
 		cfg := testConfig(workers)
-		cfg.IOWorkers = workers
+		cfg.Tuning.IOWorkers = workers
 		cfg.Mix = mixup.Options{MixUp: 0.2, CutMix: 1, Smoothing: 0.1}
 		return collectBatches(t, newLoader(t, src, cfg), 2, cursor)
 	}
@@ -178,7 +178,7 @@ func TestMixDeterminism(t *testing.T) {
 	for rank := range ranks {
 		c := testConfig(2)
 		c.Mix = mixup.Options{MixUp: 0.2, CutMix: 1}
-		c.Rank, c.World = rank, 2
+		c.Order.Rank, c.Order.World = rank, 2
 		ranks[rank] = collectBatches(t, newLoader(t, src, c), 2, 0)[0].mix
 	}
 	if ranks[0] == ranks[1] {
@@ -256,7 +256,7 @@ func TestMixBeforeDeviceCopy(t *testing.T) {
 	mix := mixup.Options{MixUp: 0.5, CutMix: 1}
 	for _, convert := range []bool{false, true} {
 		host := testConfig(2)
-		host.Mix, host.DeviceConvert = mix, convert
+		host.Mix, host.Device.Convert = mix, convert
 		var want []byte
 		conv, err := gpu.NewConverter(&host.Pack)
 		if err != nil {
@@ -275,7 +275,7 @@ func TestMixBeforeDeviceCopy(t *testing.T) {
 			want = append(want, out...)
 		}
 		cfg := testConfig(2)
-		cfg.Mix, cfg.DeviceConvert, cfg.Device = mix, convert, "cuda:0"
+		cfg.Mix, cfg.Device.Convert, cfg.Device.Name = mix, convert, "cuda:0"
 		if got := deviceEpoch(t, newLoader(t, src, cfg), 1); !bytes.Equal(got, want) {
 			t.Errorf("DeviceConvert %t: the device batches are not the host's mixed batches", convert)
 		}
@@ -287,12 +287,12 @@ func TestMixBeforeDeviceCopy(t *testing.T) {
 func TestTargetsNoAllocations(t *testing.T) {
 	src, _ := multiLabelTree(t)
 	cfg := testConfig(1)
-	cfg.BatchSize = 6
+	cfg.Batch.Size = 6
 	cfg.Mix = mixup.Options{MixUp: 0.8, CutMix: 1, Smoothing: 0.1}
 	cfg.Pack.DType = pack.Float16 // mixed through tables the worker keeps
 	ld := newLoader(t, src, cfg)
 	r := &run{l: ld, epoch: 1}
-	n := cfg.BatchSize
+	n := cfg.Batch.Size
 	b := &Batch{Epoch: 1, Len: n, Data: make([]byte, n*ld.sampleBytes), Targets: ld.takeTargets(n), NumClasses: ld.classes}
 	w := ld.workers[0]
 	allocs := testing.AllocsPerRun(50, func() {
@@ -312,7 +312,7 @@ func TestTargetsNoAllocations(t *testing.T) {
 	}
 }
 
-// TestMixMicroBatches checks mixing with Config.MicroBatches: each micro-batch is mixed on
+// TestMixMicroBatches checks mixing with Config.Batch.MicroBatches: each micro-batch is mixed on
 // its own (its partners within it, its own λ), the same for any worker count, and the
 // micro-batches unmixed are the whole batch's samples.
 func TestMixMicroBatches(t *testing.T) {
@@ -322,7 +322,7 @@ func TestMixMicroBatches(t *testing.T) {
 	}
 	run := func(workers, micro int, mix bool) []batchRecord {
 		cfg := testConfig(workers)
-		cfg.MicroBatches = micro
+		cfg.Batch.MicroBatches = micro
 		if mix {
 			cfg.Mix = mixup.Options{MixUp: 0.2, CutMix: 1, Smoothing: 0.1}
 		}

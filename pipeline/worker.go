@@ -209,7 +209,7 @@ func (w *worker) sample(r *run, it readItem) error {
 	}
 	// The random stream starts here, so drawing the crop before reserving memory for it
 	// takes the same numbers as drawing it when decoding would.
-	w.actx.Seed(l.cfg.Seed, uint64(r.epoch), int64(it.idx)+int64(it.attempt)<<40)
+	w.actx.Seed(l.cfg.Order.Seed, uint64(r.epoch), int64(it.idx)+int64(it.attempt)<<40)
 	var d decodePlan
 	w.inOps = true // the ops' own code: a panic in Region ends the epoch, as one in Apply
 	if l.region != nil && !it.store {

@@ -165,7 +165,7 @@ type shardedView struct {
 	block     int // the default ShuffleBlock, when larger than four mean shards; 0: none
 }
 
-// ShuffleBlock is the least default Config.ShuffleBlock v asks for under ShardOrder.
+// ShuffleBlock is the least default Config.Order.ShuffleBlock v asks for under ShardOrder.
 func (v *shardedView) ShuffleBlock() int { return v.block }
 
 // ShardEnds lists the view's shards: a Concat's are its parts' shards one after another

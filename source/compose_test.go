@@ -131,14 +131,14 @@ func TestWrappedConvertedDataset(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ld := newLoader(t, s, testConfig(2))
 			got := collect(t, ld, context.Background(), 0, 0)
-			if st := ld.Stats(); st.BadSamples != 0 || got.batches == 0 {
-				t.Fatalf("%d bad samples (%v), %d batches", st.BadSamples, st.RecentBad, got.batches)
+			if st := ld.Stats(); st.Bad.Samples != 0 || got.batches == 0 {
+				t.Fatalf("%d bad samples (%v), %d batches", st.Bad.Samples, st.Bad.Recent, got.batches)
 			}
 			if name == "subset" && string(got.data) != string(want.data) {
 				t.Error("a subset of every sample gives other batches than the dataset")
 			}
-			if !strings.HasPrefix(ld.DecodeBackend(), "cache:") {
-				t.Errorf("backend %q", ld.DecodeBackend())
+			if !strings.HasPrefix(ld.Stats().Backends.Decode, "cache:") {
+				t.Errorf("backend %q", ld.Stats().Backends.Decode)
 			}
 		})
 	}

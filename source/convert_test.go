@@ -69,8 +69,8 @@ func TestConvertResumesAndRepairs(t *testing.T) {
 	cfg := testConfig(2)
 	ld := newLoader(t, conv, cfg)
 	got := collect(t, ld, context.Background(), 0, 0)
-	if st := ld.Stats(); st.BadSamples != 0 || got.batches == 0 || ld.DecodeBackend() != "cache:s2" {
-		t.Fatalf("%d bad samples, %d batches, backend %s", st.BadSamples, got.batches, ld.DecodeBackend())
+	if st := ld.Stats(); st.Bad.Samples != 0 || got.batches == 0 || ld.Stats().Backends.Decode != "cache:s2" {
+		t.Fatalf("%d bad samples, %d batches, backend %s", st.Bad.Samples, got.batches, ld.Stats().Backends.Decode)
 	}
 	for i, idx := range got.indices {
 		if conv.Label(int(idx)) != int(got.labels[i]) {

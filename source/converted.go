@@ -61,7 +61,7 @@ type ConvertedOptions struct {
 // cache.Cache.CheckDataset), reading shard headers and indexes but no record, and logs
 // every difference naming the shard. A shard whose header is damaged, whose file is gone
 // or that was cut short keeps its samples, listed from its index: reading them fails, so
-// a Loader counts them as bad samples (Config.MaxBadFraction applies) and logs each with
+// a Loader counts them as bad samples (Config.Bad.MaxFraction applies) and logs each with
 // its shard. A dataset whose samples cannot all be listed, like one whose conversion did
 // not complete, is refused unless opts.AllowIncomplete. conveyor verify reads every record.
 func OpenConverted(dir string, opts ...ConvertedOptions) (*Converted, error) {

@@ -10,7 +10,7 @@ import (
 
 // ByShard is the dataset's samples in storage order — shard file by shard file, each
 // shard's records in the order they were written — as a ShardedSource, for
-// Config.Order ShardOrder: a rank then reads a few shard files at a time instead of
+// Config.Order.Mode ShardOrder: a rank then reads a few shard files at a time instead of
 // records scattered over all of them. The Converted itself lists samples in path order,
 // which a conversion's concurrent workers store in no particular shard, so it declares
 // no shards. Batch.Indices of a loader over ByShard are positions in this order;
@@ -62,7 +62,7 @@ func (s *Converted) remoteBlock(shards int) int {
 	return int(min(int64(byShardBlock), max(fit, 1)*int64(len(s.refs)/shards)))
 }
 
-// byShardBlock is the least default Config.ShuffleBlock over ByShard. A conversion
+// byShardBlock is the least default Config.Order.ShuffleBlock over ByShard. A conversion
 // stores an ImageFolder in about path order, so its shards are sorted by class: four
 // mean shards (of 1 GiB, some 10,000 samples at 256 px) would give each partition's block
 // a few dozen classes, and a batch few classes (DESIGN, "Randomness and its limits").

@@ -137,13 +137,13 @@ func TestConvertedDamagedShardHeader(t *testing.T) {
 
 	// Without a limit, every sample of the shard is bad, once, and the rest train.
 	cfg = testConfig(2)
-	cfg.MaxBadFraction = -1
+	cfg.Bad.MaxFraction = -1
 	var bad lines
 	cfg.Logf = bad.logf
 	ld = newLoader(t, conv, cfg)
 	got := collect(t, ld, context.Background(), 0, 0)
-	if st := ld.Stats(); st.BadSamples != int64(inVictim) || len(got.indices) != n {
-		t.Errorf("%d bad samples, %d delivered; want %d bad, %d delivered", st.BadSamples, len(got.indices), inVictim, n)
+	if st := ld.Stats(); st.Bad.Samples != int64(inVictim) || len(got.indices) != n {
+		t.Errorf("%d bad samples, %d delivered; want %d bad, %d delivered", st.Bad.Samples, len(got.indices), inVictim, n)
 	}
 	if named := bad.with(victim); len(named) != inVictim {
 		t.Errorf("%d of %d bad-sample lines name %s: %q", len(named), inVictim, victim, bad.l)
@@ -350,7 +350,7 @@ func TestConvertedTruncatedMidEpoch(t *testing.T) {
 	defer conv.Close()
 	victim, _ := biggestShard(conv)
 	cfg := testConfig(2)
-	cfg.MaxBadFraction = -1
+	cfg.Bad.MaxFraction = -1
 	cfg.Logf = log.logf
 	ld := newLoader(t, conv, cfg)
 	delivered := 0
@@ -368,10 +368,10 @@ func TestConvertedTruncatedMidEpoch(t *testing.T) {
 	}
 	st := ld.Stats()
 	named := log.with(victim)
-	t.Logf("%d bad samples; %d log lines name the shard, e.g. %q", st.BadSamples, len(named), named[:min(1, len(named))])
-	if delivered != conv.Len() || st.BadSamples == 0 || int(st.BadSamples) != len(named) {
+	t.Logf("%d bad samples; %d log lines name the shard, e.g. %q", st.Bad.Samples, len(named), named[:min(1, len(named))])
+	if delivered != conv.Len() || st.Bad.Samples == 0 || int(st.Bad.Samples) != len(named) {
 		t.Errorf("%d delivered of %d, %d bad samples, %d lines naming %s; want every bad sample logged with it",
-			delivered, conv.Len(), st.BadSamples, len(named), victim)
+			delivered, conv.Len(), st.Bad.Samples, len(named), victim)
 	}
 	if len(log.with("truncated or replaced while open")) == 0 {
 		t.Error("no read faulted: the shard was not read through its mapping after the cut")

@@ -115,7 +115,7 @@ func (d *Dataset) Close() error {
 //     directory under OpenOptions.Cache.Dir and checked as OpenConverted checks a
 //     local one; its shards stay in the store and are streamed through the shard cache,
 //     prefetched in the order the loader reads them (Converted.PlanEpoch), each of them
-//     at most Cache.MaxBytes. Read it with Config.Order ShardOrder over
+//     at most Cache.MaxBytes. Read it with Config.Order.Mode ShardOrder over
 //     Converted.ByShard() when it is larger than the cache: the sample order reads
 //     every shard at once, and fetches shards again and again (it says so, once).
 //

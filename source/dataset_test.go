@@ -102,11 +102,11 @@ func TestWebDatasetPlanEpoch(t *testing.T) {
 	for _, order := range []pipeline.Order{pipeline.ShardOrder, pipeline.SampleOrder} {
 		for _, world := range []int{1, 2} {
 			cfg := testConfig(2)
-			cfg.Order, cfg.World, cfg.Rank, cfg.Partitions = order, world, world-1, 2
+			cfg.Order.Mode, cfg.Order.World, cfg.Order.Rank, cfg.Order.Partitions = order, world, world-1, 2
 			if order == pipeline.ShardOrder {
-				cfg.ShuffleBlock = 6 // two shards, three at once where a block straddles
+				cfg.Order.ShuffleBlock = 6 // two shards, three at once where a block straddles
 			} else {
-				cfg.Partitions = 0
+				cfg.Order.Partitions = 0
 			}
 			ld := newLoader(t, wds, cfg)
 			var logs [][]planEvent
@@ -154,7 +154,7 @@ func TestWebDatasetPlanEpoch(t *testing.T) {
 							asked[n] = true
 							pending[n] = true
 						}
-						if len(pending) > window+ld.Config().IOWorkers {
+						if len(pending) > window+ld.Config().Tuning.IOWorkers {
 							t.Errorf("%s: %d shards asked for and not opened yet, window %d", name, len(pending), window)
 						}
 					case "open":
@@ -193,7 +193,7 @@ func TestWebDatasetPlanEpoch(t *testing.T) {
 				}
 			}
 			// Starting anew from a cursor plans again, from there.
-			cursor := cfg.BatchSize // one batch in
+			cursor := cfg.Batch.Size // one batch in
 			if order == pipeline.ShardOrder {
 				cursor *= world // a global cursor
 			}

@@ -70,7 +70,7 @@ func ExampleOpenConverted() {
 	}
 
 	// Every run after: train from the stored pixels.
-	cfg := &pipeline.Config{BatchSize: 8, Seed: 1, Pack: pack.Options{DType: pack.Float32, Normalize: true}}
+	cfg := &pipeline.Config{Batch: pipeline.BatchConfig{Size: 8}, Order: pipeline.OrderConfig{Seed: 1}, Pack: pack.Options{DType: pack.Float32, Normalize: true}}
 	if err := pipeline.ApplyRecipe(cfg, "train", 32); err != nil {
 		log.Fatal(err)
 	}
@@ -93,7 +93,7 @@ func ExampleOpenConverted() {
 		n += b.Len
 		b.Release()
 	}
-	fmt.Printf("%d samples of %v from %s\n", n, src.Classes(), ld.DecodeBackend())
+	fmt.Printf("%d samples of %v from %s\n", n, src.Classes(), ld.Stats().Backends.Decode)
 	// Output:
 	// 21 samples of [class00 class01 class02] from cache:s2
 }

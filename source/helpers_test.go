@@ -21,7 +21,7 @@ func TestMain(m *testing.M) { leakcheck.Main(m, treetest.Cleanup) }
 // load with.
 func testConfig(workers int) *pipeline.Config {
 	cfg := &pipeline.Config{
-		BatchSize: 8, Workers: workers, Seed: 42,
+		Batch: pipeline.BatchConfig{Size: 8}, Tuning: pipeline.TuningConfig{Workers: workers}, Order: pipeline.OrderConfig{Seed: 42},
 		Pack: pack.Options{DType: pack.Float32, Normalize: true},
 		Logf: func(string, ...any) {},
 	}

@@ -277,7 +277,7 @@ func TestMultiHotBatches(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := testConfig(2)
-			cfg.BatchSize = 5
+			cfg.Batch.Size = 5
 			cfg.Mix = c.mix
 			ld := newLoader(t, src, cfg)
 			var got []batchRecord

@@ -102,7 +102,7 @@ func TestConvertedByShard(t *testing.T) {
 	}
 	// Its shards are sorted by class: the default block spans many of them.
 	ld := newLoader(t, src, orderConfig(8, 0, 1, 2))
-	if b := ld.Config().ShuffleBlock; b != byShardBlock {
+	if b := ld.Config().Order.ShuffleBlock; b != byShardBlock {
 		t.Errorf("default ShuffleBlock over ByShard %d, want %d", b, byShardBlock)
 	}
 	ld.Close()
@@ -143,8 +143,8 @@ func shardedTree(t *testing.T) shardedFiles {
 // orderConfig reads files without decoding them: enough to see the order.
 func orderConfig(batch, rank, world, parts int) *pipeline.Config {
 	cfg := testConfig(1)
-	cfg.BatchSize, cfg.Rank, cfg.World = batch, rank, world
-	cfg.Order, cfg.Partitions = pipeline.ShardOrder, parts
+	cfg.Batch.Size, cfg.Order.Rank, cfg.Order.World = batch, rank, world
+	cfg.Order.Mode, cfg.Order.Partitions = pipeline.ShardOrder, parts
 	cfg.StopAfter = pipeline.ReadStage
 	return cfg
 }

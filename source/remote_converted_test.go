@@ -127,7 +127,7 @@ func testConvertedS3Streaming(t *testing.T, srv *s3test.Server) {
 	defer local.Close()
 	cfg := func() *pipeline.Config {
 		c := testConfig(2)
-		c.Order, c.ShuffleBlock = pipeline.ShardOrder, 30
+		c.Order.Mode, c.Order.ShuffleBlock = pipeline.ShardOrder, 30
 		return c
 	}
 	want := [2]epochData{}
@@ -366,7 +366,7 @@ func testConvertedS3FetchOnce(t *testing.T, srv *s3test.Server) {
 			t.Fatal(err)
 		}
 		cfg := testConfig(2)
-		cfg.Order, cfg.ShuffleBlock = pipeline.ShardOrder, 30
+		cfg.Order.Mode, cfg.Order.ShuffleBlock = pipeline.ShardOrder, 30
 		ld := newLoader(t, d.Source.(*Converted).ByShard(), cfg)
 		var refused error
 		for e := range epochs {

@@ -46,7 +46,7 @@ func remoteShards(t *testing.T, srv *s3test.Server, prefix string, classes, perC
 
 func shardConfig() *pipeline.Config {
 	cfg := testConfig(2)
-	cfg.Order, cfg.ShuffleBlock = pipeline.ShardOrder, 8
+	cfg.Order.Mode, cfg.Order.ShuffleBlock = pipeline.ShardOrder, 8
 	return cfg
 }
 

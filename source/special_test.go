@@ -38,15 +38,15 @@ func TestNamedPipeIsABadSample(t *testing.T) {
 				t.Fatal(err)
 			}
 			cfg := testConfig(2)
-			cfg.MaxBadFraction = -1
+			cfg.Bad.MaxFraction = -1
 			ld := newLoader(t, src, cfg)
 			done := make(chan epochData, 1)
 			go func() { done <- collect(t, ld, context.Background(), 0, 0) }()
 			select {
 			case d := <-done:
 				st := ld.Stats()
-				if st.BadSamples != 1 || len(d.indices) != src.Len() || !errors.Is(st.RecentBad[0].Err, files.ErrNotRegular) || !strings.Contains(st.RecentBad[0].Error(), "named pipe") {
-					t.Fatalf("%d bad samples (%v), %d of %d delivered", st.BadSamples, st.RecentBad, len(d.indices), src.Len())
+				if st.Bad.Samples != 1 || len(d.indices) != src.Len() || !errors.Is(st.Bad.Recent[0].Err, files.ErrNotRegular) || !strings.Contains(st.Bad.Recent[0].Error(), "named pipe") {
+					t.Fatalf("%d bad samples (%v), %d of %d delivered", st.Bad.Samples, st.Bad.Recent, len(d.indices), src.Len())
 				}
 			case <-time.After(20 * time.Second):
 				t.Fatal("the epoch hangs on a named pipe")
@@ -135,7 +135,7 @@ func TestNonUTF8Names(t *testing.T) {
 		t.Fatalf("classes %q", c)
 	}
 	cfg := testConfig(2)
-	cfg.MaxBadFraction = -1
+	cfg.Bad.MaxFraction = -1
 	var mu sync.Mutex
 	var lines []string
 	cfg.Logf = func(format string, args ...any) {
@@ -146,8 +146,8 @@ func TestNonUTF8Names(t *testing.T) {
 	ld := newLoader(t, src, cfg)
 	d := collect(t, ld, context.Background(), 0, 0)
 	st := ld.Stats()
-	if st.BadSamples != 1 || len(d.indices) != src.Len() || st.RecentBad[0].Path != "class00/bad\xfe.jpg" {
-		t.Fatalf("%d bad samples (%v), %d of %d delivered", st.BadSamples, st.RecentBad, len(d.indices), src.Len())
+	if st.Bad.Samples != 1 || len(d.indices) != src.Len() || st.Bad.Recent[0].Path != "class00/bad\xfe.jpg" {
+		t.Fatalf("%d bad samples (%v), %d of %d delivered", st.Bad.Samples, st.Bad.Recent, len(d.indices), src.Len())
 	}
 	if len(lines) != 1 || !strings.Contains(lines[0], `"class00/bad\xfe.jpg"`) {
 		t.Errorf("log %q: want the name quoted", lines)

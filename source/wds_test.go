@@ -301,7 +301,7 @@ func TestWebDatasetLoaderBadSamplesAndViews(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := testConfig(2)
-	cfg.MaxBadFraction = 0.5
+	cfg.Bad.MaxFraction = 0.5
 	ld := newLoader(t, src, cfg)
 	d := collect(t, ld, context.Background(), 0, 0)
 	if len(d.indices) != 20 {
@@ -312,8 +312,8 @@ func TestWebDatasetLoaderBadSamplesAndViews(t *testing.T) {
 			t.Fatalf("bad sample %d delivered", i)
 		}
 	}
-	if st := ld.Stats(); st.BadSamples != 3 {
-		t.Fatalf("%d bad samples counted, want 3", st.BadSamples)
+	if st := ld.Stats(); st.Bad.Samples != 3 {
+		t.Fatalf("%d bad samples counted, want 3", st.Bad.Samples)
 	}
 	sub, err := Subset(src, []int{1, 2, 4})
 	if err != nil {

@@ -395,11 +395,8 @@ flags:
 	res.Classes = len(src.Classes())
 
 	base := pipeline.Config{
-		IOWorkers: *ioWorkers, NoAutotune: *noAutotune, CPULimit: *cpuLimit, MicroBatches: *micro, Seed: *seed, MemoryBudget: int64(budget),
-		Order: ord, Partitions: *partitions, ShuffleBlock: *shuffleBlock, RankFromEnv: *rankFromEnv,
-		Pack:      pack.Options{Width: *size, Height: *size, DType: dt, Layout: lay, Normalize: *normalize && dt != pack.Uint8},
-		CacheFill: *cacheFill, FullDecode: *fullDecode, Device: *device, DeviceConvert: *deviceConvert,
-		OnError: policy, MaxBadFraction: *maxBad, Logf: logf,
+		Tuning: pipeline.TuningConfig{IOWorkers: *ioWorkers, NoAutotune: *noAutotune, CPULimit: *cpuLimit, MemoryBudget: int64(budget)}, Batch: pipeline.BatchConfig{MicroBatches: *micro}, Order: pipeline.OrderConfig{Seed: *seed, Mode: ord, Partitions: *partitions, ShuffleBlock: *shuffleBlock, RanksFromEnv: *rankFromEnv}, Pack: pack.Options{Width: *size, Height: *size, DType: dt, Layout: lay, Normalize: *normalize && dt != pack.Uint8},
+		CacheFill: *cacheFill, FullDecode: *fullDecode, Device: pipeline.DeviceConfig{Name: *device, Convert: *deviceConvert}, Bad: pipeline.BadConfig{OnError: policy, MaxFraction: *maxBad}, Logf: logf,
 		Mix: mixup.Options{MixUp: *mixUp, CutMix: *cutMix, SwitchProb: *mixSwitch, Prob: *mixProb, Smoothing: *smoothing},
 	}
 	if *cacheDir != "" {
@@ -432,7 +429,7 @@ flags:
 		return rep, err
 	}
 	one := base
-	one.Workers, one.Prefetch, one.BatchSize = workers[0], prefetch[0], batch[0]
+	one.Tuning.Workers, one.Tuning.Prefetch, one.Batch.Size = workers[0], prefetch[0], batch[0]
 
 	switch {
 	case len(swept) > 0:
@@ -522,7 +519,7 @@ func benchSweep(stdout io.Writer, res *benchResult, base pipeline.Config, swept 
 		for _, p := range vals["prefetch"] {
 			for _, b := range vals["batch"] {
 				cfg := base
-				cfg.Workers, cfg.Prefetch, cfg.BatchSize = w, p, b
+				cfg.Tuning.Workers, cfg.Tuning.Prefetch, cfg.Batch.Size = w, p, b
 				label := fmt.Sprintf("workers=%d prefetch=%d batch=%d", w, p, b)
 				if !jsonOut {
 					fmt.Fprintf(stdout, "conveyor %s\n", label)

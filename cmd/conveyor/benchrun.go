@@ -101,7 +101,7 @@ type memoryReport struct {
 	PeakHeap       int64   `json:"peak_heap_bytes"`
 	PeakGo         int64   `json:"peak_go_bytes"`
 	AnonOverBudget float64 `json:"anon_over_budget"`
-	// Returns counts the loader's returns of freed memory (pipeline.Stats.MemoryReturns).
+	// Returns counts the loader's returns of freed memory (pipeline.Stats.Memory.Returns).
 	Returns      int64 `json:"memory_returns"`
 	Budget       int64 `json:"budget_bytes"`
 	PeakHeld     int64 `json:"peak_held_bytes"`
@@ -205,8 +205,8 @@ func measure(ctx context.Context, src pipeline.Source, cfg *pipeline.Config, opt
 	defer ld.Close()
 	eff := ld.Config()
 	rep := &runReport{
-		Backend: ld.DecodeBackend(), WebP: ld.WebPBackend(), Config: eff.String(),
-		Settings: settings{Workers: eff.Workers, IOWorkers: eff.IOWorkers, Prefetch: eff.Prefetch, Batch: eff.BatchSize, MicroBatches: eff.MicroBatches, StopAfter: eff.StopAfter.String()},
+		Backend: ld.Stats().Backends.Decode, WebP: ld.Stats().Backends.WebP, Config: eff.String(),
+		Settings: settings{Workers: eff.Tuning.Workers, IOWorkers: eff.Tuning.IOWorkers, Prefetch: eff.Tuning.Prefetch, Batch: eff.Batch.Size, MicroBatches: eff.Batch.MicroBatches, StopAfter: eff.StopAfter.String()},
 	}
 
 	var done atomic.Int64
@@ -235,7 +235,7 @@ func measure(ctx context.Context, src pipeline.Source, cfg *pipeline.Config, opt
 					lastDraw = now
 					n := done.Load()
 					opts.pr.update(progressState{Prefix: opts.label, Done: int(n), Total: total,
-						Rate: float64(n) / now.Sub(start).Seconds(), Bad: int(st.BadSamples)})
+						Rate: float64(n) / now.Sub(start).Seconds(), Bad: int(st.Bad.Samples)})
 				}
 			}
 		}
@@ -282,7 +282,7 @@ func measure(ctx context.Context, src pipeline.Source, cfg *pipeline.Config, opt
 		loop += dt
 		after := ld.Stats()
 		er := epochResult{Epoch: e, Images: n, Seconds: dt.Seconds(), ImagesPerS: perSecond64(n, dt.Seconds()),
-			CacheHits: after.CacheHits - before.CacheHits, CacheStored: after.CacheStored - before.CacheStored,
+			CacheHits: after.Cache.Hits - before.Cache.Hits, CacheStored: after.Cache.Stored - before.Cache.Stored,
 			PeakAnon: mem.endEpoch()}
 		rep.Epochs = append(rep.Epochs, er)
 		rep.Images += n
@@ -300,44 +300,44 @@ func measure(ctx context.Context, src pipeline.Source, cfg *pipeline.Config, opt
 	if k := len(rep.Epochs); k > 0 {
 		rep.SteadyImagesPerS = rep.Epochs[k-1].ImagesPerS
 	}
-	rep.ReadBytes = st.Read.Bytes
-	rep.MBPerS = float64(st.Read.Bytes) / 1e6 / rep.Seconds
-	rep.BadSamples = st.BadSamples
+	rep.ReadBytes = st.Stages.Read.Bytes
+	rep.MBPerS = float64(st.Stages.Read.Bytes) / 1e6 / rep.Seconds
+	rep.BadSamples = st.Bad.Samples
 	rep.FirstBatchS = first.Seconds()
 	cores := runtime.GOMAXPROCS(0)
 	rep.CPU = cpuReport{UserS: (u1 - u0).Seconds(), SysS: (s1 - s0).Seconds(), Cores: cores}
 	rep.CPU.Percent = 100 * (rep.CPU.UserS + rep.CPU.SysS) / rep.Seconds
 	rep.CPU.Utilisation = rep.CPU.Percent / 100 / float64(cores)
 	rep.Memory = memoryReport{
-		PeakRSS: peakRSS(), PeakRSSScope: "run", Budget: st.Budget, PeakHeld: st.PeakHeld,
-		Pinned: st.Pinned.BytesMapped, PinnedLocked: st.Pinned.Locked,
-		PinnedRegistered: st.Pinned.Registered, PinnedRegisterError: st.Pinned.RegisterError, Device: st.Device, DeviceBytes: st.DeviceBytes,
-		PinnedBuffers: st.Pinned.Buffers, PinnedBufferBytes: int64(st.Pinned.BufferSize), DeviceBuffers: st.DeviceSlots, DeviceBufferBytes: st.DeviceSlotBytes,
+		PeakRSS: peakRSS(), PeakRSSScope: "run", Budget: st.Memory.Budget, PeakHeld: st.Memory.PeakHeld,
+		Pinned: st.Memory.Pinned.BytesMapped, PinnedLocked: st.Memory.Pinned.Locked,
+		PinnedRegistered: st.Memory.Pinned.Registered, PinnedRegisterError: st.Memory.Pinned.RegisterError, Device: st.Device.Name, DeviceBytes: st.Device.Bytes,
+		PinnedBuffers: st.Memory.Pinned.Buffers, PinnedBufferBytes: int64(st.Memory.Pinned.BufferSize), DeviceBuffers: st.Device.Slots, DeviceBufferBytes: st.Device.SlotBytes,
 	}
 	if !scoped {
 		rep.Memory.PeakRSSScope = "process"
 	}
 	peak, split := mem.peaks()
 	m := &rep.Memory
-	m.PeakHeap, m.PeakGo, m.Returns = peak.Heap, peak.Go, st.MemoryReturns
+	m.PeakHeap, m.PeakGo, m.Returns = peak.Heap, peak.Go, st.Memory.Returns
 	if split {
 		m.PeakAnon, m.PeakFile, m.PeakShmem = peak.Anon, peak.File, peak.Shmem
 		if m.Budget > 0 {
 			m.AnonOverBudget = float64(peak.Anon) / float64(m.Budget)
 		}
 	}
-	if !eff.NoAutotune && (cfg.Workers == 0 || cfg.IOWorkers == 0 || cfg.Prefetch == 0) {
-		rep.Settings.Tuned = &tuned{Workers: st.Workers, IOWorkers: st.IOWorkers, Prefetch: st.Prefetch, Steps: st.TuneSteps, CPULimit: eff.CPULimit}
+	if !eff.Tuning.NoAutotune && (cfg.Tuning.Workers == 0 || cfg.Tuning.IOWorkers == 0 || cfg.Tuning.Prefetch == 0) {
+		rep.Settings.Tuned = &tuned{Workers: st.Tuning.Workers, IOWorkers: st.Tuning.IOWorkers, Prefetch: st.Tuning.Prefetch, Steps: st.Tuning.Steps, CPULimit: eff.Tuning.CPULimit}
 	}
-	rep.StageBusy = stageBusyOf(&st, wall, st.Workers, st.IOWorkers)
+	rep.StageBusy = stageBusyOf(&st, wall, st.Tuning.Workers, st.Tuning.IOWorkers)
 	rep.Queues = q.report()
 	if opts.step > 0 {
 		w := (st.Wait - wait0).Seconds()
 		rep.Consumer = &consumerReport{StepS: opts.step.Seconds(), WaitS: w, WallS: loop.Seconds(), Waited: w / loop.Seconds(),
-			CopyWaits: st.CopyWaits, CopyWaitS: st.CopyWaitTime.Seconds()}
+			CopyWaits: st.Device.CopyWaits, CopyWaitS: st.Device.CopyWaitTime.Seconds()}
 	}
 	rep.Loader = metrics.Snap(st)
-	rep.CacheHits, rep.CacheStored, rep.CacheDeferred = st.CacheHits, st.CacheStored, st.CacheDeferred
+	rep.CacheHits, rep.CacheStored, rep.CacheDeferred = st.Cache.Hits, st.Cache.Stored, st.Cache.Deferred
 	if c := cfg.Cache; c != nil {
 		cs := c.Stats()
 		rep.Cache = &cacheState{Dir: c.Dir(), Codec: string(c.Options().Codec), Records: cs.Records, Shards: cs.Shards,
@@ -353,14 +353,14 @@ func stageBusyOf(st *pipeline.Stats, wall time.Duration, workers, ioWorkers int)
 		s    pipeline.StageStats
 		n    int
 	}{
-		{"read", st.Read, ioWorkers}, {"decode", st.Decode, workers}, {"augment", st.Augment, workers}, {"pack", st.Pack, workers},
+		{"read", st.Stages.Read, ioWorkers}, {"decode", st.Stages.Decode, workers}, {"augment", st.Stages.Augment, workers}, {"pack", st.Stages.Pack, workers},
 	}
-	if st.Mix.Items > 0 {
+	if st.Stages.Mix.Items > 0 {
 		stages = append(stages, struct {
 			name string
 			s    pipeline.StageStats
 			n    int
-		}{"mix", st.Mix, workers})
+		}{"mix", st.Stages.Mix, workers})
 	}
 	var sum time.Duration
 	for _, s := range stages {
@@ -394,7 +394,7 @@ type queueSampler struct {
 var queueNames = [3]string{"tasks", "decoded", "ready"}
 
 func (q *queueSampler) add(st *pipeline.Stats) {
-	qs := [3]pipeline.QueueStats{st.Tasks, st.Decoded, st.Ready}
+	qs := [3]struct{ Len, Cap int }{st.Queues.Tasks, st.Queues.Decoded, st.Queues.Ready}
 	if qs[0].Cap == 0 {
 		return
 	}

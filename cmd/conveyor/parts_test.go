@@ -208,7 +208,7 @@ func TestConvertPartsProcesses(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer conv.Close()
-		cfg := &pipeline.Config{BatchSize: 5, Workers: 2, Seed: 9, Logf: t.Logf}
+		cfg := &pipeline.Config{Batch: pipeline.BatchConfig{Size: 5}, Tuning: pipeline.TuningConfig{Workers: 2}, Order: pipeline.OrderConfig{Seed: 9}, Logf: t.Logf}
 		if err := pipeline.ApplyRecipe(cfg, "train", 24); err != nil {
 			t.Fatal(err)
 		}

@@ -41,7 +41,7 @@ func s3Epoch(t *testing.T, url string, o *source.OpenOptions) ([]byte, []int32, 
 	if name := d.String(); !strings.HasPrefix(name, "converted:"+strings.TrimSuffix(url, "/")+" (") || len(name) > 300 {
 		t.Errorf("dataset named %.300q", name)
 	}
-	cfg := &pipeline.Config{BatchSize: 4, Workers: 2, Seed: 7, Pack: pack.Options{DType: pack.Float32, Normalize: true}, Logf: func(string, ...any) {}}
+	cfg := &pipeline.Config{Batch: pipeline.BatchConfig{Size: 4}, Tuning: pipeline.TuningConfig{Workers: 2}, Order: pipeline.OrderConfig{Seed: 7}, Pack: pack.Options{DType: pack.Float32, Normalize: true}, Logf: func(string, ...any) {}}
 	if err := pipeline.ApplyRecipe(cfg, "train", 24); err != nil {
 		t.Fatal(err)
 	}

@@ -129,7 +129,7 @@ func run(dir string) error {
 // newLoader returns a loader of src whose ops are the "train" recipe at 32×32 followed by
 // cutout, packing uint8 pixels (NHWC) so that a cut-out square reads back as zeros.
 func newLoader(src pipeline.Source, cutout *Cutout) (*pipeline.Loader, error) {
-	cfg := &pipeline.Config{BatchSize: 32, Seed: 1, Pack: pack.Options{DType: pack.Uint8, Layout: pack.NHWC}}
+	cfg := &pipeline.Config{Batch: pipeline.BatchConfig{Size: 32}, Order: pipeline.OrderConfig{Seed: 1}, Pack: pack.Options{DType: pack.Uint8, Layout: pack.NHWC}}
 	if err := pipeline.ApplyRecipe(cfg, "train", 32); err != nil {
 		return nil, err
 	}

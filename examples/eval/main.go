@@ -94,7 +94,7 @@ func run(dir string, epochs, size int, lr float32, seed uint64) error {
 // sets Sequential) at size×size, packed as normalised float32 NCHW.
 func newLoader(src pipeline.Source, recipe string, size int, seed uint64) (*pipeline.Loader, error) {
 	cfg := &pipeline.Config{
-		BatchSize: 32, Seed: seed,
+		Batch: pipeline.BatchConfig{Size: 32}, Order: pipeline.OrderConfig{Seed: seed},
 		Pack: pack.Options{DType: pack.Float32, Layout: pack.NCHW, Normalize: true},
 	}
 	if err := pipeline.ApplyRecipe(cfg, recipe, size); err != nil {

@@ -43,7 +43,7 @@ func train(ctx context.Context, dir string, epochs int) error {
 		return err
 	}
 	cfg := &pipeline.Config{
-		BatchSize: 256, Seed: 1,
+		Batch: pipeline.BatchConfig{Size: 256}, Order: pipeline.OrderConfig{Seed: 1},
 		Pack: pack.Options{DType: pack.Float32, Layout: pack.NCHW, Normalize: true},
 	}
 	// RandomResizedCrop(224) + RandomHorizontalFlip(0.5), packed 224×224

@@ -55,8 +55,7 @@ func run(dir, recipe string, mix mixup.Options, micro, epochs, size int, lr floa
 		return err
 	}
 	cfg := &pipeline.Config{
-		BatchSize: 32, Seed: 1, Mix: mix, MicroBatches: micro,
-		Pack: pack.Options{DType: pack.Float32, Layout: pack.NCHW, Normalize: true},
+		Batch: pipeline.BatchConfig{Size: 32, MicroBatches: micro}, Order: pipeline.OrderConfig{Seed: 1}, Mix: mix, Pack: pack.Options{DType: pack.Float32, Layout: pack.NCHW, Normalize: true},
 	}
 	if err := pipeline.ApplyRecipe(cfg, recipe, size); err != nil {
 		return err
@@ -71,7 +70,7 @@ func run(dir, recipe string, mix mixup.Options, micro, epochs, size int, lr floa
 	m := toy.NewSoftmax(3*size*size, classes)
 	// Soft targets, or one-hot rows made from the labels, for the accumulating step.
 	soft := mix.Dense() || micro > 1
-	onehot := make([]float32, cfg.BatchSize*classes)
+	onehot := make([]float32, cfg.Batch.Size*classes)
 	ctx := context.Background()
 	for e := range epochs {
 		var loss float64

@@ -72,8 +72,7 @@ func folderSource(t testing.TB) pipeline.Source {
 }
 
 func config(mod func(*pipeline.Config)) *pipeline.Config {
-	cfg := &pipeline.Config{BatchSize: batch, Seed: 7, NoAutotune: true, Workers: 2,
-		Pack: pack.Options{DType: pack.Float32, Normalize: true}}
+	cfg := &pipeline.Config{Batch: pipeline.BatchConfig{Size: batch}, Order: pipeline.OrderConfig{Seed: 7}, Tuning: pipeline.TuningConfig{NoAutotune: true, Workers: 2}, Pack: pack.Options{DType: pack.Float32, Normalize: true}}
 	if err := pipeline.ApplyRecipe(cfg, "train", side); err != nil {
 		panic(err)
 	}
@@ -235,7 +234,7 @@ func TestEpochs(t *testing.T) {
 						t.Fatalf("epoch %d batch %d: %v", e, i, err)
 					}
 					check(t, i, in, lab, w)
-					if got := ld.Stats().Outstanding; got != 0 {
+					if got := ld.Stats().Memory.Outstanding; got != 0 {
 						t.Fatalf("epoch %d batch %d: the loader has %d batches out after Yield, want 0 (released)", e, i, got)
 					}
 					if ep, cur := ds.Position(); ep != e || cur != w.cursor {
@@ -390,7 +389,7 @@ func TestErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Run("fail", func(t *testing.T) {
-		cfg := config(func(c *pipeline.Config) { c.OnError = pipeline.Fail; c.BatchSize = 9 })
+		cfg := config(func(c *pipeline.Config) { c.Bad.OnError = pipeline.Fail; c.Batch.Size = 9 })
 		ds, err := gomlx.New(context.Background(), loader(t, src, cfg), nil)
 		if err != nil {
 			t.Fatal(err)
@@ -405,7 +404,7 @@ func TestErrors(t *testing.T) {
 		}
 	})
 	t.Run("skip", func(t *testing.T) {
-		cfg := config(func(c *pipeline.Config) { c.BatchSize = 9; c.MaxBadFraction = -1 })
+		cfg := config(func(c *pipeline.Config) { c.Batch.Size = 9; c.Bad.MaxFraction = -1 })
 		ld := loader(t, src, cfg)
 		ds, err := gomlx.New(context.Background(), ld, nil)
 		if err != nil {
@@ -419,8 +418,8 @@ func TestErrors(t *testing.T) {
 		if n := in[0].Shape().Dimensions[0]; n != 9 {
 			t.Fatalf("batch of %d, want 9 (the bad sample replaced)", n)
 		}
-		if ld.Stats().BadSamples != 1 {
-			t.Fatalf("BadSamples %d, want 1", ld.Stats().BadSamples)
+		if ld.Stats().Bad.Samples != 1 {
+			t.Fatalf("BadSamples %d, want 1", ld.Stats().Bad.Samples)
 		}
 	})
 	t.Run("closed", func(t *testing.T) {
@@ -494,7 +493,7 @@ func TestOptions(t *testing.T) {
 // the tensors, finalizes them, and calls Reset between epochs.
 func TestTrainer(t *testing.T) {
 	be := newBackend(t)
-	ld := loader(t, folderSource(t), config(func(c *pipeline.Config) { c.DropLast = true }))
+	ld := loader(t, folderSource(t), config(func(c *pipeline.Config) { c.Batch.DropLast = true }))
 	ds, err := gomlx.New(context.Background(), ld, &gomlx.Options{Backend: be})
 	if err != nil {
 		t.Fatal(err)
@@ -581,7 +580,7 @@ func TestLayoutsAndDTypes(t *testing.T) {
 // inside a batch.
 func TestMicroBatches(t *testing.T) {
 	src := folderSource(t)
-	cfg := config(func(c *pipeline.Config) { c.MicroBatches = 2 })
+	cfg := config(func(c *pipeline.Config) { c.Batch.MicroBatches = 2 })
 	ref := reference(t, src, cfg, 0)
 	ds, err := gomlx.New(context.Background(), loader(t, src, cfg), nil)
 	if err != nil {

@@ -26,5 +26,5 @@
 //
 // Position and Options.Epoch/Cursor checkpoint and resume an epoch mid-way; errors are the
 // loader's, unchanged (errors.Is and errors.As see pipeline.ErrClosed, *pipeline.SampleError
-// and the rest), and the bad-sample policy is the loader's (Config.OnError, MaxBadFraction).
+// and the rest), and the bad-sample policy is the loader's (Config.Bad.OnError, MaxBadFraction).
 package gomlx

@@ -162,43 +162,43 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	for _, s := range []struct {
 		name string
 		st   pipeline.StageStats
-	}{{"read", st.Read}, {"decode", st.Decode}, {"augment", st.Augment}, {"pack", st.Pack}} {
+	}{{"read", st.Stages.Read}, {"decode", st.Stages.Decode}, {"augment", st.Stages.Augment}, {"pack", st.Stages.Pack}} {
 		counter(c.stageItems, float64(s.st.Items), s.name)
 		counter(c.stageBusy, s.st.Busy.Seconds(), s.name)
 	}
 	// The mix stage works on batches, not samples: its busy time joins the stages', its
 	// count is a metric of its own.
-	counter(c.stageBusy, st.Mix.Busy.Seconds(), "mix")
-	counter(c.mixedBatches, float64(st.Mix.Items))
+	counter(c.stageBusy, st.Stages.Mix.Busy.Seconds(), "mix")
+	counter(c.mixedBatches, float64(st.Stages.Mix.Items))
 	// Only read and pack count bytes; decode counts pixels and augment items, which
 	// would make a sum over the stage label meaningless.
-	counter(c.stageBytes, float64(st.Read.Bytes), "read")
-	counter(c.stageBytes, float64(st.Pack.Bytes), "pack")
-	counter(c.decodedPixels, float64(st.Decode.Bytes))
+	counter(c.stageBytes, float64(st.Stages.Read.Bytes), "read")
+	counter(c.stageBytes, float64(st.Stages.Pack.Bytes), "pack")
+	counter(c.decodedPixels, float64(st.Stages.Decode.Bytes))
 	for _, q := range []struct {
 		name string
-		q    pipeline.QueueStats
-	}{{"tasks", st.Tasks}, {"decoded", st.Decoded}, {"ready", st.Ready}} {
+		q    struct{ Len, Cap int }
+	}{{"tasks", st.Queues.Tasks}, {"decoded", st.Queues.Decoded}, {"ready", st.Queues.Ready}} {
 		gauge(c.queueLen, float64(q.q.Len), q.name)
 		gauge(c.queueCap, float64(q.q.Cap), q.name)
 	}
-	counter(c.badSamples, float64(st.BadSamples))
-	counter(c.cacheHits, float64(st.CacheHits))
-	counter(c.cacheStored, float64(st.CacheStored))
-	counter(c.cacheDeferred, float64(st.CacheDeferred))
+	counter(c.badSamples, float64(st.Bad.Samples))
+	counter(c.cacheHits, float64(st.Cache.Hits))
+	counter(c.cacheStored, float64(st.Cache.Stored))
+	counter(c.cacheDeferred, float64(st.Cache.Deferred))
 
-	gauge(c.memBudget, float64(st.Budget))
-	gauge(c.memPeakHeld, float64(st.PeakHeld))
-	counter(c.memReturns, float64(st.MemoryReturns))
-	gauge(c.workers, float64(st.Workers), "cpu")
-	gauge(c.workers, float64(st.IOWorkers), "io")
-	counter(c.tuneSteps, float64(st.TuneSteps))
-	gauge(c.workBudget, float64(st.ReadBudget), "read")
-	gauge(c.workBudget, float64(st.DecodeBudget), "decode")
-	gauge(c.workPeak, float64(st.PeakRead), "read")
-	gauge(c.workPeak, float64(st.PeakDecode), "decode")
+	gauge(c.memBudget, float64(st.Memory.Budget))
+	gauge(c.memPeakHeld, float64(st.Memory.PeakHeld))
+	counter(c.memReturns, float64(st.Memory.Returns))
+	gauge(c.workers, float64(st.Tuning.Workers), "cpu")
+	gauge(c.workers, float64(st.Tuning.IOWorkers), "io")
+	counter(c.tuneSteps, float64(st.Tuning.Steps))
+	gauge(c.workBudget, float64(st.Memory.ReadBudget), "read")
+	gauge(c.workBudget, float64(st.Memory.DecodeBudget), "decode")
+	gauge(c.workPeak, float64(st.Memory.PeakRead), "read")
+	gauge(c.workPeak, float64(st.Memory.PeakDecode), "decode")
 
-	p := st.Pinned
+	p := st.Memory.Pinned
 	gauge(c.pinBuffers, float64(p.Buffers))
 	gauge(c.pinInUse, float64(p.InUse))
 	gauge(c.pinBufferSize, float64(p.BufferSize))
@@ -210,9 +210,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.pinRegistered, bit(p.Registered))
 	counter(c.pinGets, float64(p.Gets))
 	counter(c.pinWaits, float64(p.Waits))
-	gauge(c.outstanding, float64(st.Outstanding))
+	gauge(c.outstanding, float64(st.Memory.Outstanding))
 
-	if cs := st.Cache; cs != nil {
+	if cs := st.Cache.Store; cs != nil {
 		gauge(c.cRecords, float64(cs.Records))
 		gauge(c.cShards, float64(cs.Shards))
 		gauge(c.cBytes, float64(cs.Bytes))

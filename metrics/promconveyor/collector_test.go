@@ -36,36 +36,32 @@ func (f *fake) Stats() pipeline.Stats { f.calls++; return f.st }
 // fakeStats has a distinct value in every field, so a field reported under the wrong
 // name shows up.
 func fakeStats() pipeline.Stats {
-	return pipeline.Stats{
-		Epochs: 2, Batches: 30, Wait: 1500 * time.Millisecond,
-		Read:    pipeline.StageStats{Items: 240, Busy: 2 * time.Second, Bytes: 1000000},
-		Decode:  pipeline.StageStats{Items: 239, Busy: 4250 * time.Millisecond, Bytes: 3000000},
-		Augment: pipeline.StageStats{Items: 238, Busy: 500 * time.Millisecond, Bytes: 238},
-		Pack:    pipeline.StageStats{Items: 237, Busy: 250 * time.Millisecond, Bytes: 5000000},
-		Mix:     pipeline.StageStats{Items: 29, Busy: 125 * time.Millisecond, Bytes: 4900000},
-		Tasks:   pipeline.QueueStats{Len: 3, Cap: 64},
-		Decoded: pipeline.QueueStats{Len: 5, Cap: 16},
-		Ready:   pipeline.QueueStats{Len: 1, Cap: 4},
-		Workers: 3, IOWorkers: 32, TuneSteps: 4,
-
-		BadSamples: 12,
-		RecentBad:  []pipeline.SampleError{{Path: "a.jpg", Err: errors.New("decode: truncated")}},
-
-		CacheHits: 100, CacheStored: 40, CacheDeferred: 7,
-		Cache: &cache.Stats{
-			Records: 140, Shards: 3, Bytes: 9000000, Hits: 101, Misses: 41, Corrupt: 1,
-			Written: 42, Rejected: 2, Evicted: 4, Full: true, Disabled: "disk full",
-		},
-
-		Budget: 1000000000, PeakHeld: 300000000, ReadBudget: 64000000, PeakRead: 10000000,
-		DecodeBudget: 128000000, PeakDecode: 20000000, MemoryReturns: 3,
-		Pinned: pinned.Stats{
-			BufferSize: 1048576, Buffers: 6, InUse: 2, PeakInUse: 5, BytesMapped: 6291456,
-			BytesInUse: 2097152, PeakBytesInUse: 5242880, Budget: 8388608, Locked: false,
-			LockError: "mlock: operation not permitted", Gets: 60, Waits: 9,
-		},
-		Outstanding: 2,
+	st := pipeline.Stats{Epochs: 2, Batches: 30, Wait: 1500 * time.Millisecond}
+	st.Stages.Read = pipeline.StageStats{Items: 240, Busy: 2 * time.Second, Bytes: 1000000}
+	st.Stages.Decode = pipeline.StageStats{Items: 239, Busy: 4250 * time.Millisecond, Bytes: 3000000}
+	st.Stages.Augment = pipeline.StageStats{Items: 238, Busy: 500 * time.Millisecond, Bytes: 238}
+	st.Stages.Pack = pipeline.StageStats{Items: 237, Busy: 250 * time.Millisecond, Bytes: 5000000}
+	st.Stages.Mix = pipeline.StageStats{Items: 29, Busy: 125 * time.Millisecond, Bytes: 4900000}
+	q := &st.Queues
+	q.Tasks.Len, q.Tasks.Cap, q.Decoded.Len, q.Decoded.Cap, q.Ready.Len, q.Ready.Cap = 3, 64, 5, 16, 1, 4
+	st.Tuning.Workers, st.Tuning.IOWorkers, st.Tuning.Steps = 3, 32, 4
+	st.Bad.Samples = 12
+	st.Bad.Recent = []pipeline.SampleError{{Path: "a.jpg", Err: errors.New("decode: truncated")}}
+	st.Cache.Hits, st.Cache.Stored, st.Cache.Deferred = 100, 40, 7
+	st.Cache.Store = &cache.Stats{
+		Records: 140, Shards: 3, Bytes: 9000000, Hits: 101, Misses: 41, Corrupt: 1,
+		Written: 42, Rejected: 2, Evicted: 4, Full: true, Disabled: "disk full",
 	}
+	m := &st.Memory
+	m.Budget, m.PeakHeld, m.ReadBudget, m.PeakRead = 1000000000, 300000000, 64000000, 10000000
+	m.DecodeBudget, m.PeakDecode, m.Returns = 128000000, 20000000, 3
+	m.Pinned = pinned.Stats{
+		BufferSize: 1048576, Buffers: 6, InUse: 2, PeakInUse: 5, BytesMapped: 6291456,
+		BytesInUse: 2097152, PeakBytesInUse: 5242880, Budget: 8388608, Locked: false,
+		LockError: "mlock: operation not permitted", Gets: 60, Waits: 9,
+	}
+	m.Outstanding = 2
+	return st
 }
 
 // loaderText is fakeStats in the text exposition format, with a loader="train" label.
@@ -241,7 +237,7 @@ func TestCollectAndCompare(t *testing.T) {
 		count int
 	}{
 		{"with cache", func(*pipeline.Stats) {}, loaderText + cacheText, loaderSeries + cacheSeries},
-		{"without cache", func(st *pipeline.Stats) { st.Cache = nil }, loaderText, loaderSeries},
+		{"without cache", func(st *pipeline.Stats) { st.Cache.Store = nil }, loaderText, loaderSeries},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -296,7 +292,7 @@ func mustRegistry(t *testing.T, cs ...prometheus.Collector) *prometheus.Registry
 func TestRegisterAndGather(t *testing.T) {
 	train := newCollector(t, &fake{st: fakeStats()})
 	evalSt := fakeStats()
-	evalSt.Cache = nil
+	evalSt.Cache.Store = nil
 	eval, err := promconveyor.NewCollector(&fake{st: evalSt}, &promconveyor.Options{ConstLabels: prometheus.Labels{"loader": "eval"}})
 	if err != nil {
 		t.Fatal(err)
@@ -378,7 +374,7 @@ func TestLoader(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := &pipeline.Config{
-		BatchSize: 8, Workers: 2, Seed: 1,
+		Batch: pipeline.BatchConfig{Size: 8}, Tuning: pipeline.TuningConfig{Workers: 2}, Order: pipeline.OrderConfig{Seed: 1},
 		Pack: pack.Options{DType: pack.Uint8},
 		Logf: func(string, ...any) {},
 	}
@@ -429,7 +425,7 @@ conveyor_loader_bad_samples_total 0
 # HELP conveyor_loader_outstanding_batches Batches held by the consumer and not yet released.
 # TYPE conveyor_loader_outstanding_batches gauge
 conveyor_loader_outstanding_batches 0
-`, n, ld.Stats().Read.Bytes, n*3*16*16)
+`, n, ld.Stats().Stages.Read.Bytes, n*3*16*16)
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want),
 		"conveyor_loader_epochs_total", "conveyor_loader_batches_total", "conveyor_loader_stage_items_total",
 		"conveyor_loader_stage_bytes_total", "conveyor_loader_bad_samples_total", "conveyor_loader_outstanding_batches"); err != nil {

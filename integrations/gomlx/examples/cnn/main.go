@@ -165,7 +165,7 @@ func run(o options, w io.Writer) ([]epochResult, error) {
 
 	// Training batches: the train recipe (RandomResizedCrop of at least -scale, flip), x/255 in NHWC float32,
 	// whole batches only, so the trainer compiles one graph.
-	trainCfg := &pipeline.Config{BatchSize: o.batch, DropLast: true, Seed: o.seed, Workers: o.workers,
+	trainCfg := &pipeline.Config{Batch: pipeline.BatchConfig{Size: o.batch, DropLast: true}, Order: pipeline.OrderConfig{Seed: o.seed}, Tuning: pipeline.TuningConfig{Workers: o.workers},
 		Pack: pack.Options{DType: pack.Float32}}
 	if err := pipeline.ApplyRecipe(trainCfg, "train", o.size); err != nil {
 		return nil, err
@@ -198,7 +198,7 @@ func run(o options, w io.Writer) ([]epochResult, error) {
 	// Evaluation: the eval recipe (resize, centre crop), in index order; the validation set
 	// in one batch, and the training set again to recompute batch norm's averages.
 	evalDS := func(s pipeline.Source, name string, batch int) (*gomlx.Dataset, func(), error) {
-		cfg := &pipeline.Config{BatchSize: batch, Seed: o.seed, Pack: pack.Options{DType: pack.Float32}}
+		cfg := &pipeline.Config{Batch: pipeline.BatchConfig{Size: batch}, Order: pipeline.OrderConfig{Seed: o.seed}, Pack: pack.Options{DType: pack.Float32}}
 		if err := pipeline.ApplyRecipe(cfg, "eval", o.size); err != nil {
 			return nil, nil, err
 		}
@@ -241,7 +241,7 @@ func run(o options, w io.Writer) ([]epochResult, error) {
 	})
 
 	fmt.Fprintf(w, "task %s, %d classes: %d training, %d validation images; %dx%d NHWC float32, batch %d; feed %s (decoder %s); backend %s\n",
-		o.task, classes, trainSrc.Len(), valSrc.Len(), o.size, o.size, o.batch, o.feed, trainLd.DecodeBackend(), be.Name())
+		o.task, classes, trainSrc.Len(), valSrc.Len(), o.size, o.size, o.batch, o.feed, trainLd.Stats().Backends.Decode, be.Name())
 	var res []epochResult
 	for e := range o.epochs {
 		stepLoss, timed.wait = nil, 0
