@@ -16,27 +16,6 @@ import (
 	"github.com/conveyor-ml/conveyor/pack"
 )
 
-// Policy says what the loader does with a sample that cannot be read or decoded.
-type Policy int
-
-const (
-	// Skip counts and logs the bad sample, with its path and reason, and fills its slot
-	// with a deterministic replacement so batches stay full.
-	Skip Policy = iota
-	// Fail ends the epoch with an error naming the file.
-	Fail
-)
-
-func (p Policy) String() string {
-	switch p {
-	case Skip:
-		return "skip"
-	case Fail:
-		return "fail"
-	}
-	return fmt.Sprintf("Policy(%d)", int(p))
-}
-
 // Fidelity says how closely the loader's pixels follow torchvision's on PIL images.
 type Fidelity int
 
@@ -67,14 +46,15 @@ func (f Fidelity) String() string {
 	return fmt.Sprintf("Fidelity(%d)", int(f))
 }
 
-// ParseFidelity parses "fast" or "exact".
-func ParseFidelity(s string) (Fidelity, error) {
-	for f := Fast; f <= Exact; f++ {
-		if f.String() == s {
-			return f, nil
+// Set sets f from its name, "fast" or "exact" (f is a flag.Value).
+func (f *Fidelity) Set(name string) error {
+	for v := Fast; v <= Exact; v++ {
+		if v.String() == name {
+			*f = v
+			return nil
 		}
 	}
-	return 0, fmt.Errorf("pipeline: unknown fidelity %q (want fast or exact)", s)
+	return fmt.Errorf("pipeline: unknown fidelity %q (want fast or exact)", name)
 }
 
 // Config configures a Loader. The zero value of every field means its default; New works
@@ -287,10 +267,13 @@ type DeviceConfig struct {
 
 // BadConfig is Config.Bad; see there.
 type BadConfig struct {
-	// OnError is the bad-sample policy; default Skip.
-	OnError Policy
-	// MaxBadFraction ends the epoch with an error once more than this fraction of the
-	// epoch's samples, and more than one, are bad files (under Skip; each file counted
+	// Fail ends the epoch with an error naming the file at the first sample that cannot
+	// be read or decoded. Default false: the loader skips it — counts and logs it, with
+	// its path and reason, and fills its slot with a deterministic replacement so batches
+	// stay full.
+	Fail bool
+	// MaxFraction ends the epoch with an error once more than this fraction of the
+	// epoch's samples, and more than one, are bad files (when skipping; each file counted
 	// once however often it is drawn): one bad file is never a reason to stop, whatever
 	// the dataset's size. At most 1; negative means no limit. Default 0.01.
 	MaxFraction float64
@@ -423,9 +406,6 @@ func (c *Config) Validate() error {
 		// Exact decoding with Fast resampling in the ops would be neither.
 		errs = append(errs, fmt.Errorf("Decode.Exact with Fidelity %v: set Fidelity to %v, which sets Decode.Exact", c.Fidelity, Exact))
 	}
-	if c.Bad.OnError != Skip && c.Bad.OnError != Fail {
-		errs = append(errs, fmt.Errorf("OnError %v", c.Bad.OnError))
-	}
 	if !(c.Bad.MaxFraction <= 1) { // NaN included
 		errs = append(errs, fmt.Errorf("MaxBadFraction %g: want a fraction ≤ 1 (negative: no limit)", c.Bad.MaxFraction))
 	}
@@ -496,7 +476,7 @@ func (c *Config) String() string {
 		fmt.Fprintf(&b, " cpu_limit=%g", c.Tuning.CPULimit)
 	}
 	fmt.Fprintf(&b, " rank=%d/%d drop_uneven=%t on_error=%v max_bad=%g budget=%d decode={%s} augment=%v pack={%s}",
-		c.Order.Rank, c.Order.World, c.Order.DropUneven, c.Bad.OnError, c.Bad.MaxFraction, c.Tuning.MemoryBudget, c.Decode.String(), c.Augment, c.Pack.String())
+		c.Order.Rank, c.Order.World, c.Order.DropUneven, map[bool]string{false: "skip", true: "fail"}[c.Bad.Fail], c.Bad.MaxFraction, c.Tuning.MemoryBudget, c.Decode.String(), c.Augment, c.Pack.String())
 	if c.Device.GPU != nil {
 		fmt.Fprintf(&b, " device=%s", c.Device.GPU.Name())
 	} else {
@@ -543,9 +523,6 @@ const (
 	AugmentStage              // run Config.Augment
 )
 
-// Stages lists the stage names ParseStage accepts, in pipeline order.
-var Stages = []string{"read", "decode", "augment", "all"}
-
 func (s Stage) String() string {
 	switch s {
 	case AllStages:
@@ -560,12 +537,13 @@ func (s Stage) String() string {
 	return fmt.Sprintf("Stage(%d)", int(s))
 }
 
-// ParseStage parses a stage name: read, decode, augment or all.
-func ParseStage(name string) (Stage, error) {
-	for s := AllStages; s <= AugmentStage; s++ {
-		if s.String() == name {
-			return s, nil
+// Set sets s from its name: read, decode, augment or all (s is a flag.Value).
+func (s *Stage) Set(name string) error {
+	for v := AllStages; v <= AugmentStage; v++ {
+		if v.String() == name {
+			*s = v
+			return nil
 		}
 	}
-	return 0, fmt.Errorf("pipeline: unknown stage %q (have %v)", name, Stages)
+	return fmt.Errorf("pipeline: unknown stage %q (want read, decode, augment or all)", name)
 }

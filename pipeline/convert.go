@@ -45,13 +45,14 @@ type ConvertOptions struct {
 	Part cache.Part
 	// Progress, when set, is called about ten times a second and once at the end, from
 	// one goroutine at a time.
-	Progress func(ConvertProgress)
+	Progress func(ConvertReport)
 	// Logf receives one line per bad file; default log.Printf.
 	Logf func(format string, args ...any)
 }
 
-// ConvertProgress counts a conversion's files so far.
-type ConvertProgress struct {
+// ConvertReport counts a conversion's files: so far while it runs (ConvertOptions.Progress),
+// all of them when Convert returns.
+type ConvertReport struct {
 	Total    int           // files listed
 	Done     int           // files visited: stored, skipped or bad
 	Stored   int           // decoded and stored now
@@ -60,19 +61,15 @@ type ConvertProgress struct {
 	Bad      int           // files that could not be read or decoded
 	Bytes    int64         // source bytes read
 	Elapsed  time.Duration // since Convert started
+	Spec     string        // the spec records are stored under
+	BadFiles []SampleError // every bad file, in index order (in the last report)
 }
 
-// ConvertReport is the outcome of Convert.
-type ConvertReport struct {
-	ConvertProgress
-	Spec     string        // the spec records were stored under
-	BadFiles []SampleError // every bad file, in index order
-}
-
-// ConvertSpec is the spec Convert stores records under with ConvertOptions.Decode o (the
-// decoder it resolves included): what a converted dataset's record says it holds, for a
-// caller to check a stored conversion against before converting.
-func ConvertSpec(o decode.Options) (string, error) {
+// Spec is the spec Convert stores records under with these options' Decode (the decoder
+// it resolves included): what a converted dataset's record says it holds, for a caller
+// to check a stored conversion against before converting.
+func (opts *ConvertOptions) Spec() (string, error) {
+	o := opts.Decode
 	o.EnsureDefaults()
 	if err := o.Validate(); err != nil {
 		return "", fmt.Errorf("pipeline: %w", err)
@@ -221,9 +218,10 @@ func Convert(ctx context.Context, src Source, c *cache.Cache, opts *ConvertOptio
 		return nil, err
 	}
 
-	progress := func(done int) ConvertProgress {
+	progress := func(done int) ConvertReport {
 		st := ld.Stats()
-		return ConvertProgress{
+		return ConvertReport{
+			Spec:  ld.spec,
 			Total: src.Len(), Done: done, Stored: int(st.Cache.Stored), Skipped: int(cv.skipped.Load()),
 			Repaired: int(cv.repaired.Load()), Bad: int(st.Bad.Samples), Bytes: cv.fileBytes.Load(), Elapsed: time.Since(start),
 		}
@@ -246,7 +244,7 @@ func Convert(ctx context.Context, src Source, c *cache.Cache, opts *ConvertOptio
 	if why := c.Stats().Disabled; why != "" && stopErr != nil && strings.HasSuffix(stopErr.Error(), cache.ErrDisabled.Error()) {
 		stopErr = fmt.Errorf("%w (%s)", stopErr, why) // say why writing stopped: a full disk, say
 	}
-	rep := &ConvertReport{ConvertProgress: progress(done), Spec: ld.spec}
+	rep := progress(done)
 	for _, i := range slices.Sorted(maps.Keys(cv.bad)) {
 		e := cv.bad[i]
 		e.Index += lo // the index in src, not in the part
@@ -272,12 +270,12 @@ func Convert(ctx context.Context, src Source, c *cache.Cache, opts *ConvertOptio
 		stopErr = err
 	}
 	if o.Progress != nil {
-		o.Progress(rep.ConvertProgress)
+		o.Progress(rep)
 	}
 	if stopErr != nil {
-		return rep, fmt.Errorf("pipeline: convert stopped after %d of %d files: %w", rep.Done, rep.Total, stopErr)
+		return &rep, fmt.Errorf("pipeline: convert stopped after %d of %d files: %w", rep.Done, rep.Total, stopErr)
 	}
-	return rep, nil
+	return &rep, nil
 }
 
 // partOf is samples [lo, lo+n) of a FileSource: the part of it one conversion stores.

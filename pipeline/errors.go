@@ -17,7 +17,7 @@ var ErrBusy = errors.New("pipeline: another epoch is running")
 // no further batch could ever be assembled.
 var ErrHeld = errors.New("pipeline: every batch buffer is held by the caller; Release batches when done with them")
 
-// maxAttempts bounds how many replacements a slot tries under Skip before the epoch fails;
+// maxAttempts bounds how many replacements a slot tries when skipping before the epoch fails;
 // with ShardOrder the first nearAttempts are drawn near the bad sample.
 const (
 	maxAttempts  = 64
@@ -43,7 +43,7 @@ func (r *run) fail(t task, err error) bool {
 		return false
 	}
 	t.b.noteBad(t.slot, bad)
-	if l.cfg.Bad.OnError == Fail {
+	if l.cfg.Bad.Fail {
 		t.b.setErr(t.slot, bad)
 		return false
 	}

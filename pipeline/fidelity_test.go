@@ -12,13 +12,14 @@ import (
 
 func TestFidelityConfig(t *testing.T) {
 	for _, f := range []Fidelity{Fast, Exact} {
-		got, err := ParseFidelity(f.String())
-		if err != nil || got != f {
-			t.Errorf("ParseFidelity(%q) = %v, %v", f, got, err)
+		var got Fidelity
+		if err := got.Set(f.String()); err != nil || got != f {
+			t.Errorf("Set(%q) = %v, %v", f, got, err)
 		}
 	}
-	if _, err := ParseFidelity("precise"); err == nil || !strings.Contains(err.Error(), "precise") {
-		t.Errorf("ParseFidelity(precise): %v", err)
+	var fid Fidelity
+	if err := fid.Set("precise"); err == nil || !strings.Contains(err.Error(), "precise") {
+		t.Errorf("Set(precise): %v", err)
 	}
 
 	cfg := Config{Fidelity: Exact}

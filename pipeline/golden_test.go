@@ -129,7 +129,7 @@ func goldenRun(t *testing.T, m *goldenManifest, name, setup, key string, out gol
 		dtypes = append(dtypes, pack.Float32)
 	}
 	for _, dt := range dtypes {
-		cfg := Config{Batch: BatchConfig{Size: 1}, Tuning: TuningConfig{Workers: 1, NoAutotune: true}, Order: OrderConfig{Sequential: true}, Bad: BadConfig{OnError: Fail}, Logf: t.Logf}
+		cfg := Config{Batch: BatchConfig{Size: 1}, Tuning: TuningConfig{Workers: 1, NoAutotune: true}, Order: OrderConfig{Sequential: true}, Bad: BadConfig{Fail: true}, Logf: t.Logf}
 		recipe := "eval"
 		if key != "eval" {
 			recipe = "train"

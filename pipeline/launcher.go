@@ -22,7 +22,7 @@ var launchers = []launcher{
 	{name: "Slurm", rank: "SLURM_PROCID", world: "SLURM_NTASKS", local: "SLURM_LOCALID", localWorld: "SLURM_NTASKS_PER_NODE", worldAlias: "SLURM_NPROCS"},
 }
 
-// RankFromEnv reads this process's rank, the world size and its rank on the node from
+// ranksFromEnv reads this process's rank, the world size and its rank on the node from
 // the variables a launcher sets: torchrun's (and torch.distributed.launch's) RANK,
 // WORLD_SIZE and LOCAL_RANK, or else Slurm's SLURM_PROCID, SLURM_NTASKS (or
 // SLURM_NPROCS) and SLURM_LOCALID, as srun sets them for each task. ok is false when
@@ -31,7 +31,7 @@ var launchers = []launcher{
 // other way round), a rank not below the world size, or a local rank not below
 // LOCAL_WORLD_SIZE (SLURM_NTASKS_PER_NODE, when a single number) is an error naming the
 // variable. Config.Order.RanksFromEnv makes New use it.
-func RankFromEnv() (rank, world, local int, ok bool, err error) {
+func ranksFromEnv() (rank, world, local int, ok bool, err error) {
 	for _, l := range launchers {
 		rs, hasRank := os.LookupEnv(l.rank)
 		worldVar := l.world
@@ -100,7 +100,7 @@ func (c *Config) applyRankFromEnv() error {
 	if c.Order.Rank != 0 || c.Order.World > 1 {
 		return fmt.Errorf("pipeline: config: RankFromEnv is set with Rank %d and World %d; leave them unset to take them from the launcher, or drop RankFromEnv", c.Order.Rank, c.Order.World)
 	}
-	rank, world, _, ok, err := RankFromEnv()
+	rank, world, _, ok, err := ranksFromEnv()
 	if err != nil {
 		return err // names the variable
 	}

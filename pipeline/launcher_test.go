@@ -53,7 +53,7 @@ func TestRankFromEnv(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			setLauncherEnv(t, tc.env)
-			rank, world, local, ok, err := RankFromEnv()
+			rank, world, local, ok, err := ranksFromEnv()
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err = %v, want one containing %q", err, tc.wantErr)

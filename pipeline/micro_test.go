@@ -266,19 +266,19 @@ func TestMicroBatchesBadSamples(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	config := func(micro int, policy Policy) *Config {
+	config := func(micro int, fail bool) *Config {
 		cfg := testConfig(2)
-		cfg.Batch.Size, cfg.Batch.MicroBatches, cfg.Bad.OnError, cfg.Bad.MaxFraction = 8, micro, policy, -1
+		cfg.Batch.Size, cfg.Batch.MicroBatches, cfg.Bad.Fail, cfg.Bad.MaxFraction = 8, micro, fail, -1
 		return cfg
 	}
-	want, _ := microEpoch(t, newLoader(t, src, config(1, Skip)), 0, 0)
-	got, _ := microEpoch(t, newLoader(t, src, config(4, Skip)), 0, 0)
+	want, _ := microEpoch(t, newLoader(t, src, config(1, false)), 0, 0)
+	got, _ := microEpoch(t, newLoader(t, src, config(4, false)), 0, 0)
 	if !bytes.Equal(got.data, want.data) || !slices.Equal(got.indices, want.indices) || !slices.Equal(got.labels, want.labels) {
 		t.Fatalf("with bad samples replaced, micro-batches differ from whole batches")
 	}
 
 	failRun := func(micro int) (delivered int, err error) {
-		for b, e := range newLoader(t, src, config(micro, Fail)).Epoch(context.Background(), 0) {
+		for b, e := range newLoader(t, src, config(micro, true)).Epoch(context.Background(), 0) {
 			if e != nil {
 				return delivered, e
 			}

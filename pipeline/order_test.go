@@ -408,11 +408,12 @@ func TestShardOrderValidation(t *testing.T) {
 	if s := got.String(); !strings.Contains(s, fmt.Sprintf("order=shards partitions=2 shuffle_block=%d", wantBlock)) {
 		t.Errorf("String: %s", s)
 	}
-	if o, err := ParseOrder("shards"); o != ShardOrder || err != nil {
-		t.Errorf("ParseOrder(shards) = %v, %v", o, err)
+	var o Order
+	if err := o.Set("shards"); o != ShardOrder || err != nil {
+		t.Errorf("Set(shards) = %v, %v", o, err)
 	}
-	if _, err := ParseOrder("blocks"); err == nil || !strings.Contains(err.Error(), `"blocks"`) {
-		t.Errorf("ParseOrder(blocks): %v", err)
+	if err := o.Set("blocks"); err == nil || !strings.Contains(err.Error(), `"blocks"`) {
+		t.Errorf("Set(blocks): %v", err)
 	}
 }
 

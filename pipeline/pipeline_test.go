@@ -360,7 +360,7 @@ func TestBadInputFailPolicyAndThreshold(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := testConfig(2)
-	cfg.Bad.OnError = Fail
+	cfg.Bad.Fail = true
 	var got error
 	for b, err := range newLoader(t, src, cfg).Epoch(context.Background(), 0) {
 		if err != nil {
@@ -679,13 +679,15 @@ func TestStopAfter(t *testing.T) {
 			}
 		})
 	}
-	for _, name := range Stages {
-		if s, err := ParseStage(name); err != nil || s.String() != name {
-			t.Errorf("ParseStage(%q) = %v, %v", name, s, err)
+	for _, name := range []string{"read", "decode", "augment", "all"} {
+		var s Stage
+		if err := s.Set(name); err != nil || s.String() != name {
+			t.Errorf("Set(%q) = %v, %v", name, s, err)
 		}
 	}
-	if _, err := ParseStage("pack"); err == nil {
-		t.Error("ParseStage(pack) accepted")
+	var s Stage
+	if err := s.Set("pack"); err == nil {
+		t.Error("Set(pack) accepted")
 	}
 	cfg := testConfig(1)
 	cfg.StopAfter = AugmentStage + 1

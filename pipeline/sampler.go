@@ -29,9 +29,6 @@ const (
 	ShardOrder
 )
 
-// Orders lists the order names ParseOrder accepts.
-var Orders = []string{"samples", "shards"}
-
 func (o Order) String() string {
 	switch o {
 	case SampleOrder:
@@ -42,14 +39,15 @@ func (o Order) String() string {
 	return fmt.Sprintf("Order(%d)", int(o))
 }
 
-// ParseOrder parses an order name: samples or shards.
-func ParseOrder(name string) (Order, error) {
-	for o := SampleOrder; o <= ShardOrder; o++ {
-		if o.String() == name {
-			return o, nil
+// Set sets o from its name, "samples" or "shards" (o is a flag.Value).
+func (o *Order) Set(name string) error {
+	for v := SampleOrder; v <= ShardOrder; v++ {
+		if v.String() == name {
+			*o = v
+			return nil
 		}
 	}
-	return 0, fmt.Errorf("pipeline: unknown order %q (have %v)", name, Orders)
+	return fmt.Errorf("pipeline: unknown order %q (want samples or shards)", name)
 }
 
 // sampler decides this rank's sample order for an epoch. Nothing else decides order.

@@ -126,7 +126,7 @@ type worker struct {
 
 // guarded runs sample, turning a panic into an error that carries the stack: in the
 // decoder, a bad sample (hostile bytes found a decoder bug; the file is named and skipped
-// under Skip); in an augment op or the packer, an error that ends the epoch, as any op
+// when skipping); in an augment op or the packer, an error that ends the epoch, as any op
 // error after New does. The worker's state is rebuilt, since the panic may have left it
 // half-written.
 func (w *worker) guarded(r *run, it readItem) (err error) {

@@ -37,7 +37,7 @@ func TestConvertResumesAndRepairs(t *testing.T) {
 	}
 	good := src.Len() - len(bad)
 	if rep.Stored != good || rep.Bad != len(bad) || len(rep.BadFiles) != len(bad) || rep.Done != src.Len() {
-		t.Fatalf("first run: %+v; want %d stored, %d bad", rep.ConvertProgress, good, len(bad))
+		t.Fatalf("first run: %+v; want %d stored, %d bad", *rep, good, len(bad))
 	}
 	for _, e := range rep.BadFiles {
 		if _, ok := bad[e.Path]; !ok {
@@ -55,7 +55,7 @@ func TestConvertResumesAndRepairs(t *testing.T) {
 		t.Fatal(err)
 	}
 	if rep2.Stored != 1 || rep2.Repaired != 1 || rep2.Skipped != good-1 {
-		t.Fatalf("rerun: %+v; want 1 stored (repaired), %d skipped", rep2.ConvertProgress, good-1)
+		t.Fatalf("rerun: %+v; want 1 stored (repaired), %d skipped", *rep2, good-1)
 	}
 
 	conv, err := OpenConverted(dst)

@@ -195,7 +195,7 @@ func TestConvertedIncomplete(t *testing.T) {
 	var during error
 	opts := convertOpts(t)
 	opts.Workers = 1
-	opts.Progress = func(p pipeline.ConvertProgress) {
+	opts.Progress = func(p pipeline.ConvertReport) {
 		if during == nil && p.Done < p.Total {
 			_, during = OpenConverted(dst, ConvertedOptions{Logf: t.Logf})
 			if during == nil {

@@ -389,7 +389,7 @@ func TestErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Run("fail", func(t *testing.T) {
-		cfg := config(func(c *pipeline.Config) { c.Bad.OnError = pipeline.Fail; c.Batch.Size = 9 })
+		cfg := config(func(c *pipeline.Config) { c.Bad.Fail = true; c.Batch.Size = 9 })
 		ds, err := gomlx.New(context.Background(), loader(t, src, cfg), nil)
 		if err != nil {
 			t.Fatal(err)
