@@ -95,8 +95,13 @@ func (o *Options) clone() Options {
 	return *o
 }
 
-func (o *Options) ensureDefaults() {
-	o.Retry.ensureDefaults()
+// EnsureDefaults fills o's zero fields with their defaults and returns o; a nil o
+// becomes a new Options holding the defaults.
+func (o *Options) EnsureDefaults() *Options {
+	if o == nil {
+		o = &Options{}
+	}
+	o.Retry.EnsureDefaults()
 	if o.MaxConns == 0 {
 		o.MaxConns = 64
 	}
@@ -106,6 +111,7 @@ func (o *Options) ensureDefaults() {
 	if o.MaxListPages == 0 {
 		o.MaxListPages = 10000
 	}
+	return o
 }
 
 // tune sets up a transport for shard traffic.
@@ -127,25 +133,25 @@ func (o *Options) httpClient() (c *http.Client, own *http.Transport) {
 	return &http.Client{Transport: t}, t
 }
 
-func (o *Options) validate() error {
-	if err := o.Retry.validate(); err != nil {
-		return err
-	}
+// Validate reports every invalid field of o, defaults filled (see EnsureDefaults),
+// joined into one error; nil when all are valid.
+func (o *Options) Validate() error {
+	errs := []error{o.Retry.Validate()}
 	if o.PartSize < 5<<20 {
-		return fmt.Errorf("objstore: Options.PartSize %d: S3 parts are at least 5 MiB", o.PartSize)
+		errs = append(errs, fmt.Errorf("objstore: Options.PartSize %d: S3 parts are at least 5 MiB", o.PartSize))
 	}
 	if o.MaxConns < 1 {
-		return fmt.Errorf("objstore: Options.MaxConns %d: want at least 1", o.MaxConns)
+		errs = append(errs, fmt.Errorf("objstore: Options.MaxConns %d: want at least 1", o.MaxConns))
 	}
 	if o.MaxListPages < 1 {
-		return fmt.Errorf("objstore: Options.MaxListPages %d: want at least 1", o.MaxListPages)
+		errs = append(errs, fmt.Errorf("objstore: Options.MaxListPages %d: want at least 1", o.MaxListPages))
 	}
 	if o.Endpoint != "" {
 		if l, err := ParseURL(o.Endpoint); err != nil || (l.Scheme != "http" && l.Scheme != "https") {
-			return fmt.Errorf("objstore: Options.Endpoint %q: want an http:// or https:// URL", o.Endpoint)
+			errs = append(errs, fmt.Errorf("objstore: Options.Endpoint %q: want an http:// or https:// URL", o.Endpoint))
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // String prints the effective options.
@@ -241,8 +247,7 @@ func OpenBucket(ctx context.Context, rootURL string, opts *Options) (*Bucket, er
 
 func openBucket(ctx context.Context, loc Location, opts *Options) (*Bucket, error) {
 	o := opts.clone()
-	o.ensureDefaults()
-	if err := o.validate(); err != nil {
+	if err := o.EnsureDefaults().Validate(); err != nil {
 		return nil, err
 	}
 	b := &Bucket{loc: loc, opts: o}

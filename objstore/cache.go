@@ -46,6 +46,37 @@ type CacheOptions struct {
 	Concurrency int
 }
 
+// EnsureDefaults fills o's zero fields with their defaults and returns o; a nil o
+// becomes a new CacheOptions holding the defaults.
+func (o *CacheOptions) EnsureDefaults() *CacheOptions {
+	if o == nil {
+		o = &CacheOptions{}
+	}
+	if o.Dir == "" {
+		o.Dir = os.TempDir()
+	}
+	if o.MaxBytes == 0 {
+		o.MaxBytes = 16 << 30
+	}
+	if o.Concurrency == 0 {
+		o.Concurrency = 4
+	}
+	return o
+}
+
+// Validate reports every invalid field of o, defaults filled (see EnsureDefaults),
+// joined into one error; nil when all are valid.
+func (o *CacheOptions) Validate() error {
+	var errs []error
+	if o.MaxBytes < 0 {
+		errs = append(errs, fmt.Errorf("objstore: CacheOptions.MaxBytes %d is negative", o.MaxBytes))
+	}
+	if o.Concurrency < 0 {
+		errs = append(errs, fmt.Errorf("objstore: CacheOptions.Concurrency %d is negative", o.Concurrency))
+	}
+	return errors.Join(errs...)
+}
+
 // String prints the effective options.
 func (o CacheOptions) String() string {
 	return fmt.Sprintf("objstore.CacheOptions{Dir: %q, MaxBytes: %d, Concurrency: %d}", o.Dir, o.MaxBytes, o.Concurrency)
@@ -149,21 +180,10 @@ func NewCache(b *Bucket, opts *CacheOptions) (*Cache, error) {
 	if opts != nil {
 		o = *opts
 	}
-	if o.MaxBytes == 0 {
-		o.MaxBytes = 16 << 30
+	if err := o.EnsureDefaults().Validate(); err != nil {
+		return nil, err
 	}
-	if o.Concurrency == 0 {
-		o.Concurrency = 4
-	}
-	switch {
-	case o.MaxBytes < 0:
-		return nil, fmt.Errorf("objstore: CacheOptions.MaxBytes %d is negative", o.MaxBytes)
-	case o.Concurrency < 0:
-		return nil, fmt.Errorf("objstore: CacheOptions.Concurrency %d is negative", o.Concurrency)
-	}
-	if o.Dir == "" {
-		o.Dir = os.TempDir()
-	} else if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("objstore: CacheOptions.Dir: %w", err)
 	}
 	dir, err := os.MkdirTemp(o.Dir, "objstore-")
