@@ -21,6 +21,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/conveyor-ml/conveyor/internal/units"
 )
 
 // An Object is one stored object: its name under the bucket's root, size and ETag
@@ -694,8 +696,8 @@ func (b *Bucket) downloadOnce(ctx context.Context, key string, f *os.File, st *d
 		}
 		if el := time.Since(since); el >= p.ProgressInterval {
 			if window < p.MinProgressBytes {
-				return &Error{Op: "GET", URL: b.be.url(key), Err: fmt.Errorf("%w: %d bytes in %v; the minimum is %d bytes every %v",
-					errTooSlow, window, el.Round(time.Millisecond), p.MinProgressBytes, p.ProgressInterval)}
+				return &Error{Op: "GET", URL: b.be.url(key), Err: fmt.Errorf("%w: %s in %v; the minimum is %s every %v",
+					errTooSlow, units.Bytes(window), el.Round(time.Millisecond), units.Bytes(p.MinProgressBytes), p.ProgressInterval)}
 			}
 			since, window = time.Now(), 0
 		}

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/conveyor-ml/conveyor/internal/units"
 )
 
 // Stats counts a bucket's requests and a cache's use of its disk.
@@ -630,7 +632,7 @@ func (c *Cache) fetch(e *entry) {
 			}
 			e.size = size
 			if size > c.opts.MaxBytes {
-				return fmt.Errorf("objstore: %s: %w (%d > %d bytes)", c.b.URL(e.name), ErrTooLarge, size, c.opts.MaxBytes)
+				return fmt.Errorf("objstore: %s: %w (%s, more than the cache's %s)", c.b.URL(e.name), ErrTooLarge, units.Bytes(size), units.Bytes(c.opts.MaxBytes))
 			}
 			if !c.reserve(size, e.demand) {
 				return errPark
@@ -644,11 +646,11 @@ func (c *Cache) fetch(e *entry) {
 				return nil // a restart: the bytes are already reserved
 			}
 			if n > c.opts.MaxBytes {
-				return fmt.Errorf("objstore: %s: %w (a response of unknown size passed %d bytes)", c.b.URL(e.name), ErrTooLarge, c.opts.MaxBytes)
+				return fmt.Errorf("objstore: %s: %w (a response of unknown size passed the cache's %s)", c.b.URL(e.name), ErrTooLarge, units.Bytes(c.opts.MaxBytes))
 			}
 			if !c.reserve(n-e.size, e.demand) {
-				return fmt.Errorf("objstore: %s: a response of unknown size passed %d bytes and the cache has no more room (%d of %d bytes in use; give the size, or a larger MaxBytes)",
-					c.b.URL(e.name), e.size, c.used, c.opts.MaxBytes)
+				return fmt.Errorf("objstore: %s: a response of unknown size passed %s and the cache has no more room (%s of %s in use; give the size, or a larger MaxBytes)",
+					c.b.URL(e.name), units.Bytes(e.size), units.Bytes(c.used), units.Bytes(c.opts.MaxBytes))
 			}
 			e.size = n
 			return nil

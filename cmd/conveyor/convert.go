@@ -19,6 +19,7 @@ import (
 
 	"github.com/conveyor-ml/conveyor/cache"
 	"github.com/conveyor-ml/conveyor/decode"
+	"github.com/conveyor-ml/conveyor/internal/units"
 	"github.com/conveyor-ml/conveyor/objstore"
 	"github.com/conveyor-ml/conveyor/pipeline"
 )
@@ -297,8 +298,8 @@ func orphans(ctx context.Context, b *objstore.Bucket, dir, url string, part cach
 		return nil
 	}
 	if !del {
-		fmt.Fprintf(stderr, "conveyor convert: %s holds %d shard or index files (%d bytes) and %d unfinished uploads of this conversion that it did not write, e.g. %s: left by a run whose staging directory was lost; readers ignore them. Run again with --delete-orphans to delete them\n",
-			url, len(o.Objects), o.Bytes(), len(o.Uploads), orphanName(o))
+		fmt.Fprintf(stderr, "conveyor convert: %s holds %d shard or index files (%s) and %d unfinished uploads of this conversion that it did not write, e.g. %s: left by a run whose staging directory was lost; readers ignore them. Run again with --delete-orphans to delete them\n",
+			url, len(o.Objects), units.Bytes(o.Bytes()), len(o.Uploads), orphanName(o))
 		return nil
 	}
 	if err := o.Delete(ctx, b); errors.Is(err, pipeline.ErrLiveRun) {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/conveyor-ml/conveyor/cache"
 	"github.com/conveyor-ml/conveyor/decode"
+	"github.com/conveyor-ml/conveyor/internal/units"
 	"github.com/conveyor-ml/conveyor/objstore"
 	"github.com/conveyor-ml/conveyor/pipeline"
 )
@@ -130,8 +131,8 @@ key, and exits 1 when there is any.
 	fmt.Fprintf(stdout, "conveyor verify shards=%d records=%d bytes=%d damaged=%d unreadable_bytes=%d torn_shards=%d damaged_shards=%d lost_records=%d superseded=%d orphans=%d\n",
 		rep.Shards, rep.Records, rep.Bytes, rep.Damaged-rep.Superseded, rep.Unreadable, rep.TornShards, rep.DamagedShards, rep.Lost, rep.Superseded, len(orphaned))
 	if rep.TornShards > 0 {
-		fmt.Fprintf(stdout, "%d shards end in %d bytes past their last whole record (a writer stopped mid-record); readers ignore them\n",
-			rep.TornShards, rep.Unreadable)
+		fmt.Fprintf(stdout, "%d shards end in %s past their last whole record (a writer stopped mid-record); readers ignore them\n",
+			rep.TornShards, units.Bytes(rep.Unreadable))
 	}
 	incomplete := ""
 	if info != nil {
@@ -264,7 +265,7 @@ func verifyShards(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		b := benchResult{store: ds}
 		b.fillStore()
 		if o := b.ObjStore; o != nil {
-			fmt.Fprintf(stderr, "conveyor: read %s: %d requests, %s fetched, %d retries\n", name, o.Requests, mb(o.BytesFetched), o.Retries)
+			fmt.Fprintf(stderr, "conveyor: read %s: %d requests, %s fetched, %d retries\n", name, o.Requests, units.Bytes(o.BytesFetched), o.Retries)
 		}
 	}
 	if len(bad) > 0 {
@@ -294,7 +295,7 @@ func checkSample(src *pipeline.WebDatasetSource, dec *decode.Decoder, i int, buf
 		return buf, img, err.Error()
 	}
 	if st.Size() > maxVerifyBytes {
-		return buf, img, fmt.Sprintf("image member of %d bytes, more than the %d verify reads", st.Size(), int64(maxVerifyBytes))
+		return buf, img, fmt.Sprintf("image member of %s, more than the %s verify reads", units.Bytes(st.Size()), units.Bytes(maxVerifyBytes))
 	}
 	buf = slices.Grow(buf[:0], int(st.Size()))[:st.Size()]
 	if _, err := io.ReadFull(f, buf); err != nil {
