@@ -13,13 +13,13 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 
 	"github.com/conveyor-ml/conveyor/cache"
 	"github.com/conveyor-ml/conveyor/decode"
 	"github.com/conveyor-ml/conveyor/internal/units"
 	"github.com/conveyor-ml/conveyor/objstore"
 	"github.com/conveyor-ml/conveyor/pipeline"
+	"golang.org/x/sync/errgroup"
 )
 
 func verify(args []string, stdout, stderr io.Writer) (err error) {
@@ -178,75 +178,17 @@ key, and exits 1 when there is any.
 // image read and decoded whole, on as many goroutines as Go may run, in shard order so
 // that remote shards are fetched about once more after indexing.
 func verifyShards(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	logf := func(string, ...any) {} // bad samples are listed below, once each
-	var src *pipeline.WebDatasetSource
 	name := strings.Join(args, " ")
-	var ds *pipeline.Dataset
-	var where func(k int) string // shard k as the user knows it: its path or URL
-	if datasetURL(args) {
-		d, err := pipeline.OpenDataset(ctx, args[0], &pipeline.DatasetOptions{WebDataset: &pipeline.WebDatasetOptions{Logf: logf}})
-		if err != nil {
-			return err
-		}
-		defer d.Close()
-		if d.Store != nil {
-			defer closeOnCancel(ctx, d.Store.Cache)()
-		}
-		ds = d
-		w, ok := d.Source.(*pipeline.WebDatasetSource)
-		if !ok {
-			return fmt.Errorf("%s: not WebDataset shards", args[0])
-		}
-		src = w
-		where = func(k int) string {
-			if dir, ok := d.Store.Bucket.Local(); ok {
-				return filepath.Join(dir, filepath.FromSlash(w.Shards()[k]))
-			}
-			return d.Store.Bucket.URL(w.Shards()[k])
-		}
-	} else {
-		s, err := openShards(args, logf)
-		if err != nil {
-			return err
-		}
-		src = s.(*pipeline.WebDatasetSource)
-		where = func(k int) string { return args[k] }
+	sh, err := openVerifiedShards(ctx, args)
+	if err != nil {
+		return err
 	}
-	n := src.Len()
-	problems := make([]string, n)
-	decs := make([]*decode.Decoder, runtime.GOMAXPROCS(0))
-	for w := range decs {
-		dec, err := decode.NewDecoder(&decode.Options{})
-		if err != nil {
-			return err
-		}
-		defer dec.Close()
-		decs[w] = dec
+	defer sh.close()
+	src := sh.src
+	problems, err := checkSamples(ctx, src)
+	if err != nil {
+		return err
 	}
-	next := make(chan int, 64)
-	var wg sync.WaitGroup
-	for _, dec := range decs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var img *decode.Image
-			var buf []byte
-			for i := range next {
-				buf, img, problems[i] = checkSample(src, dec, i, buf, img)
-			}
-		}()
-	}
-	for i := range n {
-		select {
-		case next <- i:
-		case <-ctx.Done():
-		}
-		if ctx.Err() != nil {
-			break
-		}
-	}
-	close(next)
-	wg.Wait()
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("%s: checking its samples: %w", name, err)
 	}
@@ -255,13 +197,14 @@ func verifyShards(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	for i, p := range problems {
 		if p != "" {
 			k := sort.SearchInts(ends, i+1)
-			s := where(k) + " " + strings.TrimPrefix(src.Path(i), shards[k]+"/")
+			s := sh.where(k) + " " + strings.TrimPrefix(src.Path(i), shards[k]+"/")
 			fmt.Fprintf(stdout, "bad %s: %s\n", s, p)
 			bad = append(bad, s)
 		}
 	}
+	n := src.Len()
 	fmt.Fprintf(stdout, "conveyor verify shards=%d samples=%d classes=%d bad=%d\n", len(src.Shards()), n, len(src.Classes()), len(bad))
-	if ds != nil && ds.Remote() {
+	if ds := sh.ds; ds != nil && ds.Remote() {
 		b := benchResult{store: ds}
 		b.fillStore()
 		if o := b.ObjStore; o != nil {
@@ -277,6 +220,93 @@ func verifyShards(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return fmt.Errorf("%d of %d samples are bad in %s: %s", len(bad), n, name, names)
 	}
 	return nil
+}
+
+// verifiedShards are the WebDataset shards verify checks, opened.
+type verifiedShards struct {
+	src   *pipeline.WebDatasetSource
+	ds    *pipeline.Dataset  // the dataset a URL opened; nil for shard files
+	where func(k int) string // shard k as the user knows it: its path or URL
+	close func()             // releases what opening took
+}
+
+// openVerifiedShards opens the shards args name, a dataset URL or shard files, with bad
+// samples left for verify to list.
+func openVerifiedShards(ctx context.Context, args []string) (*verifiedShards, error) {
+	logf := func(string, ...any) {} // bad samples are listed by verify, once each
+	if !datasetURL(args) {
+		s, err := openShards(args, logf)
+		if err != nil {
+			return nil, err
+		}
+		return &verifiedShards{src: s.(*pipeline.WebDatasetSource), where: func(k int) string { return args[k] }, close: func() {}}, nil
+	}
+	d, err := pipeline.OpenDataset(ctx, args[0], &pipeline.DatasetOptions{WebDataset: &pipeline.WebDatasetOptions{Logf: logf}})
+	if err != nil {
+		return nil, err
+	}
+	stop := func() bool { return false }
+	if d.Store != nil {
+		stop = closeOnCancel(ctx, d.Store.Cache)
+	}
+	closeAll := func() { stop(); d.Close() }
+	w, ok := d.Source.(*pipeline.WebDatasetSource)
+	if !ok {
+		closeAll()
+		return nil, fmt.Errorf("%s: not WebDataset shards", args[0])
+	}
+	where := func(k int) string {
+		if dir, ok := d.Store.Bucket.Local(); ok {
+			return filepath.Join(dir, filepath.FromSlash(w.Shards()[k]))
+		}
+		return d.Store.Bucket.URL(w.Shards()[k])
+	}
+	return &verifiedShards{src: w, ds: d, where: where, close: closeAll}, nil
+}
+
+// sampleChecker is one goroutine's decoder and buffers for checkSample.
+type sampleChecker struct {
+	dec *decode.Decoder
+	buf []byte
+	img *decode.Image
+}
+
+// checkSamples checks every sample of src on as many goroutines as Go may run, each
+// with a decoder of its own, and returns each sample's problem ("" when good) in
+// sample order. Cancelling ctx stops it starting more.
+func checkSamples(ctx context.Context, src *pipeline.WebDatasetSource) ([]string, error) {
+	n := src.Len()
+	problems := make([]string, n)
+	// A buffered channel of checkers is both their free-list and the limit.
+	free := make(chan *sampleChecker, runtime.GOMAXPROCS(0))
+	defer func() {
+		close(free)
+		for c := range free {
+			c.dec.Close()
+		}
+	}()
+	for range cap(free) {
+		dec, err := decode.NewDecoder(&decode.Options{})
+		if err != nil {
+			return nil, err
+		}
+		free <- &sampleChecker{dec: dec}
+	}
+	var g errgroup.Group
+	g.SetLimit(cap(free))
+	for i := range n {
+		if ctx.Err() != nil {
+			break
+		}
+		g.Go(func() error {
+			c := <-free
+			c.buf, c.img, problems[i] = checkSample(src, c.dec, i, c.buf, c.img)
+			free <- c
+			return nil
+		})
+	}
+	g.Wait()
+	return problems, nil
 }
 
 // maxVerifyBytes is the largest image member verify reads (the loader refuses one larger
