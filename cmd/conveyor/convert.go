@@ -27,11 +27,9 @@ import (
 // reportName is the file, in the destination, that lists the last run's bad files.
 const reportName = "convert-report.txt"
 
-func convert(args []string, stdout, stderr io.Writer) (err error) {
-	fs := flag.NewFlagSet("convert", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), `usage: conveyor convert SRC DST [flags]
+// convertUsage is convert's help, before the flags; its %s are the report's and the
+// dataset info's file names.
+const convertUsage = `usage: conveyor convert SRC DST [flags]
 
 Decodes every image of the ImageFolder tree SRC (SRC/CLASS/*.jpg, one folder per class),
 resizes it and stores its pixels in the cache directory DST, which "conveyor bench DST" and
@@ -70,25 +68,101 @@ lease object, convert.*.lease, under DST while it runs). Credentials and endpoin
 configuration (AWS_ENDPOINT_URL for S3-compatible stores).
 
 flags:
-`, reportName, cache.InfoName)
+`
+
+func convert(args []string, stdout, stderr io.Writer) (err error) {
+	fs := flag.NewFlagSet("convert", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), convertUsage, reportName, cache.InfoName)
 		fs.PrintDefaults()
 	}
-	size := fs.Int("size", 256, "resize so the shorter side is this many pixels (never enlarging); 0 stores full size")
-	codec := fs.String("codec", string(cache.S2), fmt.Sprintf("how pixels are stored: %v", cache.Codecs))
-	quality := fs.Int("quality", 90, "JPEG quality for --codec jpeg, 1 to 100")
-	workers := fs.Int("workers", runtime.GOMAXPROCS(0), "files decoded at once")
-	var maxBytes byteSize
-	fs.Var(&maxBytes, "max-bytes", "bound on DST's size, e.g. 200G; conversion stops when full (0: none)")
-	var shardBytes byteSize
-	fs.Var(&shardBytes, "shard-bytes", "size at which a new shard is started, e.g. 256M (at least 64K; 0: 1 GiB). A dataset read from object storage streams a shard at a time: smaller shards let a smaller shard cache hold the shards read at once")
-	decoder := fs.String("decoder", decode.BackendAuto, "JPEG decoder: auto (libjpeg-turbo when it loads), go or turbo")
-	partFlag := fs.String("part", "", "convert part i of N of SRC: i/N, env or env/N (see above); default all of it")
-	deleteOrphans := fs.Bool("delete-orphans", false, "for an s3:// DST: once uploaded, delete the shards and indexes of this conversion (or part) that its staging directory does not hold, and abort their unfinished multipart uploads: what a run whose staging directory was lost left behind. It also lets such a run's incomplete conversion be converted again from a new staging directory. Nothing is deleted while another run of the same part is live")
-	staging := fs.String("staging", "", "for an s3:// DST, the local directory the conversion is written to before it is uploaded, and kept; a rerun with it resumes (default: a directory named after DST and the part under the system's temporary directory, removed once uploaded)")
+	f := newConvertFlags(fs)
 	pos, err := parseFlags(fs, args, stdout)
 	if err != nil {
 		return err
 	}
+	if err := f.check(pos); err != nil {
+		return err
+	}
+	src, absSrc, err := f.openSource()
+	if err != nil {
+		return err
+	}
+
+	ctx, stop := commandContext()
+	defer stop()
+	defer func() { err = interrupted(ctx, err) }()
+	var up *uploadTarget
+	if f.remote {
+		up = &uploadTarget{url: f.dst}
+		defer up.close(ctx, stderr)
+		done, err := f.prepareUpload(ctx, up, stderr)
+		if err != nil {
+			return err
+		}
+		if done {
+			fmt.Fprintf(stdout, "conveyor convert: %s already holds this conversion, complete; nothing to convert\n", up.url)
+			// The orphans are looked for against the stored record, which names
+			// every file the conversion uses: so --delete-orphans, as advised, works
+			// from any staging directory.
+			return orphans(ctx, up.bucket, f.dst, up.url, f.part, up.lease, f.deleteOrphans, stdout, stderr)
+		}
+	}
+
+	pr := newProgress(stderr)
+	c, err := cache.Open(f.dst, &cache.Options{Codec: f.cd, Quality: f.quality, MaxBytes: int64(f.maxBytes), ShardBytes: int64(f.shardBytes), ShardPrefix: f.part.ShardPrefix(), Logf: pr.logf})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	rep, err := f.run(ctx, src, c, absSrc, up, pr)
+	if rep == nil {
+		return err
+	}
+	err = f.report(stdout, rep, c, err)
+	if up == nil || err != nil && !errors.Is(err, cache.ErrFull) {
+		return err
+	}
+	// A conversion stopped by --max-bytes is uploaded as it is: its record says so.
+	return f.upload(ctx, up, c, err, stdout, stderr)
+}
+
+// convertFlags are convert's flags, and what check makes of them.
+type convertFlags struct {
+	size, quality, workers int
+	codec, decoder         string
+	maxBytes, shardBytes   byteSize
+	partFlag, staging      string
+	deleteOrphans          bool
+
+	// Set by check.
+	srcDir, dst string // dst: the staging directory once prepareUpload has run
+	remote      bool   // dst is an object-store URL
+	cd          cache.Codec
+	part        cache.Part
+	dopts       decode.Options
+}
+
+// newConvertFlags defines convert's flags on fs.
+func newConvertFlags(fs *flag.FlagSet) *convertFlags {
+	f := &convertFlags{}
+	fs.IntVar(&f.size, "size", 256, "resize so the shorter side is this many pixels (never enlarging); 0 stores full size")
+	fs.StringVar(&f.codec, "codec", string(cache.S2), fmt.Sprintf("how pixels are stored: %v", cache.Codecs))
+	fs.IntVar(&f.quality, "quality", 90, "JPEG quality for --codec jpeg, 1 to 100")
+	fs.IntVar(&f.workers, "workers", runtime.GOMAXPROCS(0), "files decoded at once")
+	fs.Var(&f.maxBytes, "max-bytes", "bound on DST's size, e.g. 200G; conversion stops when full (0: none)")
+	fs.Var(&f.shardBytes, "shard-bytes", "size at which a new shard is started, e.g. 256M (at least 64K; 0: 1 GiB). A dataset read from object storage streams a shard at a time: smaller shards let a smaller shard cache hold the shards read at once")
+	fs.StringVar(&f.decoder, "decoder", decode.BackendAuto, "JPEG decoder: auto (libjpeg-turbo when it loads), go or turbo")
+	fs.StringVar(&f.partFlag, "part", "", "convert part i of N of SRC: i/N, env or env/N (see above); default all of it")
+	fs.BoolVar(&f.deleteOrphans, "delete-orphans", false, "for an s3:// DST: once uploaded, delete the shards and indexes of this conversion (or part) that its staging directory does not hold, and abort their unfinished multipart uploads: what a run whose staging directory was lost left behind. It also lets such a run's incomplete conversion be converted again from a new staging directory. Nothing is deleted while another run of the same part is live")
+	fs.StringVar(&f.staging, "staging", "", "for an s3:// DST, the local directory the conversion is written to before it is uploaded, and kept; a rerun with it resumes (default: a directory named after DST and the part under the system's temporary directory, removed once uploaded)")
+	return f
+}
+
+// check takes SRC and DST from pos, parses the flags' values and refuses any out of
+// range, naming the flag; the first problem is the one reported.
+func (f *convertFlags) check(pos []string) error {
 	switch len(pos) {
 	case 0:
 		return usagef("missing SRC and DST: want conveyor convert SRC DST")
@@ -98,176 +172,193 @@ flags:
 	default:
 		return usagef("want SRC and DST, got %d arguments: %q", len(pos), pos)
 	}
-	srcDir, dst := pos[0], pos[1]
-	remote := objstore.IsRemote(dst)
-	if *deleteOrphans && !remote {
-		return usagef("--delete-orphans is for an s3:// DST; %s is local", dst)
+	f.srcDir, f.dst = pos[0], pos[1]
+	f.remote = objstore.IsRemote(f.dst)
+	if f.deleteOrphans && !f.remote {
+		return usagef("--delete-orphans is for an s3:// DST; %s is local", f.dst)
 	}
-	if *staging != "" && !remote {
-		return usagef("--staging is for an s3:// DST; %s is local", dst)
+	if f.staging != "" && !f.remote {
+		return usagef("--staging is for an s3:// DST; %s is local", f.dst)
 	}
-	cd, err := cache.ParseCodec(*codec)
-	if err != nil {
+	var err error
+	if f.cd, err = cache.ParseCodec(f.codec); err != nil {
 		return usagef("--codec: %v", err)
 	}
 	switch {
-	case *size < 0:
-		return usagef("--size %d < 0", *size)
-	case *workers < 1:
-		return usagef("--workers %d < 1", *workers)
-	case *quality < 1 || *quality > 100:
-		return usagef("--quality %d not in [1, 100]", *quality)
+	case f.size < 0:
+		return usagef("--size %d < 0", f.size)
+	case f.workers < 1:
+		return usagef("--workers %d < 1", f.workers)
+	case f.quality < 1 || f.quality > 100:
+		return usagef("--quality %d not in [1, 100]", f.quality)
 	}
-	if shardBytes != 0 && shardBytes < 64<<10 {
-		return usagef("--shard-bytes %d: at least 64Ki (65536)", shardBytes)
+	if f.shardBytes != 0 && f.shardBytes < 64<<10 {
+		return usagef("--shard-bytes %d: at least 64Ki (65536)", f.shardBytes)
 	}
-	part, err := parsePart(*partFlag, os.Getenv)
-	if err != nil {
+	if f.part, err = parsePart(f.partFlag, os.Getenv); err != nil {
 		return usagef("--part: %s", strings.TrimPrefix(err.Error(), "cache: "))
 	}
-	dopts := decode.Options{Backend: *decoder}
-	if *size > 0 {
-		dopts.Resize = decode.ResizePolicy{Mode: decode.ResizeShorter, Size: *size}
+	f.dopts = decode.Options{Backend: f.decoder}
+	if f.size > 0 {
+		f.dopts.Resize = decode.ResizePolicy{Mode: decode.ResizeShorter, Size: f.size}
 	}
-	if err := dopts.EnsureDefaults().Validate(); err != nil {
+	if err := f.dopts.EnsureDefaults().Validate(); err != nil {
 		return usagef("--decoder: %v", err)
 	}
-	if err := checkDir(srcDir); err != nil {
-		return err
+	return nil
+}
+
+// openSource opens the image folder SRC, refusing a local DST inside it; absSrc is its
+// absolute path, which the conversion records.
+func (f *convertFlags) openSource() (src pipeline.Source, absSrc string, err error) {
+	if err := checkDir(f.srcDir); err != nil {
+		return nil, "", err
 	}
-	absSrc, err := filepath.Abs(srcDir)
+	if absSrc, err = filepath.Abs(f.srcDir); err != nil {
+		return nil, "", err
+	}
+	absDst, err := filepath.Abs(f.dst)
 	if err != nil {
-		return err
+		return nil, "", err
 	}
-	absDst, err := filepath.Abs(dst)
-	if err != nil {
-		return err
-	}
-	if rel, err := filepath.Rel(absSrc, absDst); !remote && err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+	if rel, err := filepath.Rel(absSrc, absDst); !f.remote && err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
 		// It would be listed as a class of the next run, shifting every label.
-		return fmt.Errorf("DST %s is inside SRC %s: it would be listed as a class of SRC; choose a DST outside it", dst, srcDir)
+		return nil, "", fmt.Errorf("DST %s is inside SRC %s: it would be listed as a class of SRC; choose a DST outside it", f.dst, f.srcDir)
 	}
-	src, err := openImageFolder(srcDir)
+	if src, err = openImageFolder(f.srcDir); err != nil {
+		return nil, "", err
+	}
+	return src, absSrc, nil
+}
+
+// uploadTarget is the s3:// DST of a conversion: the bucket, and the lease that marks
+// this run as live there.
+type uploadTarget struct {
+	url    string // DST as given
+	bucket *objstore.Bucket
+	lease  *pipeline.Lease
+}
+
+// close gives the lease back and closes the bucket.
+func (up *uploadTarget) close(ctx context.Context, stderr io.Writer) {
+	if up.lease != nil {
+		if lerr := up.lease.Close(ctx); lerr != nil {
+			fmt.Fprintf(stderr, "conveyor convert: %v\n", lerr)
+		}
+	}
+	if up.bucket != nil {
+		up.bucket.Close()
+	}
+}
+
+// prepareUpload opens the destination bucket, sets f.dst to the staging directory,
+// checks that the run can resume there and takes the lease; done says the bucket
+// already holds this conversion, complete. Otherwise the staging directory is made,
+// and for a part filled with the stored dataset record.
+func (f *convertFlags) prepareUpload(ctx context.Context, up *uploadTarget, stderr io.Writer) (done bool, err error) {
+	if up.bucket, err = openUploadBucket(ctx, up.url); err != nil {
+		return false, err
+	}
+	if f.dst, err = stagingDir(f.staging, up.url, f.part); err != nil {
+		return false, err
+	}
+	var other *otherStagingError
+	spec, err := pipeline.ConvertSpec(f.dopts)
 	if err != nil {
-		return err
+		return false, err
 	}
-
-	ctx, stop := commandContext()
-	defer stop()
-	defer func() { err = interrupted(ctx, err) }()
-	dstURL := dst
-	var bucket *objstore.Bucket
-	var lease *pipeline.Lease
-	if remote {
-		if bucket, err = openUploadBucket(ctx, dst); err != nil {
-			return err
-		}
-		defer bucket.Close()
-		if dst, err = stagingDir(*staging, dstURL, part); err != nil {
-			return err
-		}
-		var other *otherStagingError
-		spec, err := pipeline.ConvertSpec(dopts)
-		if err != nil {
-			return err
-		}
-		done, err := checkResumable(ctx, bucket, dst, dstURL, part, spec, cd)
-		switch {
-		case errors.As(err, &other) && *deleteOrphans:
-			fmt.Fprintf(stderr, "conveyor convert: %v; converting again (--delete-orphans: the other run's files are deleted once this one is uploaded)\n", err)
-		case err != nil:
-			return err
-		}
-		// Marks this run as live, so that another run of this part sweeping for
-		// orphans leaves this one's files alone (pipeline.Lease).
-		if lease, err = pipeline.AcquireLease(ctx, bucket, part, dst); err != nil {
-			return fmt.Errorf("%s: %w", dstURL, err)
-		}
-		defer func() {
-			if lerr := lease.Close(ctx); lerr != nil {
-				fmt.Fprintf(stderr, "conveyor convert: %v\n", lerr)
-			}
-		}()
-		if done {
-			fmt.Fprintf(stdout, "conveyor convert: %s already holds this conversion, complete; nothing to convert\n", dstURL)
-			// The orphans are looked for against the stored record, which names
-			// every file the conversion uses: so --delete-orphans, as advised, works
-			// from any staging directory.
-			return orphans(ctx, bucket, dst, dstURL, part, lease, *deleteOrphans, stdout, stderr)
-		}
-		if err := os.MkdirAll(dst, 0o755); err != nil {
-			return fmt.Errorf("--staging: %w", err)
-		}
-		if !part.Whole() {
-			if err := fetchRemoteInfo(ctx, bucket, dst); err != nil {
-				return err
-			}
+	done, err = checkResumable(ctx, up.bucket, f.dst, up.url, f.part, spec, f.cd)
+	switch {
+	case errors.As(err, &other) && f.deleteOrphans:
+		fmt.Fprintf(stderr, "conveyor convert: %v; converting again (--delete-orphans: the other run's files are deleted once this one is uploaded)\n", err)
+	case err != nil:
+		return false, err
+	}
+	// Marks this run as live, so that another run of this part sweeping for
+	// orphans leaves this one's files alone (pipeline.Lease).
+	if up.lease, err = pipeline.AcquireLease(ctx, up.bucket, f.part, f.dst); err != nil {
+		return false, fmt.Errorf("%s: %w", up.url, err)
+	}
+	if done {
+		return true, nil
+	}
+	if err := os.MkdirAll(f.dst, 0o755); err != nil {
+		return false, fmt.Errorf("--staging: %w", err)
+	}
+	if !f.part.Whole() {
+		if err := fetchRemoteInfo(ctx, up.bucket, f.dst); err != nil {
+			return false, err
 		}
 	}
+	return false, nil
+}
 
-	pr := newProgress(stderr)
-	c, err := cache.Open(dst, &cache.Options{Codec: cd, Quality: *quality, MaxBytes: int64(maxBytes), ShardBytes: int64(shardBytes), ShardPrefix: part.ShardPrefix(), Logf: pr.logf})
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-
+// run converts src into c. A nil report means nothing was converted; otherwise err
+// says how the conversion ended, worded for the command line.
+func (f *convertFlags) run(ctx context.Context, src pipeline.Source, c *cache.Cache, absSrc string, up *uploadTarget, pr *progress) (*pipeline.ConvertReport, error) {
 	rep, err := pipeline.Convert(ctx, src, c, &pipeline.ConvertOptions{
-		Decode: dopts, Workers: *workers, Source: absSrc, Part: part, Progress: func(cp pipeline.ConvertProgress) { pr.update(convertState(cp)) }, Logf: pr.logf,
+		Decode: f.dopts, Workers: f.workers, Source: absSrc, Part: f.part, Progress: func(cp pipeline.ConvertProgress) { pr.update(convertState(cp)) }, Logf: pr.logf,
 	})
 	pr.finish(true)
-	if bucket != nil && err != nil {
+	if up != nil && err != nil {
 		// dataset.json in the staging directory is a copy of the one stored: name that.
-		err = renamedErr(err, filepath.Join(dst, cache.InfoName), bucket.URL(cache.InfoName))
+		err = renamedErr(err, filepath.Join(f.dst, cache.InfoName), up.bucket.URL(cache.InfoName))
 	}
 	if rep == nil {
-		return err
+		return nil, err
 	}
 	switch {
 	case ctx.Err() != nil:
 		err = fmt.Errorf("stopped after %d of %d files; run the same command again to resume", rep.Done, rep.Total)
-		if !part.Whole() {
-			err = fmt.Errorf("part %v %w", part, err)
+		if !f.part.Whole() {
+			err = fmt.Errorf("part %v %w", f.part, err)
 		}
 	case errors.Is(err, cache.ErrFull):
 		err = fmt.Errorf("%w (raise --max-bytes and run again to resume)", err)
 	}
+	return rep, err
+}
 
-	reportPath := filepath.Join(dst, reportName)
-	if !part.Whole() {
-		reportPath = filepath.Join(dst, partReportName(part))
+// report writes the list of bad files into DST and prints the run's summary line; it
+// returns err with any failure to write the list joined.
+func (f *convertFlags) report(stdout io.Writer, rep *pipeline.ConvertReport, c *cache.Cache, err error) error {
+	reportPath := filepath.Join(f.dst, reportName)
+	if !f.part.Whole() {
+		reportPath = filepath.Join(f.dst, partReportName(f.part))
 	}
-	if rerr := writeReport(reportPath, srcDir, dst, rep); rerr != nil {
+	if rerr := writeReport(reportPath, f.srcDir, f.dst, rep); rerr != nil {
 		err = errors.Join(err, rerr)
 	}
 	secs := rep.Elapsed.Seconds()
 	fmt.Fprintf(stdout, "conveyor convert stored=%d skipped=%d bad=%d seconds=%.2f images_per_s=%.1f bytes=%d dir=%s",
-		rep.Stored, rep.Skipped, rep.Bad, secs, perSecond(rep.Stored, secs), c.Stats().Bytes, dst)
-	if !part.Whole() {
-		fmt.Fprintf(stdout, " part=%v", part)
+		rep.Stored, rep.Skipped, rep.Bad, secs, perSecond(rep.Stored, secs), c.Stats().Bytes, f.dst)
+	if !f.part.Whole() {
+		fmt.Fprintf(stdout, " part=%v", f.part)
 	}
 	if rep.Bad > 0 {
 		fmt.Fprintf(stdout, " report=%s", reportPath)
 	}
 	fmt.Fprintln(stdout)
-	if bucket == nil || err != nil && !errors.Is(err, cache.ErrFull) {
-		return err
-	}
-	// A conversion stopped by --max-bytes is uploaded as it is: its record says so.
-	up, uerr := pipeline.UploadConverted(ctx, dst, bucket, part, lease)
-	fmt.Fprintf(stdout, "conveyor convert uploaded=%d unchanged=%d bytes=%d url=%s\n", up.Uploaded, up.Skipped, up.Bytes, dstURL)
+	return err
+}
+
+// upload sends the staging directory to the bucket, reports orphaned files and, unless
+// --staging kept it, removes the staging directory; err is how the conversion ended.
+func (f *convertFlags) upload(ctx context.Context, up *uploadTarget, c *cache.Cache, err error, stdout, stderr io.Writer) error {
+	sent, uerr := pipeline.UploadConverted(ctx, f.dst, up.bucket, f.part, up.lease)
+	fmt.Fprintf(stdout, "conveyor convert uploaded=%d unchanged=%d bytes=%d url=%s\n", sent.Uploaded, sent.Skipped, sent.Bytes, up.url)
 	if errors.Is(uerr, pipeline.ErrOtherConversion) {
 		return errors.Join(err, uerr) // not resumable: it names what to do
 	}
 	if uerr != nil {
-		return errors.Join(err, fmt.Errorf("uploading %s to %s: %w; run the same command again to resume", dst, dstURL, uerr))
+		return errors.Join(err, fmt.Errorf("uploading %s to %s: %w; run the same command again to resume", f.dst, up.url, uerr))
 	}
-	if oerr := orphans(ctx, bucket, dst, dstURL, part, lease, *deleteOrphans, stdout, stderr); oerr != nil {
+	if oerr := orphans(ctx, up.bucket, f.dst, up.url, f.part, up.lease, f.deleteOrphans, stdout, stderr); oerr != nil {
 		return errors.Join(err, oerr)
 	}
-	if *staging == "" && err == nil {
+	if f.staging == "" && err == nil {
 		c.Close()
-		if rerr := os.RemoveAll(dst); rerr != nil {
+		if rerr := os.RemoveAll(f.dst); rerr != nil {
 			fmt.Fprintf(stderr, "conveyor convert: removing the staging directory: %v\n", rerr)
 		}
 	}
