@@ -209,73 +209,119 @@ func measure(ctx context.Context, src pipeline.Source, cfg *pipeline.Config, opt
 		Settings: settings{Workers: eff.Workers, IOWorkers: eff.IOWorkers, Prefetch: eff.Prefetch, Batch: eff.BatchSize, MicroBatches: eff.MicroBatches, StopAfter: eff.StopAfter.String()},
 	}
 
-	var done atomic.Int64
+	smp := startSampling(ld, mem, opts, start)
+	wait0 := ld.Stats().Wait
+	first, loop, err := runEpochs(ctx, ld, opts, rep, smp, mem, start)
+	if err != nil {
+		smp.finish()
+		return nil, err
+	}
+	wall := time.Since(start)
+	smp.finish()
+	u1, s1 := cpuTime()
+	st := ld.Stats()
+
+	rep.fillTotals(&st, wall, first, u1-u0, s1-s0)
+	rep.fillMemory(&st, mem, scoped)
+	if !eff.NoAutotune && (cfg.Workers == 0 || cfg.IOWorkers == 0 || cfg.Prefetch == 0) {
+		rep.Settings.Tuned = &tuned{Workers: st.Workers, IOWorkers: st.IOWorkers, Prefetch: st.Prefetch, Steps: st.TuneSteps, CPULimit: eff.CPULimit}
+	}
+	rep.StageBusy = stageBusyOf(&st, wall, st.Workers, st.IOWorkers)
+	rep.Queues = smp.q.report()
+	if opts.step > 0 {
+		w := (st.Wait - wait0).Seconds()
+		rep.Consumer = &consumerReport{StepS: opts.step.Seconds(), WaitS: w, WallS: loop.Seconds(), Waited: w / loop.Seconds(),
+			CopyWaits: st.CopyWaits, CopyWaitS: st.CopyWaitTime.Seconds()}
+	}
+	rep.Loader = metrics.Snap(st)
+	rep.CacheHits, rep.CacheStored, rep.CacheDeferred = st.CacheHits, st.CacheStored, st.CacheDeferred
+	if c := cfg.Cache; c != nil {
+		cs := c.Stats()
+		rep.Cache = &cacheState{Dir: c.Dir(), Codec: string(c.Options().Codec), Records: cs.Records, Shards: cs.Shards,
+			Bytes: cs.Bytes, Full: cs.Full, Disabled: cs.Disabled}
+	}
+	return rep, nil
+}
+
+// runSampler samples a run's queues and memory while it runs, and draws its progress.
+type runSampler struct {
+	done atomic.Int64 // images delivered so far
+	q    queueSampler
+	opts *runOptions
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+// startSampling starts the goroutine that samples ld every sampleEvery (its memory
+// every memEvery) and redraws the progress bar; finish stops it.
+func startSampling(ld *pipeline.Loader, mem *memSampler, opts *runOptions, start time.Time) *runSampler {
+	smp := &runSampler{opts: opts, stop: make(chan struct{})}
 	total := opts.epochs * ld.SamplesPerEpoch()
-	var q queueSampler
-	stopSampling := make(chan struct{})
-	var sampling sync.WaitGroup
-	sampling.Add(1)
+	smp.wg.Add(1)
 	go func() {
-		defer sampling.Done()
+		defer smp.wg.Done()
 		tick := time.NewTicker(sampleEvery)
 		defer tick.Stop()
 		var lastDraw, lastMem time.Time
 		for {
 			select {
-			case <-stopSampling:
+			case <-smp.stop:
 				return
 			case now := <-tick.C:
 				st := ld.Stats()
-				q.add(&st)
+				smp.q.add(&st)
 				if now.Sub(lastMem) >= memEvery {
 					lastMem = now
 					mem.sample()
 				}
 				if opts.pr != nil && now.Sub(lastDraw) >= 200*time.Millisecond {
 					lastDraw = now
-					n := done.Load()
+					n := smp.done.Load()
 					opts.pr.update(progressState{Prefix: opts.label, Done: int(n), Total: total,
 						Rate: float64(n) / now.Sub(start).Seconds(), Bad: int(st.BadSamples)})
 				}
 			}
 		}
 	}()
-	finishSampling := func() {
-		close(stopSampling)
-		sampling.Wait()
-		if opts.pr != nil {
-			opts.pr.finish(false)
-		}
-	}
+	return smp
+}
 
-	var first time.Duration
-	var loop time.Duration // the consumer loop's wall time, over epochs
-	wait0 := ld.Stats().Wait
+// finish stops the sampling goroutine, waits for it and ends the progress bar.
+func (smp *runSampler) finish() {
+	close(smp.stop)
+	smp.wg.Wait()
+	if smp.opts.pr != nil {
+		smp.opts.pr.finish(false)
+	}
+}
+
+// runEpochs reads opts.epochs epochs of ld, holding each batch for opts.step, and adds
+// each epoch's result to rep; first is the time from start to the first batch, loop
+// the consumer loop's wall time over the epochs.
+func runEpochs(ctx context.Context, ld *pipeline.Loader, opts *runOptions, rep *runReport, smp *runSampler, mem *memSampler, start time.Time) (first, loop time.Duration, err error) {
 	for e := range opts.epochs {
 		t0 := time.Now()
 		before := ld.Stats()
 		var n int64
 		for b, err := range ld.Epoch(ctx, e) {
 			if err != nil {
-				finishSampling()
-				return nil, err
+				return 0, 0, err
 			}
 			if first == 0 {
 				first = time.Since(start)
 				st := ld.Stats() // one sample at least, however short the run
-				q.add(&st)
+				smp.q.add(&st)
 			}
 			if opts.step > 0 {
 				// A training step reads the batch: it must be on the device first.
 				if err := b.Wait(); err != nil {
 					b.Release()
-					finishSampling()
-					return nil, err
+					return 0, 0, err
 				}
 				time.Sleep(opts.step)
 			}
 			n += int64(b.Len)
-			done.Add(int64(b.Len))
+			smp.done.Add(int64(b.Len))
 			b.Release()
 		}
 		dt := time.Since(t0)
@@ -290,11 +336,12 @@ func measure(ctx context.Context, src pipeline.Source, cfg *pipeline.Config, opt
 			opts.epochLine(er)
 		}
 	}
-	wall := time.Since(start)
-	finishSampling()
-	u1, s1 := cpuTime()
-	st := ld.Stats()
+	return first, loop, nil
+}
 
+// fillTotals records the run's throughput, bad samples, time to the first batch and CPU
+// time (user and system) over its wall time.
+func (rep *runReport) fillTotals(st *pipeline.Stats, wall, first, user, sys time.Duration) {
 	rep.Seconds = wall.Seconds()
 	rep.ImagesPerS = perSecond64(rep.Images, rep.Seconds)
 	if k := len(rep.Epochs); k > 0 {
@@ -305,9 +352,14 @@ func measure(ctx context.Context, src pipeline.Source, cfg *pipeline.Config, opt
 	rep.BadSamples = st.BadSamples
 	rep.FirstBatchS = first.Seconds()
 	cores := runtime.GOMAXPROCS(0)
-	rep.CPU = cpuReport{UserS: (u1 - u0).Seconds(), SysS: (s1 - s0).Seconds(), Cores: cores}
+	rep.CPU = cpuReport{UserS: user.Seconds(), SysS: sys.Seconds(), Cores: cores}
 	rep.CPU.Percent = 100 * (rep.CPU.UserS + rep.CPU.SysS) / rep.Seconds
 	rep.CPU.Utilisation = rep.CPU.Percent / 100 / float64(cores)
+}
+
+// fillMemory records the run's memory: peak RSS (over the run when scoped, else over
+// the process), the loader's budget and buffers, and the sampled peaks.
+func (rep *runReport) fillMemory(st *pipeline.Stats, mem *memSampler, scoped bool) {
 	rep.Memory = memoryReport{
 		PeakRSS: peakRSS(), PeakRSSScope: "run", Budget: st.Budget, PeakHeld: st.PeakHeld,
 		Pinned: st.Pinned.BytesMapped, PinnedLocked: st.Pinned.Locked,
@@ -326,24 +378,6 @@ func measure(ctx context.Context, src pipeline.Source, cfg *pipeline.Config, opt
 			m.AnonOverBudget = float64(peak.Anon) / float64(m.Budget)
 		}
 	}
-	if !eff.NoAutotune && (cfg.Workers == 0 || cfg.IOWorkers == 0 || cfg.Prefetch == 0) {
-		rep.Settings.Tuned = &tuned{Workers: st.Workers, IOWorkers: st.IOWorkers, Prefetch: st.Prefetch, Steps: st.TuneSteps, CPULimit: eff.CPULimit}
-	}
-	rep.StageBusy = stageBusyOf(&st, wall, st.Workers, st.IOWorkers)
-	rep.Queues = q.report()
-	if opts.step > 0 {
-		w := (st.Wait - wait0).Seconds()
-		rep.Consumer = &consumerReport{StepS: opts.step.Seconds(), WaitS: w, WallS: loop.Seconds(), Waited: w / loop.Seconds(),
-			CopyWaits: st.CopyWaits, CopyWaitS: st.CopyWaitTime.Seconds()}
-	}
-	rep.Loader = metrics.Snap(st)
-	rep.CacheHits, rep.CacheStored, rep.CacheDeferred = st.CacheHits, st.CacheStored, st.CacheDeferred
-	if c := cfg.Cache; c != nil {
-		cs := c.Stats()
-		rep.Cache = &cacheState{Dir: c.Dir(), Codec: string(c.Options().Codec), Records: cs.Records, Shards: cs.Shards,
-			Bytes: cs.Bytes, Full: cs.Full, Disabled: cs.Disabled}
-	}
-	return rep, nil
 }
 
 // stageBusyOf shares the stages' busy time out, in pipeline order.
