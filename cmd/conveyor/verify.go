@@ -22,14 +22,9 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
-func verify(args []string, stdout, stderr io.Writer) (err error) {
-	ctx, stop := commandContext()
-	defer stop()
-	defer func() { err = interrupted(ctx, err) }()
-	fs := flag.NewFlagSet("verify", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), `usage: conveyor verify DIR
+// verifyUsage is verify's help, before the flags; %s is the converted dataset's info
+// file.
+const verifyUsage = `usage: conveyor verify DIR
 
 Checks the cache directory DIR, read-only: every shard's header and index, and every
 record, read and decoded, against both its checksums. For a converted dataset it also
@@ -52,7 +47,16 @@ brace list, local or remote ('s3://bucket/train-{000000..000099}.tar'). Every sa
 is checked: its image member read and decoded whole, its label parsed, its members
 grouped by key. Prints one line per bad sample, naming the shard and the sample's
 key, and exits 1 when there is any.
-`, cache.InfoName)
+`
+
+func verify(args []string, stdout, stderr io.Writer) (err error) {
+	ctx, stop := commandContext()
+	defer stop()
+	defer func() { err = interrupted(ctx, err) }()
+	fs := flag.NewFlagSet("verify", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), verifyUsage, cache.InfoName)
 	}
 	pos, err := parseFlags(fs, args, stdout)
 	if err != nil {
@@ -85,43 +89,15 @@ key, and exits 1 when there is any.
 		return err
 	}
 	defer c.Close()
-	var damaged []string
-	reported := map[string]bool{} // shards with a problem of their own, named already
-	rep, err := c.VerifyDataset(info, func(p cache.Problem) {
-		if ctx.Err() != nil {
-			return // the shard cache closed: every read fails, saying so
-		}
-		if p.Kind == cache.KindMissing && errors.Is(p.Err, objstore.ErrChanged) {
-			// Fetched, but not the shard the manifest recorded (the shard cache
-			// expects its size and CRC-32C, as training's does): refused whole.
-			p.Kind = cache.KindChanged
-		}
-		if p.Kind != cache.KindRecord {
-			reported[filepath.Base(p.Shard)] = true
-			fmt.Fprintf(stdout, "%s %s: %v%s\n", problemKind(p.Kind), p.File(), p.Err, ofPart(p.File()))
-			damaged = append(damaged, fmt.Sprintf("%s %s%s", p.Kind, filepath.Base(p.File()), ofPart(p.File())))
-			return
-		}
-		path := p.Path
-		if path == "" {
-			path = "(unknown source)"
-		}
-		// The error names the record again; say it once.
-		msg := strings.TrimPrefix(p.Err.Error(), fmt.Sprintf("cache: %s at %s+%d: ", p.Path, filepath.Base(p.Shard), p.Offset))
-		if p.Superseded {
-			fmt.Fprintf(stdout, "superseded %s+%d %s: %s (stored again later; the dataset reads the later copy)\n", p.Shard, p.Offset, path, msg)
-			return
-		}
-		fmt.Fprintf(stdout, "damaged %s+%d %s: %s%s\n", p.Shard, p.Offset, path, msg, ofPart(p.Shard))
-		damaged = append(damaged, path+ofPart(p.Shard))
-	})
+	pl := &problemList{ctx: ctx, stdout: stdout, reported: map[string]bool{}}
+	rep, err := c.VerifyDataset(info, pl.add)
 	if err == nil {
 		err = ctx.Err()
 	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
-	orphaned, err := ds.orphans(ctx, info, reported)
+	orphaned, err := ds.orphans(ctx, info, pl.reported)
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
@@ -142,6 +118,58 @@ key, and exits 1 when there is any.
 			fmt.Fprintf(stdout, "no manifest: %s predates them (version 1), so shards were checked by themselves only; conveyor convert SRC %s again records one\n", cache.InfoName, dir)
 		}
 	}
+	if err := verdict(name, c, info, &rep, pl.damaged); err != nil {
+		return err
+	}
+	if incomplete != "" {
+		return fmt.Errorf("%s is incomplete: %s", name, incomplete)
+	}
+	return nil
+}
+
+// problemList prints the problems a dataset's verification finds, one line each, and
+// keeps what the verdict names.
+type problemList struct {
+	ctx      context.Context
+	stdout   io.Writer
+	damaged  []string        // the damaged records and shards, as the verdict names them
+	reported map[string]bool // shards with a problem of their own, named already
+}
+
+// add prints one problem.
+func (pl *problemList) add(p cache.Problem) {
+	if pl.ctx.Err() != nil {
+		return // the shard cache closed: every read fails, saying so
+	}
+	if p.Kind == cache.KindMissing && errors.Is(p.Err, objstore.ErrChanged) {
+		// Fetched, but not the shard the manifest recorded (the shard cache
+		// expects its size and CRC-32C, as training's does): refused whole.
+		p.Kind = cache.KindChanged
+	}
+	if p.Kind != cache.KindRecord {
+		pl.reported[filepath.Base(p.Shard)] = true
+		fmt.Fprintf(pl.stdout, "%s %s: %v%s\n", problemKind(p.Kind), p.File(), p.Err, ofPart(p.File()))
+		pl.damaged = append(pl.damaged, fmt.Sprintf("%s %s%s", p.Kind, filepath.Base(p.File()), ofPart(p.File())))
+		return
+	}
+	path := p.Path
+	if path == "" {
+		path = "(unknown source)"
+	}
+	// The error names the record again; say it once.
+	msg := strings.TrimPrefix(p.Err.Error(), fmt.Sprintf("cache: %s at %s+%d: ", p.Path, filepath.Base(p.Shard), p.Offset))
+	if p.Superseded {
+		fmt.Fprintf(pl.stdout, "superseded %s+%d %s: %s (stored again later; the dataset reads the later copy)\n", p.Shard, p.Offset, path, msg)
+		return
+	}
+	fmt.Fprintf(pl.stdout, "damaged %s+%d %s: %s%s\n", p.Shard, p.Offset, path, msg, ofPart(p.Shard))
+	pl.damaged = append(pl.damaged, path+ofPart(p.Shard))
+}
+
+// verdict is the error verify ends with when the dataset name is damaged: records,
+// shards, or samples its manifest counts that no shard holds; it names up to three of
+// the damaged.
+func verdict(name string, c *cache.Cache, info *cache.Info, rep *cache.VerifyReport, damaged []string) error {
 	var parts []string
 	if n := rep.Damaged - rep.Superseded; n > 0 {
 		parts = append(parts, fmt.Sprintf("%d of %d records are damaged", n, rep.Records))
@@ -156,21 +184,18 @@ key, and exits 1 when there is any.
 			parts = append(parts, fmt.Sprintf("%d of the %d samples %s counts are in none of its shards", info.Stored-n, info.Stored, cache.InfoName))
 		}
 	}
-	if len(parts) > 0 {
-		const shown = 3
-		names := strings.Join(damaged[:min(len(damaged), shown)], ", ")
-		if len(damaged) > shown {
-			names += fmt.Sprintf(", ... %d more", len(damaged)-shown)
-		}
-		if names == "" {
-			return fmt.Errorf("%s in %s", strings.Join(parts, "; "), name)
-		}
-		return fmt.Errorf("%s in %s: %s", strings.Join(parts, "; "), name, names)
+	if len(parts) == 0 {
+		return nil
 	}
-	if incomplete != "" {
-		return fmt.Errorf("%s is incomplete: %s", name, incomplete)
+	const shown = 3
+	names := strings.Join(damaged[:min(len(damaged), shown)], ", ")
+	if len(damaged) > shown {
+		names += fmt.Sprintf(", ... %d more", len(damaged)-shown)
 	}
-	return nil
+	if names == "" {
+		return fmt.Errorf("%s in %s", strings.Join(parts, "; "), name)
+	}
+	return fmt.Errorf("%s in %s: %s", strings.Join(parts, "; "), name, names)
 }
 
 // verifyShards checks every sample of the WebDataset shards args name: what indexing
