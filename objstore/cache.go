@@ -595,96 +595,118 @@ func (c *Cache) fetch(e *entry) {
 	c.mu.Lock()
 	wasParked := e.err == errPark // next reserved its space
 	c.mu.Unlock()
-	sized := wasParked
+	r := &reservation{c: c, e: e, sized: wasParked, held: wasParked}
+	err := c.download(e, r)
+	c.settle(e, r.sized, err)
+}
 
-	var f *os.File
-	var err error
-	var obj Object
-	f, err = os.OpenFile(e.file+".part", os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		err = fmt.Errorf("objstore: %s: creating the cache file: %w", c.b.URL(e.name), err)
-	} else {
-		held := wasParked
-		var crc uint32
-		obj, crc, err = c.b.download(c.ctx, e.name, f, func(size int64) error {
-			c.mu.Lock()
-			defer c.mu.Unlock()
-			if !sized {
-				sized = true
-				c.unsized--
-				if size >= 0 {
-					c.sizeSum += size
-					c.sizeN++
-				}
-			}
-			if held {
-				if size == e.size {
-					return nil
-				}
-				c.used -= e.size // the object changed size; reserve again
-				held = false
-			}
-			if size < 0 {
-				// Unknown size (a chunked response): reserve as the bytes arrive.
-				e.size = 0
-				held = true
-				return nil
-			}
-			e.size = size
-			if size > c.opts.MaxBytes {
-				return fmt.Errorf("objstore: %s: %w (%s, more than the cache's %s)", c.b.URL(e.name), ErrTooLarge, units.Bytes(size), units.Bytes(c.opts.MaxBytes))
-			}
-			if !c.reserve(size, e.demand) {
-				return errPark
-			}
-			held = true
-			return nil
-		}, func(n int64) error {
-			c.mu.Lock()
-			defer c.mu.Unlock()
-			if n <= e.size {
-				return nil // a restart: the bytes are already reserved
-			}
-			if n > c.opts.MaxBytes {
-				return fmt.Errorf("objstore: %s: %w (a response of unknown size passed the cache's %s)", c.b.URL(e.name), ErrTooLarge, units.Bytes(c.opts.MaxBytes))
-			}
-			if !c.reserve(n-e.size, e.demand) {
-				return fmt.Errorf("objstore: %s: a response of unknown size passed %s and the cache has no more room (%s of %s in use; give the size, or a larger MaxBytes)",
-					c.b.URL(e.name), units.Bytes(e.size), units.Bytes(c.used), units.Bytes(c.opts.MaxBytes))
-			}
-			e.size = n
-			return nil
-		})
-		if err == nil {
-			c.mu.Lock()
-			if held && obj.Size < e.size { // reserved as it arrived, at the high-water mark
-				c.used -= e.size - obj.Size
-				e.size = obj.Size
-			}
-			e.mtime = obj.ModTime
-			c.mu.Unlock()
-			c.mu.Lock()
-			err = c.checkPin(e.name, Identity{Size: obj.Size, ETag: obj.ETag, CRC32C: fmt.Sprintf("%08x", crc)})
-			c.mu.Unlock()
-		}
-		if cerr := f.Close(); err == nil && cerr != nil {
-			err = fmt.Errorf("objstore: %s: writing the cache file: %w", c.b.URL(e.name), cerr)
-		}
-		if err == nil {
-			if rerr := os.Rename(e.file+".part", e.file); rerr != nil {
-				err = fmt.Errorf("objstore: %s: %w", c.b.URL(e.name), rerr)
-			}
-		}
-		if err != nil {
-			os.Remove(e.file + ".part")
-			if held && err != errPark {
-				c.mu.Lock()
-				c.used -= e.size
-				c.mu.Unlock()
-			}
+// reservation is the cache space one fetch holds, reserved as it learns its object's
+// size (or, for a response of unknown size, as the bytes arrive).
+type reservation struct {
+	c     *Cache
+	e     *entry
+	sized bool // the size is known, and no longer counted in c.unsized
+	held  bool // e.size bytes are reserved in c.used
+}
+
+// onSize reserves room for an object of size bytes (-1: unknown), or says there is none
+// yet (errPark) or never will be (ErrTooLarge).
+func (r *reservation) onSize(size int64) error {
+	c, e := r.c, r.e
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !r.sized {
+		r.sized = true
+		c.unsized--
+		if size >= 0 {
+			c.sizeSum += size
+			c.sizeN++
 		}
 	}
+	if r.held {
+		if size == e.size {
+			return nil
+		}
+		c.used -= e.size // the object changed size; reserve again
+		r.held = false
+	}
+	if size < 0 {
+		// Unknown size (a chunked response): reserve as the bytes arrive.
+		e.size = 0
+		r.held = true
+		return nil
+	}
+	e.size = size
+	if size > c.opts.MaxBytes {
+		return fmt.Errorf("objstore: %s: %w (%s, more than the cache's %s)", c.b.URL(e.name), ErrTooLarge, units.Bytes(size), units.Bytes(c.opts.MaxBytes))
+	}
+	if !c.reserve(size, e.demand) {
+		return errPark
+	}
+	r.held = true
+	return nil
+}
 
+// onGrow reserves room for a response of unknown size that has brought n bytes.
+func (r *reservation) onGrow(n int64) error {
+	c, e := r.c, r.e
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n <= e.size {
+		return nil // a restart: the bytes are already reserved
+	}
+	if n > c.opts.MaxBytes {
+		return fmt.Errorf("objstore: %s: %w (a response of unknown size passed the cache's %s)", c.b.URL(e.name), ErrTooLarge, units.Bytes(c.opts.MaxBytes))
+	}
+	if !c.reserve(n-e.size, e.demand) {
+		return fmt.Errorf("objstore: %s: a response of unknown size passed %s and the cache has no more room (%s of %s in use; give the size, or a larger MaxBytes)",
+			c.b.URL(e.name), units.Bytes(e.size), units.Bytes(c.used), units.Bytes(c.opts.MaxBytes))
+	}
+	e.size = n
+	return nil
+}
+
+// download fetches e's object into its file (written as .part and renamed when whole
+// and checked against its pin), reserving space through r; on failure nothing is left
+// and nothing stays reserved, except for errPark, which keeps the entry's size.
+func (c *Cache) download(e *entry, r *reservation) error {
+	f, err := os.OpenFile(e.file+".part", os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("objstore: %s: creating the cache file: %w", c.b.URL(e.name), err)
+	}
+	obj, crc, err := c.b.download(c.ctx, e.name, f, r.onSize, r.onGrow)
+	if err == nil {
+		c.mu.Lock()
+		if r.held && obj.Size < e.size { // reserved as it arrived, at the high-water mark
+			c.used -= e.size - obj.Size
+			e.size = obj.Size
+		}
+		e.mtime = obj.ModTime
+		err = c.checkPin(e.name, Identity{Size: obj.Size, ETag: obj.ETag, CRC32C: fmt.Sprintf("%08x", crc)})
+		c.mu.Unlock()
+	}
+	if cerr := f.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("objstore: %s: writing the cache file: %w", c.b.URL(e.name), cerr)
+	}
+	if err == nil {
+		if rerr := os.Rename(e.file+".part", e.file); rerr != nil {
+			err = fmt.Errorf("objstore: %s: %w", c.b.URL(e.name), rerr)
+		}
+	}
+	if err != nil {
+		os.Remove(e.file + ".part")
+		if r.held && err != errPark {
+			c.mu.Lock()
+			c.used -= e.size
+			c.mu.Unlock()
+		}
+	}
+	return err
+}
+
+// settle records how e's fetch ended (parked, failed or ready), gives back its slot and
+// starts what can start now; sized says whether the fetch learnt the object's size.
+func (c *Cache) settle(e *entry, sized bool, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.active--
