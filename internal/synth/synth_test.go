@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/disintegration/imaging"
@@ -419,6 +420,20 @@ func TestWriteTree(t *testing.T) {
 		if _, err := WriteTree(t.TempDir(), bad); err == nil {
 			t.Errorf("%+v: no error", bad)
 		}
+	}
+	// Every problem is reported, not only the first.
+	bad := &TreeOptions{Classes: -1, MinSide: 10, MaxSide: 5, Formats: []Format{-1}}
+	_, err = WriteTree(t.TempDir(), bad)
+	for _, want := range []string{"at least one class", "bad side range", "unknown format"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%+v: %v, want an error saying %q", bad, err, want)
+		}
+	}
+	if (*TreeOptions)(nil).EnsureDefaults().Validate() != nil || (*JPEGOptions)(nil).EnsureDefaults().Quality != 90 {
+		t.Error("the default options do not validate")
+	}
+	if err := (&JPEGOptions{Quality: 101}).Validate(); err == nil {
+		t.Error("JPEG quality 101: no error")
 	}
 }
 
