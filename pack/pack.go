@@ -2,6 +2,7 @@ package pack
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"unsafe"
@@ -45,49 +46,65 @@ type Packer struct {
 // maxSampleBytes bounds one packed sample, width×height×3×the dtype's size: 2 GiB less a byte.
 const maxSampleBytes = math.MaxInt32
 
-// Validate reports options NewPacker refuses: a size that is not positive or whose
-// sample exceeds maxSampleBytes, an unknown layout or dtype, normalising into uint8, and
-// a Mean or Std that is not finite or a Std of zero.
+// EnsureDefaults fills o's zero fields with their defaults and returns o; a nil o
+// becomes a new Options holding the defaults. Only Mean and Std have defaults that are
+// not zero values: ImageNetMean and ImageNetStd when Normalize is set and both are zero.
+func (o *Options) EnsureDefaults() *Options {
+	if o == nil {
+		o = &Options{}
+	}
+	if o.Normalize && o.Mean == [3]float32{} && o.Std == [3]float32{} {
+		o.Mean, o.Std = ImageNetMean, ImageNetStd
+	}
+	return o
+}
+
+// Validate reports every option NewPacker refuses, joined into one error: a size that is
+// not positive or whose sample exceeds maxSampleBytes, an unknown layout or dtype,
+// normalising into uint8, and a Mean or Std that is not finite or a Std of zero. It
+// takes Mean and Std as EnsureDefaults would fill them.
 func (o *Options) Validate() error {
 	mean, std := o.Mean, o.Std
 	if o.Normalize && mean == [3]float32{} && std == [3]float32{} {
 		mean, std = ImageNetMean, ImageNetStd
 	}
-	switch {
-	case o.Width <= 0 || o.Height <= 0:
-		return fmt.Errorf("pack: pack size %dx%d: Width and Height must be positive", o.Width, o.Height)
-	case o.Layout != NCHW && o.Layout != NHWC:
-		return fmt.Errorf("pack: invalid pack layout %v", o.Layout)
-	case o.DType.Size() == 0:
-		return fmt.Errorf("pack: invalid pack dtype %v", o.DType)
-	case o.DType == Uint8 && o.Normalize:
-		return fmt.Errorf("pack: cannot normalize into uint8 samples")
-	// Divided rather than multiplied: 2^31×2^31×3×4 wraps an int64 to 0.
-	case o.Width > maxSampleBytes/3/o.DType.Size()/o.Height:
-		return fmt.Errorf("pack: pack size %dx%d is too large: a %v sample may hold at most %d bytes", o.Width, o.Height, o.DType, maxSampleBytes)
+	var errs []error
+	sized := o.Width > 0 && o.Height > 0
+	if !sized {
+		errs = append(errs, fmt.Errorf("pack: pack size %dx%d: Width and Height must be positive", o.Width, o.Height))
+	}
+	if o.Layout != NCHW && o.Layout != NHWC {
+		errs = append(errs, fmt.Errorf("pack: invalid pack layout %v", o.Layout))
+	}
+	if o.DType.Size() == 0 {
+		errs = append(errs, fmt.Errorf("pack: invalid pack dtype %v", o.DType))
+	} else if o.DType == Uint8 && o.Normalize {
+		errs = append(errs, fmt.Errorf("pack: cannot normalize into uint8 samples"))
+	} else if sized && o.Width > maxSampleBytes/3/o.DType.Size()/o.Height {
+		// Divided rather than multiplied: 2^31×2^31×3×4 wraps an int64 to 0.
+		errs = append(errs, fmt.Errorf("pack: pack size %dx%d is too large: a %v sample may hold at most %d bytes", o.Width, o.Height, o.DType, maxSampleBytes))
 	}
 	if o.Normalize {
 		for c := range 3 {
 			m, s := float64(mean[c]), float64(std[c])
 			if s == 0 || math.IsNaN(s) || math.IsInf(s, 0) || math.IsNaN(m) || math.IsInf(m, 0) {
-				return fmt.Errorf("pack: normalize mean %v and std %v must be finite, and every std non-zero", mean, std)
+				errs = append(errs, fmt.Errorf("pack: normalize mean %v and std %v must be finite, and every std non-zero", mean, std))
+				break
 			}
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
-// NewPacker returns a Packer for o's effective options.
+// NewPacker returns a Packer for o's effective options; a nil o is refused by Validate
+// (Width and Height are required).
 func NewPacker(o *Options) (*Packer, error) {
 	var opts Options
 	if o != nil {
 		opts = *o
 	}
-	if err := opts.Validate(); err != nil {
+	if err := opts.EnsureDefaults().Validate(); err != nil {
 		return nil, err
-	}
-	if opts.Normalize && opts.Mean == [3]float32{} && opts.Std == [3]float32{} {
-		opts.Mean, opts.Std = ImageNetMean, ImageNetStd
 	}
 	p := &Packer{o: opts}
 	for c := range 3 {
