@@ -594,3 +594,16 @@ func downscale(m *image.NRGBA, w, h int) []float64 {
 	}
 	return out
 }
+
+// A file that cannot be written fails WriteTree, naming it, and stops the other workers.
+func TestWriteTreeError(t *testing.T) {
+	dir := t.TempDir()
+	blocked := filepath.Join(dir, "class01", "00012.jpg") // a directory where the image goes
+	if err := os.MkdirAll(blocked, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, err := WriteTree(dir, &TreeOptions{Classes: 4, PerClass: 10})
+	if err == nil || !strings.Contains(err.Error(), blocked) {
+		t.Errorf("WriteTree with %s a directory: %v, want an error naming it", blocked, err)
+	}
+}

@@ -2,6 +2,7 @@ package synth
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"image"
@@ -10,8 +11,9 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // TreeOptions describes an ImageFolder tree for [WriteTree]. A nil
@@ -158,37 +160,25 @@ func WriteTree(dir string, o *TreeOptions) ([]File, error) {
 	}
 
 	// Each worker takes the next file number; the first error stops all.
-	var (
-		next   atomic.Int64
-		failed atomic.Bool
-		errMu  sync.Mutex
-		first  error
-		wg     sync.WaitGroup
-	)
+	var next atomic.Int64
+	g, ctx := errgroup.WithContext(context.Background())
 	for range min(runtime.GOMAXPROCS(0), total) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		g.Go(func() error {
 			var buf bytes.Buffer
-			for !failed.Load() {
+			for ctx.Err() == nil {
 				n := int(next.Add(1) - 1)
 				if n >= total {
-					return
+					return nil
 				}
 				if err := writeFile(&files[n], n%opts.PerClass, opts.Seed, &buf); err != nil {
-					errMu.Lock()
-					if first == nil {
-						first = err
-					}
-					errMu.Unlock()
-					failed.Store(true)
+					return err
 				}
 			}
-		}()
+			return nil
+		})
 	}
-	wg.Wait()
-	if first != nil {
-		return nil, first
+	if err := g.Wait(); err != nil {
+		return nil, err
 	}
 	return files, nil
 }
