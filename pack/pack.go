@@ -9,6 +9,7 @@ import (
 
 	"github.com/conveyor-ml/conveyor/decode"
 	"github.com/conveyor-ml/conveyor/internal/half"
+	"github.com/conveyor-ml/conveyor/internal/units"
 )
 
 // ImageNet's per-channel statistics, as torchvision's reference scripts use them.
@@ -82,7 +83,7 @@ func (o *Options) Validate() error {
 		errs = append(errs, fmt.Errorf("pack: cannot normalize into uint8 samples"))
 	} else if sized && o.Width > maxSampleBytes/3/o.DType.Size()/o.Height {
 		// Divided rather than multiplied: 2^31×2^31×3×4 wraps an int64 to 0.
-		errs = append(errs, fmt.Errorf("pack: pack size %dx%d is too large: a %v sample may hold at most %d bytes", o.Width, o.Height, o.DType, maxSampleBytes))
+		errs = append(errs, fmt.Errorf("pack: pack size %dx%d is too large: a %v sample may hold at most %s", o.Width, o.Height, o.DType, units.Bytes(maxSampleBytes)))
 	}
 	if o.Normalize {
 		for c := range 3 {
