@@ -3,7 +3,7 @@ package augment
 import (
 	"testing"
 
-	"github.com/conveyor-ml/conveyor/internal/imagetest"
+	"github.com/conveyor-ml/conveyor/decode/decodetest"
 )
 
 // benchOp runs op on a fresh copy of a 224×224 photo per sample, seeded per sample as the
@@ -12,7 +12,7 @@ func benchOp(b *testing.B, op Op) {
 	src := photo(b, 1, 224, 224)
 	work := clone(src)
 	c := NewContext()
-	imagetest.BenchSamples(b, 3*224*224, func(i int) {
+	decodetest.BenchSamples(b, 3*224*224, func(i int) {
 		c.Seed(1, 0, int64(i))
 		copy(work.Pix, src.Pix)
 		if _, err := op.Apply(c, work); err != nil {

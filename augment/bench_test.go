@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/conveyor-ml/conveyor/decode"
-	"github.com/conveyor-ml/conveyor/internal/imagetest"
+	"github.com/conveyor-ml/conveyor/decode/decodetest"
 )
 
 // benchOps runs p (then a float32 NCHW normalising Pack) on a fresh copy of a w×h photo
@@ -19,7 +19,7 @@ func benchOps(b *testing.B, p Pipeline, w, h, outW, outH int) {
 	}
 	dst := make([]byte, pk.SampleBytes())
 	c := NewContext()
-	imagetest.BenchSamples(b, pk.SampleBytes(), func(i int) {
+	decodetest.BenchSamples(b, pk.SampleBytes(), func(i int) {
 		c.Seed(1, 0, int64(i))
 		copy(work.Pix, src.Pix)
 		out, err := p.Apply(c, work)
@@ -47,7 +47,7 @@ func BenchmarkEval500x375(b *testing.B) {
 
 func benchAdjust(b *testing.B, fn func(*decode.Image)) {
 	img := photo(b, 2, 224, 224)
-	imagetest.BenchSamples(b, 3*224*224, func(int) { fn(img) })
+	decodetest.BenchSamples(b, 3*224*224, func(int) { fn(img) })
 }
 
 func BenchmarkBrightness224(b *testing.B) {
@@ -97,7 +97,7 @@ func BenchmarkRandomErasing224(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			c := NewContext()
-			imagetest.BenchSamples(b, len(slot), func(i int) {
+			decodetest.BenchSamples(b, len(slot), func(i int) {
 				c.Seed(1, 0, int64(i))
 				if err := op.ApplyTensor(c, pk.Sample(slot)); err != nil {
 					b.Fatal(err)

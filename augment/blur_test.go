@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/conveyor-ml/conveyor/decode"
-	"github.com/conveyor-ml/conveyor/internal/imagetest"
+	"github.com/conveyor-ml/conveyor/decode/decodetest"
 )
 
 // refKernel1D transcribes torchvision's _get_gaussian_kernel1d in float64:
@@ -86,9 +86,9 @@ func TestGaussianKernel1D(t *testing.T) {
 func TestBlurAgainstTorch(t *testing.T) {
 	imgs := map[string]*decode.Image{
 		"photo":  photo(t, 1, 67, 45),
-		"noise":  imagetest.Noise(2, 40, 31),
-		"stride": imagetest.WithStride(photo(t, 3, 24, 24), 3),
-		"thin":   imagetest.Noise(4, 12, 2),
+		"noise":  decodetest.Noise(2, 40, 31),
+		"stride": decodetest.WithStride(photo(t, 3, 24, 24), 3),
+		"thin":   decodetest.Noise(4, 12, 2),
 	}
 	for name, img := range imgs {
 		for _, k := range [][2]int{{1, 1}, {3, 3}, {5, 3}, {1, 7}, {9, 9}, {23, 3}} {
@@ -120,7 +120,7 @@ func TestBlurAgainstTorch(t *testing.T) {
 		}
 	}
 	// A flat image stays flat; a 1×1 kernel with any sigma is the identity.
-	flat := imagetest.Noise(1, 9, 9)
+	flat := decodetest.Noise(1, 9, 9)
 	for i := range flat.Pix {
 		flat.Pix[i] = 200
 	}
@@ -176,11 +176,11 @@ func TestGaussianBlurSigma(t *testing.T) {
 
 func TestGaussianBlurSmallImage(t *testing.T) {
 	op := NewGaussianBlur(9, 1, 1)
-	_, err := op.Apply(seeded(0), imagetest.Noise(1, 4, 20))
+	_, err := op.Apply(seeded(0), decodetest.Noise(1, 4, 20))
 	if err == nil || !strings.HasPrefix(err.Error(), "augment: GaussianBlur: a 9x9 kernel needs an image larger than 4x4") {
 		t.Errorf("Apply on 4x20 = %v, want an error", err)
 	}
-	if out, err := op.Apply(seeded(0), imagetest.Noise(1, 5, 5)); err != nil || out.Width != 5 {
+	if out, err := op.Apply(seeded(0), decodetest.Noise(1, 5, 5)); err != nil || out.Width != 5 {
 		t.Errorf("Apply on 5x5 = %v, %v", out, err)
 	}
 }

@@ -6,12 +6,12 @@ import (
 	"testing"
 
 	"github.com/conveyor-ml/conveyor/decode"
-	"github.com/conveyor-ml/conveyor/internal/imagetest"
+	"github.com/conveyor-ml/conveyor/decode/decodetest"
 )
 
 func TestFlips(t *testing.T) {
 	for _, size := range [][2]int{{1, 1}, {2, 3}, {7, 5}, {224, 224}, {600, 3}} {
-		src := imagetest.WithStride(imagetest.Noise(3, size[0], size[1]), 4)
+		src := decodetest.WithStride(decodetest.Noise(3, size[0], size[1]), 4)
 		t.Run(fmt.Sprintf("%dx%d", size[0], size[1]), func(t *testing.T) {
 			h := clone(src)
 			FlipHorizontal(h)
@@ -47,7 +47,7 @@ func TestFlips(t *testing.T) {
 }
 
 func TestRandomFlipProbability(t *testing.T) {
-	src := imagetest.Noise(1, 5, 4)
+	src := decodetest.Noise(1, 5, 4)
 	for _, tt := range []struct {
 		op   Op
 		flip func(*decode.Image)
@@ -96,8 +96,8 @@ func refLuma(p []uint8) float64 {
 }
 
 func TestAdjustAgainstFloat64(t *testing.T) {
-	src := imagetest.WithStride(photo(t, 3, 97, 61), 2)
-	noisy := imagetest.Noise(5, 64, 64)
+	src := decodetest.WithStride(photo(t, 3, 97, 61), 2)
+	noisy := decodetest.Noise(5, 64, 64)
 	factors := []float64{0, 0.37, 0.6, 1, 1.2345, 1.4, 2.5}
 	type adjust struct {
 		name string
@@ -175,7 +175,7 @@ func TestBlendFloat32(t *testing.T) {
 			}
 		}
 		// AdjustSaturation's per-pixel path is the same blend with the pixel's luma.
-		src := imagetest.Noise(uint64(alpha*10), 64, 64)
+		src := decodetest.Noise(uint64(alpha*10), 64, 64)
 		m := clone(src)
 		AdjustSaturation(m, float64(alpha))
 		for i := 0; i < len(m.Pix); i += 3 {
@@ -306,10 +306,10 @@ func TestAdjustHue(t *testing.T) {
 	}{
 		{0, 0}, {0.1, 25}, {-0.1, 231}, {1.0 / 3, 85}, {0.5, 127}, {-0.5, 129}, {0.002, 0},
 	}
-	src := imagetest.Noise(9, 40, 30)
+	src := decodetest.Noise(9, 40, 30)
 	for _, tt := range tests {
 		t.Run(fmt.Sprint(tt.factor), func(t *testing.T) {
-			m := imagetest.WithStride(src, 3)
+			m := decodetest.WithStride(src, 3)
 			AdjustHue(m, tt.factor)
 			for y := range src.Height {
 				for x := range src.Width {
@@ -390,7 +390,7 @@ func TestColorJitterValidate(t *testing.T) {
 	for _, op := range []*ColorJitter{
 		{Brightness: -0.1}, {Contrast: math.NaN()}, {Saturation: math.Inf(1)}, {Hue: 0.6}, {Hue: -0.1},
 	} {
-		if _, err := op.Apply(seeded(0), imagetest.Noise(1, 2, 2)); err == nil {
+		if _, err := op.Apply(seeded(0), decodetest.Noise(1, 2, 2)); err == nil {
 			t.Errorf("%v: no error", op)
 		}
 	}

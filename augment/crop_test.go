@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/conveyor-ml/conveyor/decode"
-	"github.com/conveyor-ml/conveyor/internal/imagetest"
+	"github.com/conveyor-ml/conveyor/decode/decodetest"
 	"github.com/disintegration/imaging"
 )
 
@@ -306,7 +306,7 @@ func TestCenterCrop(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("%dx%d-to-%dx%d", tt.w, tt.h, tt.cw, tt.ch), func(t *testing.T) {
-			src := imagetest.WithStride(imagetest.Noise(uint64(tt.w*tt.h), tt.w, tt.h), 5)
+			src := decodetest.WithStride(decodetest.Noise(uint64(tt.w*tt.h), tt.w, tt.h), 5)
 			got, err := NewCenterCrop(tt.cw, tt.ch).Apply(seeded(0), src)
 			if err != nil {
 				t.Fatal(err)

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/conveyor-ml/conveyor/decode"
-	"github.com/conveyor-ml/conveyor/internal/imagetest"
+	"github.com/conveyor-ml/conveyor/decode/decodetest"
 )
 
 // The references below transcribe Pillow's Python (ImageOps) and C (Filter.c, Blend.c)
@@ -181,11 +181,11 @@ func refSharpness(m *decode.Image, factor float64) *decode.Image {
 // testImages returns photos and noise of odd sizes, some with stride padding, and a few
 // degenerate ones (constant, two-valued, tiny).
 func testImages(t *testing.T) map[string]*decode.Image {
-	flat := imagetest.Noise(1, 9, 7)
+	flat := decodetest.Noise(1, 9, 7)
 	for i := range flat.Pix {
 		flat.Pix[i] = 77
 	}
-	two := imagetest.Noise(2, 16, 16)
+	two := decodetest.Noise(2, 16, 16)
 	for i := range two.Pix {
 		two.Pix[i] = 100 + 50*(two.Pix[i]&1)
 	}
@@ -195,14 +195,14 @@ func testImages(t *testing.T) map[string]*decode.Image {
 	}
 	return map[string]*decode.Image{
 		"photo":  photo(t, 1, 97, 61),
-		"stride": imagetest.WithStride(photo(t, 2, 50, 33), 5),
-		"noise":  imagetest.Noise(3, 64, 48),
+		"stride": decodetest.WithStride(photo(t, 2, 50, 33), 5),
+		"noise":  decodetest.Noise(3, 64, 48),
 		"flat":   flat,
 		"two":    two,
 		"low":    low,
-		"small":  imagetest.Noise(5, 2, 3),
-		"1x1":    imagetest.Noise(6, 1, 1),
-		"3x3":    imagetest.Noise(7, 3, 3),
+		"small":  decodetest.Noise(5, 2, 3),
+		"1x1":    decodetest.Noise(6, 1, 1),
+		"3x3":    decodetest.Noise(7, 3, 3),
 		"empty":  {},
 	}
 }
@@ -399,7 +399,7 @@ func TestPhotoValidate(t *testing.T) {
 				if w, h := tt.op.(Sizer).OutputSize(7, 5); w != 7 || h != 5 {
 					t.Errorf("OutputSize(7, 5) = %d, %d", w, h)
 				}
-				out, err := tt.op.Apply(seeded(0), imagetest.Noise(1, 7, 5))
+				out, err := tt.op.Apply(seeded(0), decodetest.Noise(1, 7, 5))
 				if err != nil || out.Width != 7 || out.Height != 5 {
 					t.Errorf("Apply on 7x5: %v, %v", out, err)
 				}

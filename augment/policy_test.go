@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/conveyor-ml/conveyor/decode"
-	"github.com/conveyor-ml/conveyor/internal/imagetest"
+	"github.com/conveyor-ml/conveyor/decode/decodetest"
 )
 
 // refMeta is one entry of a transcription of torchvision's _augmentation_space: the
@@ -638,7 +638,7 @@ func TestPolicyValidate(t *testing.T) {
 	} {
 		t.Run(tt.op.String(), func(t *testing.T) {
 			err := tt.op.(Validator).Validate()
-			_, applyErr := tt.op.Apply(seeded(0), imagetest.Noise(1, 9, 7))
+			_, applyErr := tt.op.Apply(seeded(0), decodetest.Noise(1, 9, 7))
 			if tt.want == "" {
 				if err != nil || applyErr != nil {
 					t.Fatalf("Validate() = %v, Apply: %v; want nil", err, applyErr)

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/conveyor-ml/conveyor/decode"
-	"github.com/conveyor-ml/conveyor/internal/imagetest"
+	"github.com/conveyor-ml/conveyor/decode/decodetest"
 )
 
 // Every op of the package implements both optional interfaces.
@@ -123,7 +123,7 @@ func TestOpValidate(t *testing.T) {
 				}
 				// A valid op does not fail in Apply, whatever image size it gets.
 				for _, sz := range [][2]int{{1, 1}, {7, 3}, {40, 60}} {
-					if _, err := tt.op.Apply(seeded(0), imagetest.Noise(1, sz[0], sz[1])); err != nil {
+					if _, err := tt.op.Apply(seeded(0), decodetest.Noise(1, sz[0], sz[1])); err != nil {
 						t.Errorf("Apply on %dx%d: %v", sz[0], sz[1], err)
 					}
 				}
@@ -147,7 +147,7 @@ func TestApplyErrorsAreValidateErrors(t *testing.T) {
 		&ColorJitter{Hue: 0.9},
 	} {
 		want := op.(Validator).Validate()
-		if _, err := op.Apply(seeded(0), imagetest.Noise(1, 8, 8)); err == nil || err.Error() != want.Error() {
+		if _, err := op.Apply(seeded(0), decodetest.Noise(1, 8, 8)); err == nil || err.Error() != want.Error() {
 			t.Errorf("%v: Apply error %v, want %v", op, err, want)
 		}
 	}
@@ -188,7 +188,7 @@ func TestOutputSizeMatchesApply(t *testing.T) {
 		NewRandomGrayscale(1),
 	} {
 		for _, sz := range [][2]int{{40, 30}, {30, 40}, {16, 16}, {3, 100}} {
-			out, err := op.Apply(seeded(1), imagetest.Noise(2, sz[0], sz[1]))
+			out, err := op.Apply(seeded(1), decodetest.Noise(2, sz[0], sz[1]))
 			if err != nil {
 				t.Fatalf("%v: %v", op, err)
 			}

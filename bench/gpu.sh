@@ -4,7 +4,7 @@
 #
 #   bash bench/gpu.sh                # here: build stripped static binaries into .gpubin/
 #   bash bench/gpu.sh --dry-run DIR  # here: the very same steps against the stand-in driver
-#                                    # (internal/fakecuda), PyTorch on the CPU; exits 0 when all pass
+#                                    # (gpu/gputest), PyTorch on the CPU; exits 0 when all pass
 #   bash bench/gpu.sh --run DIR      # on the GPU machine (carry .gpubin): the check on cuda:0
 #
 # The steps, each under its own time limit, none stopping the others, within 8 minutes in
@@ -67,7 +67,7 @@ if [ "$mode" = --dry-run ]; then
   dry=1
   images=${GPU_CHECK_IMAGES:-400} batch=${GPU_CHECK_BATCH:-32}
   build >/dev/null || { echo "gpu.sh: build failed" >&2; exit 1; }
-  lib=$(go run ./internal/fakecuda/buildlib) || { echo "gpu.sh: cannot build the stand-in driver" >&2; exit 1; }
+  lib=$(go run ./gpu/gputest/buildlib) || { echo "gpu.sh: cannot build the stand-in driver" >&2; exit 1; }
   export CONVEYOR_LIBCUDA=$lib
   # Debian's python3-torch, where the default python3 has no torch.
   python3 -c 'import torch' 2>/dev/null || { [ -x /usr/bin/python3 ] && py=/usr/bin/python3; }

@@ -359,6 +359,19 @@ func TestOptions(t *testing.T) {
 	}
 }
 
+// Validate reports every invalid field at once, not only the first.
+func TestOptionsValidateReportsEveryProblem(t *testing.T) {
+	err := (&Options{Codec: "png", Quality: 101, MaxBytes: -1, ShardPrefix: "a/b"}).EnsureDefaults().Validate()
+	if err == nil {
+		t.Fatal("Validate accepted four invalid fields")
+	}
+	for _, want := range []string{`"png"`, "Quality 101", "MaxBytes -1", `ShardPrefix "a/b"`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate() = %q, want it to mention %q", err, want)
+		}
+	}
+}
+
 func TestParseCodec(t *testing.T) {
 	for _, c := range Codecs {
 		if got, err := ParseCodec(string(c)); err != nil || got != c {

@@ -90,7 +90,7 @@ func (p Part) Range(n int) (lo, hi int) {
 
 // name is how p's files are named: "part-i-of-N", i padded with zeros to N's width, so
 // that names sort in part order (part-02-of-16 before part-10-of-16), and shard by
-// shard readers (pipeline.Converted.ByShard) list the parts' shards in sample order.
+// shard readers (source.Converted.ByShard) list the parts' shards in sample order.
 func (p Part) name() string {
 	return fmt.Sprintf("part-%0*d-of-%d", len(strconv.Itoa(p.Count)), p.Index, p.Count)
 }

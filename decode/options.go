@@ -1,6 +1,7 @@
 package decode
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -161,7 +162,8 @@ type Options struct {
 }
 
 // EnsureDefaults fills in the defaults of unset fields and returns o; on a nil o it
-// returns a new Options with all defaults.
+// returns a new Options with all defaults. NewDecoder calls it on its copy of the options,
+// then Validate.
 func (o *Options) EnsureDefaults() *Options {
 	if o == nil {
 		o = &Options{}
@@ -175,17 +177,21 @@ func (o *Options) EnsureDefaults() *Options {
 	return o
 }
 
-// Validate reports whether o, with defaults filled in, is usable.
+// Validate reports every problem with o, joined (errors.Join), each naming its field;
+// nil means o is usable. Call EnsureDefaults first, so that unset fields are not
+// reported.
 func (o *Options) Validate() error {
+	var errs []error
 	if o.MaxPixels <= 0 || o.MaxPixels > maxPixelsBound {
-		return fmt.Errorf("decode: MaxPixels %d not in [1, %d]", o.MaxPixels, int64(maxPixelsBound))
+		errs = append(errs, fmt.Errorf("decode: MaxPixels %d not in [1, %d]", o.MaxPixels, int64(maxPixelsBound)))
 	}
 	switch o.Backend {
 	case BackendAuto, BackendGo, BackendTurbo:
 	default:
-		return fmt.Errorf("decode: unknown backend %q (want %q, %q or %q)", o.Backend, BackendAuto, BackendGo, BackendTurbo)
+		errs = append(errs, fmt.Errorf("decode: unknown backend %q (want %q, %q or %q)", o.Backend, BackendAuto, BackendGo, BackendTurbo))
 	}
-	return o.Resize.Validate()
+	errs = append(errs, o.Resize.Validate())
+	return errors.Join(errs...)
 }
 
 // String prints every option, for a training log:

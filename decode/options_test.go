@@ -175,3 +175,17 @@ func TestDecoderConfigAppliesLimit(t *testing.T) {
 		}
 	}
 }
+
+// Validate reports every invalid field at once, not only the first.
+func TestValidateReportsEveryProblem(t *testing.T) {
+	o := Options{MaxPixels: -1, Backend: "cuda", Resize: ResizePolicy{Mode: ResizeShorter}}
+	err := o.EnsureDefaults().Validate()
+	if err == nil {
+		t.Fatal("Validate accepted three invalid fields")
+	}
+	for _, want := range []string{"MaxPixels -1", `backend "cuda"`, "needs Size > 0"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate() = %q, want it to mention %q", err, want)
+		}
+	}
+}

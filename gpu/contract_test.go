@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/conveyor-ml/conveyor/internal/fakecuda"
+	"github.com/conveyor-ml/conveyor/gpu/gputest"
 	"github.com/conveyor-ml/conveyor/pack"
 	"github.com/conveyor-ml/conveyor/pinned"
 )
@@ -19,7 +19,7 @@ import (
 // backend is one device the contract suite runs on.
 type backend struct {
 	name string
-	open func(t *testing.T) (*Device, *fakecuda.Lib)
+	open func(t *testing.T) (*Device, *gputest.Driver)
 }
 
 // realCUDA is the device named by $CONVEYOR_TEST_DEVICE ("cuda:0"), for runs on a GPU.
@@ -27,14 +27,14 @@ func realCUDA() string { return os.Getenv("CONVEYOR_TEST_DEVICE") }
 
 func backends() []backend {
 	bs := []backend{
-		{"host", func(t *testing.T) (*Device, *fakecuda.Lib) { return openT(t, "cpu"), nil }},
-		{"fakecuda", func(t *testing.T) (*Device, *fakecuda.Lib) {
-			f := fakecuda.Use(t)
+		{"host", func(t *testing.T) (*Device, *gputest.Driver) { return openT(t, "cpu"), nil }},
+		{"fakecuda", func(t *testing.T) (*Device, *gputest.Driver) {
+			f := gputest.Use(t)
 			return openT(t, "cuda:0"), f
 		}},
 	}
 	if name := realCUDA(); name != "" {
-		bs = append(bs, backend{name, func(t *testing.T) (*Device, *fakecuda.Lib) { return openT(t, name), nil }})
+		bs = append(bs, backend{name, func(t *testing.T) (*Device, *gputest.Driver) { return openT(t, name), nil }})
 	}
 	return bs
 }
@@ -51,7 +51,7 @@ func openT(t *testing.T, name string) *Device {
 
 // eachBackend runs test on every backend, checking afterwards that the device gave back
 // all it took.
-func eachBackend(t *testing.T, test func(t *testing.T, d *Device, f *fakecuda.Lib)) {
+func eachBackend(t *testing.T, test func(t *testing.T, d *Device, f *gputest.Driver)) {
 	for _, b := range backends() {
 		t.Run(b.name, func(t *testing.T) {
 			d, f := b.open(t)
@@ -123,7 +123,7 @@ func roundPage(n int) int {
 
 func newRing(t *testing.T, d *Device, o RingOptions) *Ring {
 	t.Helper()
-	r, err := d.NewRing(o)
+	r, err := d.NewRing(&o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +147,7 @@ func fill(b []byte, k int) {
 // order, every batch is the one uploaded, with the consumer holding one slot at a time
 // and the ring running ahead.
 func TestContractOrdering(t *testing.T) {
-	eachBackend(t, func(t *testing.T, d *Device, f *fakecuda.Lib) {
+	eachBackend(t, func(t *testing.T, d *Device, f *gputest.Driver) {
 		const size, slots, batches = 1<<20 + 123, 3, 24
 		p := pool(t, d, slots+1, size)
 		r := newRing(t, d, RingOptions{Slots: slots, Bytes: size})
@@ -214,7 +214,7 @@ func TestContractOrdering(t *testing.T) {
 // that is not registered the stand-in copies synchronously, as the driver's pageable
 // copies are (a GPU may too, so only the stand-in's is checked).
 func TestContractReadiness(t *testing.T) {
-	eachBackend(t, func(t *testing.T, d *Device, f *fakecuda.Lib) {
+	eachBackend(t, func(t *testing.T, d *Device, f *gputest.Driver) {
 		const size = 256 << 10
 		p := pool(t, d, 1, size)
 		defer closePool(t, p)
@@ -290,7 +290,7 @@ func TestContractReadiness(t *testing.T) {
 
 // A ring hands out each slot once until it is released; it refuses misuse loudly.
 func TestContractRelease(t *testing.T) {
-	eachBackend(t, func(t *testing.T, d *Device, _ *fakecuda.Lib) {
+	eachBackend(t, func(t *testing.T, d *Device, _ *gputest.Driver) {
 		r := newRing(t, d, RingOptions{Slots: 2, Bytes: 4096})
 		defer closeRing(t, r)
 		a, ok1 := r.TryAcquire()
@@ -337,7 +337,7 @@ func mustPanic(t *testing.T, what string, f func()) {
 // Closing a ring with a slot held reports it and frees everything else; the held slot's
 // memory stays valid until its release, which frees it.
 func TestContractLeak(t *testing.T) {
-	eachBackend(t, func(t *testing.T, d *Device, f *fakecuda.Lib) {
+	eachBackend(t, func(t *testing.T, d *Device, f *gputest.Driver) {
 		const size = 64 << 10
 		r := newRing(t, d, RingOptions{Slots: 3, Bytes: size})
 		s, _ := r.TryAcquire()
@@ -380,7 +380,7 @@ func TestContractLeak(t *testing.T) {
 
 // A consumer blocked in Acquire leaves when its context is cancelled or the ring closes.
 func TestContractCancellation(t *testing.T) {
-	eachBackend(t, func(t *testing.T, d *Device, _ *fakecuda.Lib) {
+	eachBackend(t, func(t *testing.T, d *Device, _ *gputest.Driver) {
 		r := newRing(t, d, RingOptions{Slots: 1, Bytes: 4096})
 		s, _ := r.TryAcquire()
 		ctx, cancel := context.WithCancelCause(context.Background())
@@ -413,14 +413,14 @@ func TestContractCancellation(t *testing.T) {
 // The ring takes its memory once, reports it, never takes more, and refuses a size over
 // its limit before allocating anything.
 func TestContractBudget(t *testing.T) {
-	eachBackend(t, func(t *testing.T, d *Device, f *fakecuda.Lib) {
-		conv, err := NewConverter(pack.Options{Width: 32, Height: 24, Normalize: true})
+	eachBackend(t, func(t *testing.T, d *Device, f *gputest.Driver) {
+		conv, err := NewConverter(&pack.Options{Width: 32, Height: 24, Normalize: true})
 		if err != nil {
 			t.Fatal(err)
 		}
 		in := conv.InBytes(4)
 		o := RingOptions{Slots: 3, Bytes: in, Convert: conv, MaxBytes: 1000}
-		if _, err := d.NewRing(o); err == nil || !strings.Contains(err.Error(), "more than its limit of 1000") {
+		if _, err := d.NewRing(&o); err == nil || !strings.Contains(err.Error(), "more than its limit of 1000") {
 			t.Fatalf("ring over its limit: %v", err)
 		}
 		if d.Allocated() != 0 {
@@ -459,10 +459,10 @@ func TestContractBudget(t *testing.T) {
 			t.Errorf("driver allocation changed while running: %d -> %d", before, f.Allocated())
 		}
 		closeRing(t, r)
-		if _, err := NewConverter(pack.Options{Width: 4, Height: 4, DType: pack.Uint8}); err == nil {
+		if _, err := NewConverter(&pack.Options{Width: 4, Height: 4, DType: pack.Uint8}); err == nil {
 			t.Error("a uint8 converter was accepted")
 		}
-		if _, err := d.NewRing(RingOptions{Slots: 1, Bytes: in + 1, Convert: conv}); err == nil {
+		if _, err := d.NewRing(&RingOptions{Slots: 1, Bytes: in + 1, Convert: conv}); err == nil {
 			t.Error("a converting ring of partial samples was accepted")
 		}
 	})
@@ -470,7 +470,7 @@ func TestContractBudget(t *testing.T) {
 
 // Converting on the device gives exactly what pack.Packer gives on the host.
 func TestContractConversion(t *testing.T) {
-	eachBackend(t, func(t *testing.T, d *Device, _ *fakecuda.Lib) {
+	eachBackend(t, func(t *testing.T, d *Device, _ *gputest.Driver) {
 		rng := rand.New(rand.NewPCG(1, 2))
 		for _, dt := range []pack.DType{pack.Float32, pack.Float16, pack.BFloat16} {
 			for _, layout := range []pack.Layout{pack.NCHW, pack.NHWC} {
@@ -483,7 +483,7 @@ func TestContractConversion(t *testing.T) {
 					if norm && dt == pack.Float16 {
 						o.Mean, o.Std = [3]float32{0.5, 0.25, 0.125}, [3]float32{0.01, 0.3, 3} // large values, subnormal steps
 					}
-					conv, err := NewConverter(o)
+					conv, err := NewConverter(&o)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -533,6 +533,6 @@ func firstDiff(a, b []byte) int {
 	return -1
 }
 
-func packOptions() pack.Options {
-	return pack.Options{Width: 8, Height: 6, Normalize: true}
+func packOptions() *pack.Options {
+	return &pack.Options{Width: 8, Height: 6, Normalize: true}
 }

@@ -18,13 +18,14 @@ type Converter struct {
 	o      pack.Options
 }
 
-// NewConverter checks o, which must have a float DType.
-func NewConverter(o pack.Options) (*Converter, error) {
-	p, err := pack.NewPacker(&o)
+// NewConverter checks a copy of o, which must have a float DType, as pack.NewPacker
+// does (a nil o means pack's defaults, which need a Width and Height).
+func NewConverter(o *pack.Options) (*Converter, error) {
+	p, err := pack.NewPacker(o)
 	if err != nil {
 		return nil, fmt.Errorf("gpu: converter: %w", err)
 	}
-	if o.DType == pack.Uint8 {
+	if p.Options().DType == pack.Uint8 {
 		return nil, fmt.Errorf("gpu: converter: output dtype uint8 needs no conversion")
 	}
 	return &Converter{packer: p, o: p.Options()}, nil

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/conveyor-ml/conveyor/internal/units"
 )
 
 // DevicePtr is an address in device memory (CUdeviceptr). On the host backend it is an
@@ -126,17 +128,24 @@ func OpenContext(ordinal int, ctx uintptr) (*Device, error) {
 	return newDevice(drv, CUDA, "cuda:"+strconv.Itoa(ordinal)), nil
 }
 
-// HostOptions configures a host Device made by NewHost.
+// HostOptions configures a host Device made by NewHost. Every field's zero value is
+// valid and is its default, so it needs no EnsureDefaults or Validate.
 type HostOptions struct {
 	// Fault, when set, is consulted before every driver operation with its name (the
 	// CUDA driver function it stands for, such as "cuMemcpyHtoDAsync_v2"); a non-zero
-	// Result fails that operation as the driver would. For testing error paths.
+	// Result fails that operation as the driver would. For testing error paths. Default
+	// nil: no operation fails on purpose.
 	Fault func(op string) Result
 }
 
-// NewHost returns a host Device with options, for tests of error handling.
-func NewHost(o HostOptions) *Device {
-	return newDevice(newHostDriver(&o), Host, "cpu")
+// NewHost returns a host Device with a copy of o, for tests of error handling. A nil o
+// means the defaults: the device Open("cpu") returns.
+func NewHost(o *HostOptions) *Device {
+	var opts HostOptions
+	if o != nil {
+		opts = *o
+	}
+	return newDevice(newHostDriver(&opts), Host, "cpu")
 }
 
 func newDevice(drv driver, kind Kind, name string) *Device {
@@ -210,7 +219,7 @@ func (d *Device) alloc(n int64, what string) (DevicePtr, error) {
 			e.Detail = what
 			if e.Result == OutOfMemory {
 				if free, total, ierr := d.drv.memInfo(); ierr == nil {
-					e.Detail += fmt.Sprintf("; %s free of %s", fmtBytes(free), fmtBytes(total))
+					e.Detail += fmt.Sprintf("; %s free of %s", units.Bytes(free), units.Bytes(total))
 				}
 			}
 		}

@@ -2,7 +2,6 @@ package gpu
 
 import (
 	"errors"
-	"fmt"
 	"strconv"
 )
 
@@ -65,20 +64,6 @@ func (e *Error) Is(target error) bool {
 
 // Error makes a Result usable as an errors.Is target.
 func (r Result) Error() string { return r.Name() }
-
-// fmtBytes formats n in IEC units with one decimal: "588 KiB", "1.5 GiB".
-func fmtBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return strconv.FormatInt(n, 10) + " B"
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit && exp < 5; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
-}
 
 // resultNames are the CUresult codes of the CUDA driver API (cuda.h, CUDA 10 to 13).
 var resultNames = map[Result]string{

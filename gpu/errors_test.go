@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/conveyor-ml/conveyor/internal/fakecuda"
+	"github.com/conveyor-ml/conveyor/gpu/gputest"
 )
 
 func TestResultNames(t *testing.T) {
@@ -50,7 +50,7 @@ func TestNoDriver(t *testing.T) {
 }
 
 func TestNoSuchGPU(t *testing.T) {
-	fakecuda.Use(t)
+	gputest.Use(t)
 	_, err := Open("cuda:3", nil)
 	if err == nil || !strings.Contains(err.Error(), "no such GPU: the driver") || !strings.Contains(err.Error(), "sees 1") {
 		t.Fatalf("cuda:3 on a one-GPU driver: %v", err)
@@ -60,15 +60,15 @@ func TestNoSuchGPU(t *testing.T) {
 // An allocation the device cannot satisfy fails NewRing with the bytes asked for and
 // the memory free, and leaves nothing allocated.
 func TestOutOfMemory(t *testing.T) {
-	f := fakecuda.Use(t)
+	f := gputest.Use(t)
 	d := openT(t, "cuda:0")
 	defer d.Close()
-	_, err := d.NewRing(RingOptions{Slots: 2, Bytes: 600 << 20})
+	_, err := d.NewRing(&RingOptions{Slots: 2, Bytes: 600 << 20})
 	var e *Error
 	if !errors.As(err, &e) || e.Result != OutOfMemory || e.Op != "cuMemAlloc_v2" {
 		t.Fatalf("two 600 MiB slots on a 1 GiB device: %v", err)
 	}
-	for _, s := range []string{"ring slot 2 of 2", "600.0 MiB each", "1.2 GiB for the ring", "free of 1.0 GiB", "CUDA_ERROR_OUT_OF_MEMORY"} {
+	for _, s := range []string{"ring slot 2 of 2", "600 MiB each", "1.2 GiB for the ring", "free of 1 GiB", "CUDA_ERROR_OUT_OF_MEMORY"} {
 		if !strings.Contains(err.Error(), s) {
 			t.Errorf("error %q lacks %q", err, s)
 		}
@@ -81,7 +81,7 @@ func TestOutOfMemory(t *testing.T) {
 // A copy that fails on the device surfaces at the slot's next Ready or Wait, names the
 // driver call and code, sticks for later uploads, and Close still frees everything.
 func TestAsyncFailure(t *testing.T) {
-	f := fakecuda.Use(t)
+	f := gputest.Use(t)
 	d := openT(t, "cuda:0")
 	r := newRing(t, d, RingOptions{Slots: 2, Bytes: 1024})
 	a, _ := r.TryAcquire()
@@ -127,7 +127,7 @@ func TestAsyncFailure(t *testing.T) {
 
 // A host device with a fault hook fails the operation it names, with the driver's code.
 func TestHostFault(t *testing.T) {
-	d := NewHost(HostOptions{Fault: func(op string) Result {
+	d := NewHost(&HostOptions{Fault: func(op string) Result {
 		if op == "cuLaunchKernel" {
 			return 719
 		}
@@ -145,5 +145,42 @@ func TestHostFault(t *testing.T) {
 	}
 	if err := s.Wait(); !errors.Is(err, Result(719)) {
 		t.Errorf("Wait after a failed upload: %v", err)
+	}
+}
+
+// NewRing reports every invalid field of its options at once, before allocating anything;
+// nil options are the zero RingOptions, which lack the required Slots and Bytes.
+func TestRingOptionsValidate(t *testing.T) {
+	d := NewHost(nil)
+	defer d.Close()
+	conv, err := NewConverter(packOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		o    *RingOptions
+		want []string
+	}{
+		{"nil", nil, []string{"Slots 0 must be ≥ 1", "Bytes 0 must be ≥ 1"}},
+		{"negative", &RingOptions{Slots: -1, Bytes: -2}, []string{"Slots -1 must be ≥ 1", "Bytes -2 must be ≥ 1"}},
+		{"partial sample", &RingOptions{Slots: 0, Bytes: conv.InBytes(1) + 1, Convert: conv}, []string{"Slots 0 must be ≥ 1", "not a whole number of 8x6 uint8 samples"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			verr := c.o.EnsureDefaults().Validate()
+			r, err := d.NewRing(c.o)
+			if err == nil {
+				r.Close()
+				t.Fatal("NewRing accepted invalid options")
+			}
+			for _, want := range c.want {
+				if !strings.Contains(err.Error(), want) || verr == nil || !strings.Contains(verr.Error(), want) {
+					t.Errorf("NewRing: %v; Validate: %v; want both to mention %q", err, verr, want)
+				}
+			}
+		})
+	}
+	if d.Allocated() != 0 {
+		t.Errorf("refused rings left %d bytes allocated", d.Allocated())
 	}
 }

@@ -28,7 +28,7 @@ func TestGPUReport(t *testing.T) {
 	defer d.Close()
 	drv := d.drv.(*cudaDriver)
 	const batch = 64
-	conv, err := NewConverter(pack.Options{Width: 224, Height: 224, Normalize: true})
+	conv, err := NewConverter(&pack.Options{Width: 224, Height: 224, Normalize: true})
 	if err != nil {
 		t.Fatal(err)
 	}

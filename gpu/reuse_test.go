@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conveyor-ml/conveyor/gpu/gputest"
 	"github.com/conveyor-ml/conveyor/gpu/kernels"
-	"github.com/conveyor-ml/conveyor/internal/fakecuda"
 	"github.com/conveyor-ml/conveyor/pack"
 )
 
@@ -20,7 +20,7 @@ import (
 // ReleaseOn after a host Wait. The stand-in counts a write into bytes a read still has
 // pending as a race.
 func TestSlotReuseWaitsForConsumer(t *testing.T) {
-	f := fakecuda.Use(t)
+	f := gputest.Use(t)
 	d := openT(t, "cuda:0")
 	defer d.Close()
 	const size = 1 << 20
@@ -74,7 +74,7 @@ func TestSlotReuseWaitsForConsumer(t *testing.T) {
 // context's) refuses its next upload with an error naming the slot, rather than write under
 // a running step.
 func TestSlotReuseUnorderable(t *testing.T) {
-	f := fakecuda.Use(t)
+	f := gputest.Use(t)
 	d := openT(t, "cuda:0")
 	defer d.Close()
 	r := newRing(t, d, RingOptions{Slots: 1, Bytes: 4096})
@@ -101,7 +101,7 @@ func must(t *testing.T, err error) {
 
 // Polling a copy that is still running costs no allocation.
 func TestNotReadyPollAllocates(t *testing.T) {
-	f := fakecuda.Use(t)
+	f := gputest.Use(t)
 	d := openT(t, "cuda:0")
 	defer d.Close()
 	const size = 4096
@@ -132,7 +132,7 @@ func TestNotReadyPollAllocates(t *testing.T) {
 // Every return code of the calls Open makes is checked: a failure names the call and
 // gives the context back; a failed context pop is reported too.
 func TestDriverReturnCodesChecked(t *testing.T) {
-	f := fakecuda.Use(t)
+	f := gputest.Use(t)
 	for _, op := range []string{"cuDeviceGetName", "cuDeviceTotalMem_v2", "cuDriverGetVersion"} {
 		f.Fail(op, 1)
 		_, err := Open("cuda:0", nil)
@@ -155,7 +155,7 @@ func TestDriverReturnCodesChecked(t *testing.T) {
 // The driver is searched for in the usual places, in order, the first that loads and
 // initialises winning; when none does, the error names every place and why.
 func TestDriverDiscovery(t *testing.T) {
-	f := fakecuda.Use(t)
+	f := gputest.Use(t)
 	t.Setenv(libcudaEnv, "")
 	defer func(old func() []string) { driverPlaces = old; clearDriverCache() }(driverPlaces)
 	clearDriverCache()
@@ -191,7 +191,7 @@ func clearDriverCache() {
 // Kernels are compiled with the JIT's logs: a PTX the driver refuses is reported with
 // the JIT's error log, which says what it refused. Runs on the stand-in and on a GPU.
 func TestJITLog(t *testing.T) {
-	eachBackend(t, func(t *testing.T, d *Device, _ *fakecuda.Lib) {
+	eachBackend(t, func(t *testing.T, d *Device, _ *gputest.Driver) {
 		c, ok := d.drv.(*cudaDriver)
 		if !ok {
 			t.Skip("the host backend compiles nothing")
@@ -214,7 +214,7 @@ func TestJITLog(t *testing.T) {
 // A context the caller made (OpenContext) is where the ring's memory goes; the primary
 // context is not touched.
 func TestOpenContextUsesThatContext(t *testing.T) {
-	f := fakecuda.Use(t)
+	f := gputest.Use(t)
 	ctx := f.NewContext()
 	d, err := OpenContext(0, ctx)
 	must(t, err)
@@ -253,12 +253,12 @@ func TestOpenContextUsesThatContext(t *testing.T) {
 // WaitOn, the slot is released and the next batch uploaded into it at once; the last
 // kernel's output must be the first batch's conversion, never the second's.
 func TestSlotReuseKernelOrder(t *testing.T) {
-	eachBackend(t, func(t *testing.T, d *Device, _ *fakecuda.Lib) {
+	eachBackend(t, func(t *testing.T, d *Device, _ *gputest.Driver) {
 		c, ok := d.drv.(*cudaDriver)
 		if !ok {
 			t.Skip("the host backend runs nothing asynchronously")
 		}
-		conv, err := NewConverter(pack.Options{Width: 224, Height: 224, Normalize: true})
+		conv, err := NewConverter(&pack.Options{Width: 224, Height: 224, Normalize: true})
 		must(t, err)
 		const samples = 64
 		in := conv.InBytes(samples)
@@ -324,7 +324,7 @@ func TestRingCloseRacesAcquire(t *testing.T) {
 // A ring closed (or a slot released after Close) while a step still reads a slot frees its
 // memory only after the step.
 func TestCloseWaitsForConsumer(t *testing.T) {
-	f := fakecuda.Use(t)
+	f := gputest.Use(t)
 	d := openT(t, "cuda:0")
 	defer d.Close()
 	step := f.Stream()

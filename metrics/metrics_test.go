@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conveyor-ml/conveyor/source"
+
 	"github.com/conveyor-ml/conveyor/cache"
 	"github.com/conveyor-ml/conveyor/gpu"
 	"github.com/conveyor-ml/conveyor/internal/leakcheck"
@@ -251,7 +253,7 @@ func TestPublishTwice(t *testing.T) {
 // newLoader builds a loader over dir the way a training job would.
 func newLoader(t *testing.T, dir string, cfg *pipeline.Config) *pipeline.Loader {
 	t.Helper()
-	src, err := pipeline.Dir(dir)
+	src, err := source.Dir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,10 +1,10 @@
 package mixup
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"strings"
 	"unsafe"
 
 	"github.com/conveyor-ml/conveyor/internal/half"
@@ -33,38 +33,43 @@ type Options struct {
 	Smoothing float64
 }
 
-// EnsureDefaults fills zero fields with their defaults.
-func (o *Options) EnsureDefaults() {
+// EnsureDefaults fills zero fields of o with their defaults and returns o; a nil o is
+// replaced by a new Options.
+func (o *Options) EnsureDefaults() *Options {
+	if o == nil {
+		o = &Options{}
+	}
 	if o.SwitchProb == 0 {
 		o.SwitchProb = 0.5
 	}
 	if o.Prob == 0 {
 		o.Prob = 1
 	}
+	return o
 }
 
-// Validate reports invalid fields, naming them.
+// Validate reports every invalid field of o, joined (errors.Join), each naming its
+// field; nil means o is usable. Call EnsureDefaults first, so that unset fields are not
+// reported.
 func (o *Options) Validate() error {
-	var bad []string
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("mixup: "+format, args...)) }
 	if !(o.MixUp >= 0) || math.IsInf(o.MixUp, 0) {
-		bad = append(bad, fmt.Sprintf("MixUp α %g must be ≥ 0 and finite", o.MixUp))
+		bad("MixUp α %g must be ≥ 0 and finite", o.MixUp)
 	}
 	if !(o.CutMix >= 0) || math.IsInf(o.CutMix, 0) {
-		bad = append(bad, fmt.Sprintf("CutMix α %g must be ≥ 0 and finite", o.CutMix))
+		bad("CutMix α %g must be ≥ 0 and finite", o.CutMix)
 	}
 	if !(o.SwitchProb >= 0 && o.SwitchProb <= 1) {
-		bad = append(bad, fmt.Sprintf("SwitchProb %g not in [0, 1]", o.SwitchProb))
+		bad("SwitchProb %g not in [0, 1]", o.SwitchProb)
 	}
 	if !(o.Prob >= 0 && o.Prob <= 1) {
-		bad = append(bad, fmt.Sprintf("Prob %g not in [0, 1]", o.Prob))
+		bad("Prob %g not in [0, 1]", o.Prob)
 	}
 	if !(o.Smoothing >= 0 && o.Smoothing < 1) {
-		bad = append(bad, fmt.Sprintf("Smoothing %g not in [0, 1)", o.Smoothing))
+		bad("Smoothing %g not in [0, 1)", o.Smoothing)
 	}
-	if len(bad) > 0 {
-		return fmt.Errorf("mixup: %s", strings.Join(bad, "; "))
-	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // Mixing reports whether batches are mixed: MixUp or CutMix is on.

@@ -489,6 +489,19 @@ func TestValidate(t *testing.T) {
 	}
 }
 
+// Validate reports every invalid field at once, not only the first.
+func TestValidateReportsEveryProblem(t *testing.T) {
+	err := (&Options{MixUp: -1, Prob: 2, Smoothing: 1}).EnsureDefaults().Validate()
+	if err == nil {
+		t.Fatal("Validate accepted three invalid fields")
+	}
+	for _, want := range []string{"mixup: MixUp α -1", "mixup: Prob 2", "mixup: Smoothing 1"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate() = %q, want it to mention %q", err, want)
+		}
+	}
+}
+
 func TestShortBuffers(t *testing.T) {
 	if err := Pixels(make([]byte, 10), 2, pack.NCHW, pack.Uint8, 2, 2, Params{Lambda: 0.5}); err == nil {
 		t.Error("Pixels accepted 10 bytes for two 2x2 samples")

@@ -3,7 +3,7 @@ package pack
 import (
 	"testing"
 
-	"github.com/conveyor-ml/conveyor/internal/imagetest"
+	"github.com/conveyor-ml/conveyor/decode/decodetest"
 )
 
 func benchPack(b *testing.B, layout Layout, d DType, normalize bool) {
@@ -11,9 +11,9 @@ func benchPack(b *testing.B, layout Layout, d DType, normalize bool) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	img := imagetest.Noise(1, 224, 224)
+	img := decodetest.Noise(1, 224, 224)
 	dst := alignedBytes(pk.SampleBytes(), 0)
-	imagetest.BenchSamples(b, pk.SampleBytes(), func(int) {
+	decodetest.BenchSamples(b, pk.SampleBytes(), func(int) {
 		if err := pk.Pack(dst, img); err != nil {
 			b.Fatal(err)
 		}

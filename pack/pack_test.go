@@ -12,8 +12,8 @@ import (
 	"unsafe"
 
 	"github.com/conveyor-ml/conveyor/decode"
+	"github.com/conveyor-ml/conveyor/decode/decodetest"
 	"github.com/conveyor-ml/conveyor/internal/half"
-	"github.com/conveyor-ml/conveyor/internal/imagetest"
 )
 
 // roundTable rounds float32 values to a 16-bit format by search: values[k] is the value of
@@ -167,7 +167,7 @@ func element(b []byte, d DType, i int) float64 {
 var float16Table = sync.OnceValue(newFloat16Table)
 
 func TestPackLayouts(t *testing.T) {
-	src := imagetest.WithStride(imagetest.Noise(2, 5, 3), 7)
+	src := decodetest.WithStride(decodetest.Noise(2, 5, 3), 7)
 	for _, d := range []DType{Uint8, Float32, Float16, BFloat16} {
 		for _, norm := range []bool{false, true} {
 			if d == Uint8 && norm {
@@ -288,8 +288,8 @@ func TestPackErrors(t *testing.T) {
 		img  *decode.Image
 		want []string
 	}{
-		{"image size", dst, imagetest.Noise(1, 100, 50), []string{"100x50", "224x224"}},
-		{"destination size", dst[:100], imagetest.Noise(1, 224, 224), []string{"100", fmt.Sprint(p.SampleBytes())}},
+		{"image size", dst, decodetest.Noise(1, 100, 50), []string{"100x50", "224x224"}},
+		{"destination size", dst[:100], decodetest.Noise(1, 224, 224), []string{"100", fmt.Sprint(p.SampleBytes())}},
 		{"malformed image", dst, &decode.Image{Pix: make([]uint8, 10), Width: 224, Height: 224, Stride: 672}, []string{"malformed"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -424,8 +424,8 @@ func TestPackKernelsMatchTable(t *testing.T) {
 		stats = append(stats, o)
 	}
 	images := []*decode.Image{
-		imagetest.Noise(1, 224, 224), imagetest.Noise(2, 9, 5), imagetest.Noise(3, 1, 1),
-		imagetest.WithStride(imagetest.Noise(4, 13, 7), 5), imagetest.WithStride(imagetest.Noise(5, 16, 3), 1),
+		decodetest.Noise(1, 224, 224), decodetest.Noise(2, 9, 5), decodetest.Noise(3, 1, 1),
+		decodetest.WithStride(decodetest.Noise(4, 13, 7), 5), decodetest.WithStride(decodetest.Noise(5, 16, 3), 1),
 	}
 	rejected := 0
 	for i, o := range stats {
@@ -472,8 +472,8 @@ func TestPackKernelsMatchTable(t *testing.T) {
 // group: the bytes of packing a mirrored copy.
 func TestPackMirrored(t *testing.T) {
 	images := []*decode.Image{
-		imagetest.Noise(1, 224, 9), imagetest.Noise(2, 9, 5), imagetest.Noise(3, 1, 1), imagetest.Noise(6, 8, 2),
-		imagetest.WithStride(imagetest.Noise(4, 21, 7), 5), imagetest.WithStride(imagetest.Noise(5, 16, 3), 1),
+		decodetest.Noise(1, 224, 9), decodetest.Noise(2, 9, 5), decodetest.Noise(3, 1, 1), decodetest.Noise(6, 8, 2),
+		decodetest.WithStride(decodetest.Noise(4, 21, 7), 5), decodetest.WithStride(decodetest.Noise(5, 16, 3), 1),
 	}
 	mirrored := func(m *decode.Image) *decode.Image {
 		c := &decode.Image{Width: m.Width, Height: m.Height, Stride: m.Stride, Pix: append([]byte(nil), m.Pix...)}
@@ -517,7 +517,7 @@ func TestPackMirrored(t *testing.T) {
 		}
 	}
 	p, _ := NewPacker(&Options{Width: 4, Height: 4})
-	if err := p.PackMirrored(make([]byte, p.SampleBytes()), imagetest.Noise(1, 5, 4)); err == nil {
+	if err := p.PackMirrored(make([]byte, p.SampleBytes()), decodetest.Noise(1, 5, 4)); err == nil {
 		t.Error("PackMirrored took an image of another size")
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"syscall"
+
+	"github.com/conveyor-ml/conveyor/internal/units"
 )
 
 // lockFunc and unlockFunc are swapped by tests to simulate a kernel that refuses mlock.
@@ -21,7 +23,7 @@ func mapSlab(size int) ([]byte, error) {
 	b, err := syscall.Mmap(-1, 0, size, syscall.PROT_READ|syscall.PROT_WRITE,
 		syscall.MAP_PRIVATE|syscall.MAP_ANONYMOUS|syscall.MAP_POPULATE)
 	if err != nil {
-		return nil, fmt.Errorf("pinned: mmap %s slab: %w", fmtBytes(int64(size)), err)
+		return nil, fmt.Errorf("pinned: mmap %s slab: %w", units.Bytes(int64(size)), err)
 	}
 	return b, nil
 }
@@ -29,7 +31,7 @@ func mapSlab(size int) ([]byte, error) {
 // unmapSlab returns a slab from mapSlab to the kernel; munmap also drops any mlock.
 func unmapSlab(b []byte) error {
 	if err := syscall.Munmap(b); err != nil {
-		return fmt.Errorf("pinned: munmap %s slab: %w", fmtBytes(int64(len(b))), err)
+		return fmt.Errorf("pinned: munmap %s slab: %w", units.Bytes(int64(len(b))), err)
 	}
 	return nil
 }
@@ -47,7 +49,7 @@ func lockSlabs(slabs []*slab) error {
 				total += int64(len(slabs[j].mem))
 			}
 			msg := fmt.Sprintf("pinned: mlock slab %d of %d (%s; %s in all): %v",
-				i+1, len(slabs), fmtBytes(int64(len(slabs[i].mem))), fmtBytes(total), err)
+				i+1, len(slabs), units.Bytes(int64(len(slabs[i].mem))), units.Bytes(total), err)
 			if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.ENOMEM) {
 				msg += "; RLIMIT_MEMLOCK is " + memlockLimit() + " (raise it with ulimit -l or grant CAP_IPC_LOCK)"
 			}
@@ -66,5 +68,5 @@ func memlockLimit() string {
 	if rl.Cur == ^uint64(0) {
 		return "unlimited"
 	}
-	return fmtBytes(int64(rl.Cur))
+	return units.Bytes(int64(rl.Cur))
 }

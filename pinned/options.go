@@ -1,11 +1,14 @@
 package pinned
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/conveyor-ml/conveyor/internal/units"
 )
 
 // pageSize is the unit of every mapping and of every buffer's start address.
@@ -58,7 +61,7 @@ type Options struct {
 }
 
 // EnsureDefaults fills unset fields of o with their defaults and returns o; a nil o is
-// replaced by a new Options.
+// replaced by a new Options. New calls it on its copy of the options, then Validate.
 func (o *Options) EnsureDefaults() *Options {
 	if o == nil {
 		o = &Options{}
@@ -73,30 +76,32 @@ func (o *Options) EnsureDefaults() *Options {
 	return o
 }
 
-// Validate reports whether o, as given, describes a usable pool; call EnsureDefaults
-// first so that unset fields take their defaults.
+// Validate reports every reason o, as given, does not describe a usable pool, joined
+// (errors.Join), each naming its field; nil means it does. Call EnsureDefaults first so
+// that unset fields take their defaults.
 func (o *Options) Validate() error {
 	if o == nil {
 		return fmt.Errorf("pinned: nil Options")
 	}
-	if o.BufferSize <= 0 {
-		return fmt.Errorf("pinned: Options.BufferSize is %d; it must be > 0", o.BufferSize)
-	}
-	if o.BufferSize > maxBufferSize() {
-		return fmt.Errorf("pinned: Options.BufferSize %d is too large", o.BufferSize)
-	}
-	stride := int64(roundToPage(o.BufferSize))
-	if o.Budget < stride {
-		return fmt.Errorf("pinned: Options.Budget %d is less than one buffer (%d bytes: BufferSize %d rounded up to the %d-byte page)",
-			o.Budget, stride, o.BufferSize, pageSize)
+	var errs []error
+	switch {
+	case o.BufferSize <= 0:
+		errs = append(errs, fmt.Errorf("pinned: Options.BufferSize is %d; it must be > 0", o.BufferSize))
+	case o.BufferSize > maxBufferSize():
+		errs = append(errs, fmt.Errorf("pinned: Options.BufferSize %d is too large", o.BufferSize))
+	default: // Budget is measured in page-rounded buffers
+		stride := int64(roundToPage(o.BufferSize))
+		if o.Budget < stride {
+			errs = append(errs, fmt.Errorf("pinned: Options.Budget %d is less than one buffer (%d bytes: BufferSize %d rounded up to the %d-byte page)",
+				o.Budget, stride, o.BufferSize, pageSize))
+		} else if n := o.Budget / stride; n > math.MaxInt32 {
+			errs = append(errs, fmt.Errorf("pinned: Options.Budget %d holds %d buffers; at most %d are allowed", o.Budget, n, math.MaxInt32))
+		}
 	}
 	if o.Initial < 0 {
-		return fmt.Errorf("pinned: Options.Initial %d is negative", o.Initial)
+		errs = append(errs, fmt.Errorf("pinned: Options.Initial %d is negative", o.Initial))
 	}
-	if n := o.Budget / stride; n > math.MaxInt32 {
-		return fmt.Errorf("pinned: Options.Budget %d holds %d buffers; at most %d are allowed", o.Budget, n, math.MaxInt32)
-	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // String prints the effective configuration (defaults applied) for a training log.
@@ -112,7 +117,7 @@ func (o *Options) String() string {
 	if c.BufferSize > 0 && c.BufferSize <= maxBufferSize() {
 		stride := roundToPage(c.BufferSize)
 		fmt.Fprintf(&sb, " (%s, %d page-rounded), Budget: %d (%s, %d buffers)",
-			fmtBytes(int64(c.BufferSize)), stride, c.Budget, fmtBytes(c.Budget), c.Budget/int64(stride))
+			units.Bytes(int64(c.BufferSize)), stride, c.Budget, units.Bytes(c.Budget), c.Budget/int64(stride))
 	} else {
 		fmt.Fprintf(&sb, ", Budget: %d", c.Budget)
 	}
@@ -138,18 +143,3 @@ func setOrNil(set bool) string {
 func maxBufferSize() int { return math.MaxInt - pageSize + 1 }
 
 func roundToPage(n int) int { return (n + pageSize - 1) &^ (pageSize - 1) }
-
-// fmtBytes formats n in IEC units with one decimal: "588 KiB", "1.5 GiB".
-func fmtBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return strconv.FormatInt(n, 10) + " B"
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit && exp < 5; m /= unit {
-		div *= unit
-		exp++
-	}
-	s := strconv.FormatFloat(float64(n)/float64(div), 'f', 1, 64)
-	return strings.TrimSuffix(s, ".0") + " " + "KMGTPE"[exp:exp+1] + "iB"
-}

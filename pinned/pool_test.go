@@ -284,6 +284,19 @@ func TestOptionsValidate(t *testing.T) {
 	}
 }
 
+// Validate reports every invalid field at once, not only the first.
+func TestOptionsValidateReportsEveryProblem(t *testing.T) {
+	err := (&Options{BufferSize: pageSize + 1, Budget: 1, Initial: -1}).EnsureDefaults().Validate()
+	if err == nil {
+		t.Fatal("Validate accepted two invalid fields")
+	}
+	for _, want := range []string{"Budget 1 is less than one buffer", "Initial -1 is negative"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate() = %q, want it to mention %q", err, want)
+		}
+	}
+}
+
 func TestOptionsDefaultsAndString(t *testing.T) {
 	o := (&Options{BufferSize: 1 << 20}).EnsureDefaults()
 	if o.Budget != 4<<20 || o.Lock == nil || !*o.Lock {
@@ -646,17 +659,6 @@ func TestPoison(t *testing.T) {
 			if c != poisonByte {
 				t.Fatalf("len %d: byte %d = %#x", n, i, c)
 			}
-		}
-	}
-}
-
-func TestFmtBytes(t *testing.T) {
-	for n, want := range map[int64]string{
-		0: "0 B", 1023: "1023 B", 1024: "1 KiB", 1536: "1.5 KiB", 150528: "147 KiB",
-		64 << 20: "64 MiB", 3 << 30: "3 GiB", 1 << 62: "4 EiB",
-	} {
-		if got := fmtBytes(n); got != want {
-			t.Errorf("fmtBytes(%d) = %q, want %q", n, got, want)
 		}
 	}
 }

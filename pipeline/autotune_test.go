@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/conveyor-ml/conveyor/internal/treetest"
 )
 
 func TestTunerDecide(t *testing.T) {
@@ -189,7 +191,7 @@ func (s slowFiles) Open(i int) (fs.File, error) {
 // nothing: counts that change mid-epoch, workers and readers parked and woken, do not
 // change what is delivered.
 func TestAutotuneSlowReads(t *testing.T) {
-	dir, err := Dir(sharedTree(t))
+	dir, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +239,7 @@ func TestAutotuneSlowReads(t *testing.T) {
 // TestTunerParksAndWakes moves the counts while an epoch runs, down to one worker and one
 // reader and back up, and checks the epoch completes with the same batches.
 func TestTunerParksAndWakes(t *testing.T) {
-	dir, err := Dir(sharedTree(t))
+	dir, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,7 +280,7 @@ func TestTunerParksAndWakes(t *testing.T) {
 // hold too few samples to cover the latency however many reads are allowed; the tuner
 // maps more batch buffers.
 func TestAutotuneDeepensPrefetch(t *testing.T) {
-	dir, err := Dir(sharedTree(t))
+	dir, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}

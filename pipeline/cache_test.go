@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/conveyor-ml/conveyor/cache"
 	"github.com/conveyor-ml/conveyor/decode"
+	"github.com/conveyor-ml/conveyor/internal/treetest"
 )
 
 func openCache(t *testing.T, dir string, codec cache.Codec) *cache.Cache {
@@ -29,7 +31,7 @@ func openCache(t *testing.T, dir string, codec cache.Codec) *cache.Cache {
 // batches are byte-identical to a loader without it that decodes in full: while it fills
 // and once it serves.
 func TestCacheGivesSameBatches(t *testing.T) {
-	src, err := Dir(sharedTree(t))
+	src, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +48,7 @@ func TestCacheGivesSameBatches(t *testing.T) {
 			for e := range 3 {
 				want := collect(t, plain, ctx, e, 0)
 				got := collect(t, ld, ctx, e, 0)
-				if !bytes.Equal(got.data, want.data) || !slicesEqual(got.labels, want.labels) || !slicesEqual(got.indices, want.indices) {
+				if !bytes.Equal(got.data, want.data) || !slices.Equal(got.labels, want.labels) || !slices.Equal(got.indices, want.indices) {
 					t.Fatalf("epoch %d: batches differ with the %s cache", e, codec)
 				}
 			}
@@ -62,22 +64,10 @@ func TestCacheGivesSameBatches(t *testing.T) {
 	}
 }
 
-func slicesEqual[T comparable](a, b []T) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 // A cache written by one loader serves another that opens the same directory, and a
 // loader with a different decode spec never sees those records.
 func TestCacheSharedAcrossLoadersAndSpecs(t *testing.T) {
-	src, err := Dir(sharedTree(t))
+	src, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +102,7 @@ func TestCacheSharedAcrossLoadersAndSpecs(t *testing.T) {
 // reading the same order at the same time, store each sample once between them: a Put
 // first catches up with what the other stored. Each stored every sample.
 func TestCacheSharedAtOnce(t *testing.T) {
-	src, err := Dir(sharedTree(t))
+	src, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +149,7 @@ func TestCacheSharedAtOnce(t *testing.T) {
 
 // A file changed after it was cached is decoded again, never served stale.
 func TestCacheChangedFileIsNotStale(t *testing.T) {
-	dir := newTree(t, 2, 4)
+	dir := treetest.New(t, 2, 4)
 	src, err := Dir(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -209,7 +199,7 @@ func TestCacheChangedFileIsNotStale(t *testing.T) {
 // A damaged record is detected, counted, decoded from its source instead (same batch
 // bytes) and stored again.
 func TestCacheDamagedRecordFallsBackToSource(t *testing.T) {
-	src, err := Dir(sharedTree(t))
+	src, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,7 +287,7 @@ func flipBit(t *testing.T, shard string, r cache.Ref) {
 // window are stored on first sight (give or take the batch during which the first wait
 // is still being counted), and the next epochs store the rest.
 func TestCacheFillUsesIdleTime(t *testing.T) {
-	src, err := Dir(sharedTree(t))
+	src, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -325,71 +315,5 @@ func TestCacheFillUsesIdleTime(t *testing.T) {
 	}
 	if st := ld.Stats(); st.CacheStored != int64(src.Len()) || st.Cache.Records != src.Len() {
 		t.Fatalf("after 4 epochs: stored %d, records %d; want %d", st.CacheStored, st.Cache.Records, src.Len())
-	}
-}
-
-// Convert stores every good file once, names the bad ones, and a rerun skips what is
-// stored, repairs a damaged record and stores nothing else; a loader over the converted
-// dataset then reads every sample with its label.
-func TestConvertResumesAndRepairs(t *testing.T) {
-	dir := newTree(t, 2, 6)
-	bad := map[string]bool{}
-	for kind, rel := range corrupt(t, dir) {
-		if kind != "misnamed" && kind != "unreadable" { // both decode (as root, unreadable reads)
-			bad[rel] = true
-		}
-	}
-	src, err := Dir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dst := t.TempDir()
-	c := openCache(t, dst, cache.S2)
-	opts := &ConvertOptions{Decode: decode.Options{Resize: decode.ResizePolicy{Mode: decode.ResizeShorter, Size: 32}}, Workers: 3, Logf: t.Logf}
-	rep, err := Convert(context.Background(), src, c, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	good := src.Len() - len(bad)
-	if rep.Stored != good || rep.Bad != len(bad) || len(rep.BadFiles) != len(bad) || rep.Done != src.Len() {
-		t.Fatalf("first run: %+v; want %d stored, %d bad", rep.ConvertProgress, good, len(bad))
-	}
-	for _, e := range rep.BadFiles {
-		if _, ok := bad[e.Path]; !ok {
-			t.Errorf("reported %q, which is not one of the damaged files", e.Path)
-		}
-	}
-	info, err := cache.ReadInfo(dst)
-	if err != nil || !info.Complete || info.Stored != good || len(info.Classes) != 2 {
-		t.Fatalf("info %+v, %v", info, err)
-	}
-	refs := c.Records(rep.Spec)
-	flipBit(t, filepath.Join(dst, refs[0].Shard()), refs[0])
-	rep2, err := Convert(context.Background(), src, c, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rep2.Stored != 1 || rep2.Repaired != 1 || rep2.Skipped != good-1 {
-		t.Fatalf("rerun: %+v; want 1 stored (repaired), %d skipped", rep2.ConvertProgress, good-1)
-	}
-
-	conv, err := OpenConverted(dst)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conv.Close()
-	if conv.Len() != good {
-		t.Fatalf("converted dataset has %d samples, want %d", conv.Len(), good)
-	}
-	cfg := testConfig(2)
-	ld := newLoader(t, conv, cfg)
-	got := collect(t, ld, context.Background(), 0, 0)
-	if st := ld.Stats(); st.BadSamples != 0 || got.batches == 0 || ld.DecodeBackend() != "cache:s2" {
-		t.Fatalf("%d bad samples, %d batches, backend %s", st.BadSamples, got.batches, ld.DecodeBackend())
-	}
-	for i, idx := range got.indices {
-		if conv.Label(int(idx)) != int(got.labels[i]) {
-			t.Fatalf("sample %d: label %d, dataset says %d", idx, got.labels[i], conv.Label(int(idx)))
-		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"testing/fstest"
 
+	"github.com/conveyor-ml/conveyor/internal/treetest"
 	"github.com/conveyor-ml/conveyor/mixup"
 	"github.com/conveyor-ml/conveyor/pack"
 )
@@ -15,7 +16,7 @@ import (
 // every float field refuses NaN and values out of its range, so that New fails naming
 // the field instead of an epoch dying of an out-of-memory error or an overflow.
 func TestConfigBounds(t *testing.T) {
-	src, err := Dir(sharedTree(t))
+	src, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,10 +74,7 @@ func TestConfigBounds(t *testing.T) {
 func TestDenseTargetsBounded(t *testing.T) {
 	// One sample labelled 300000 has 300001 classes: a million-sample batch's targets
 	// would take 1.2 TB a buffer.
-	man, err := Manifest(fstest.MapFS{"m.csv": {Data: []byte("a.jpg,300000\n")}}, "m.csv")
-	if err != nil {
-		t.Fatal(err)
-	}
+	man := &folder{fsys: fstest.MapFS{}, paths: []string{"a.jpg"}, labels: []int{300000}, classes: make([]string, 300001)}
 	cfg := &Config{BatchSize: 1 << 20, Pack: pack.Options{Width: 1, Height: 1, DType: pack.Uint8}, Mix: mixup.Options{Smoothing: 0.1}, Logf: quiet}
 	ld, err := New(man, cfg)
 	if err == nil {
@@ -86,7 +84,7 @@ func TestDenseTargetsBounded(t *testing.T) {
 		t.Errorf("New: %v, want an error about the dense targets' size", err)
 	}
 
-	src, err := Dir(sharedTree(t))
+	src, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +116,7 @@ func TestDenseTargetsBounded(t *testing.T) {
 // Convert's options are bounded as Config's: its loader's memory budget holds five files
 // of MaxFileBytes (2^62 wrapped it negative).
 func TestConvertOptionsBounds(t *testing.T) {
-	src, err := Dir(sharedTree(t))
+	src, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}

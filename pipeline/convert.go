@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log"
 	"maps"
 	"runtime"
@@ -167,10 +168,7 @@ func Convert(ctx context.Context, src Source, c *cache.Cache, opts *ConvertOptio
 		if o.Part.Count > src.Len() {
 			return nil, fmt.Errorf("pipeline: convert: part %v: %v holds %d samples, fewer than %d parts; convert in at most %d parts", o.Part, src, src.Len(), o.Part.Count, src.Len())
 		}
-		var err error
-		if src, err = Subset(whole, seq(lo, hi)); err != nil {
-			return nil, fmt.Errorf("pipeline: convert: part %v: %w", o.Part, err)
-		}
+		src = partOf{FileSource: whole.(FileSource), lo: lo, n: hi - lo}
 	}
 	lockConversion := c.LockConversion
 	if !o.Part.Whole() {
@@ -283,14 +281,17 @@ func Convert(ctx context.Context, src Source, c *cache.Cache, opts *ConvertOptio
 	return rep, nil
 }
 
-// seq is lo, lo+1, ..., hi-1.
-func seq(lo, hi int) []int {
-	s := make([]int, hi-lo)
-	for i := range s {
-		s[i] = lo + i
-	}
-	return s
+// partOf is samples [lo, lo+n) of a FileSource: the part of it one conversion stores.
+type partOf struct {
+	FileSource
+	lo, n int
 }
+
+func (p partOf) Len() int                    { return p.n }
+func (p partOf) Label(i int) int             { return p.FileSource.Label(p.lo + i) }
+func (p partOf) Path(i int) string           { return p.FileSource.Path(p.lo + i) }
+func (p partOf) Open(i int) (fs.File, error) { return p.FileSource.Open(p.lo + i) }
+func (p partOf) String() string              { return fmt.Sprintf("%v[%d:%d]", p.FileSource, p.lo, p.lo+p.n) }
 
 // storedIn counts the records of refs, sorted by path, whose paths are samples of src:
 // a part's, where refs also hold the other parts' records.

@@ -51,7 +51,7 @@ func (l *Loader) openDevice(conv *gpu.Converter, batchBytes, pinnedBytes int64) 
 	if !onGPU && conv == nil {
 		l.slots = l.nbuf
 	}
-	if l.ring, err = l.dev.NewRing(gpu.RingOptions{Slots: l.slots, Bytes: int(batchBytes), Convert: conv}); err != nil {
+	if l.ring, err = l.dev.NewRing(&gpu.RingOptions{Slots: l.slots, Bytes: int(batchBytes), Convert: conv}); err != nil {
 		return fmt.Errorf("pipeline: %w", err)
 	}
 	if onGPU {

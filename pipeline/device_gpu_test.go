@@ -5,6 +5,8 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/conveyor-ml/conveyor/internal/treetest"
 )
 
 // On the GPU named by $CONVEYOR_TEST_DEVICE, with a simulated training step of 20 ms, the
@@ -15,7 +17,7 @@ func TestGPUConsumerNeverWaits(t *testing.T) {
 	if name == "" {
 		t.Skip("set CONVEYOR_TEST_DEVICE=cuda:N on a machine with a GPU")
 	}
-	src, err := Dir(sharedTree(t))
+	src, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/conveyor-ml/conveyor/internal/fakecuda"
+	"github.com/conveyor-ml/conveyor/gpu/gputest"
+	"github.com/conveyor-ml/conveyor/internal/treetest"
 )
 
 // A training step that reads a batch's device memory on its own stream for a while
@@ -19,8 +20,8 @@ import (
 // quickly the consumer releases it, and the CPU never waits for the step: Release, after
 // WaitOn or with ReleaseOn, orders the device buffer's reuse after the step on the GPU.
 func TestDeviceStepNotOverwritten(t *testing.T) {
-	f := fakecuda.Use(t)
-	src, err := Dir(sharedTree(t))
+	f := gputest.Use(t)
+	src, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,8 +92,8 @@ func TestDeviceStepNotOverwritten(t *testing.T) {
 // working from unregistered buffers: one log line, Stats.Pinned.Registered false with the
 // driver's reason, and the same batches.
 func TestDeviceRegistrationRefused(t *testing.T) {
-	f := fakecuda.Use(t)
-	src, err := Dir(sharedTree(t))
+	f := gputest.Use(t)
+	src, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,8 +153,8 @@ func TestDeviceRegistrationRefusedByEnvironment(t *testing.T) {
 		}
 		return
 	}
-	fakecuda.Use(t)
-	src, err := Dir(sharedTree(t))
+	gputest.Use(t)
+	src, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}

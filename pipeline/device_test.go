@@ -11,7 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/conveyor-ml/conveyor/internal/fakecuda"
+	"github.com/conveyor-ml/conveyor/gpu/gputest"
+	"github.com/conveyor-ml/conveyor/internal/treetest"
 	"github.com/conveyor-ml/conveyor/pack"
 )
 
@@ -44,13 +45,13 @@ func deviceEpoch(t *testing.T, ld *Loader, e int) []byte {
 // Batches on the device, copied as packed or converted there from uint8, are exactly the
 // host loader's batches, on every dtype and layout.
 func TestDeviceBatchesMatchHost(t *testing.T) {
-	f := fakecuda.Use(t)
+	f := gputest.Use(t)
 	t.Cleanup(func() { // after the loaders' Close
 		if f.Allocated() != 0 || f.Registered() != 0 || f.PrimaryRefs() != 0 {
 			t.Errorf("after Close: %d device bytes, %d registered ranges, %d context references", f.Allocated(), f.Registered(), f.PrimaryRefs())
 		}
 	})
-	src, err := Dir(sharedTree(t))
+	src, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,9 +136,9 @@ func overlapEpoch(t *testing.T, ld *Loader, step, margin time.Duration, read boo
 // machine to schedule a copy), the consumer never finds a batch still being copied: each
 // is copied while the previous one is in use.
 func TestDeviceCopiesOverlapTheStep(t *testing.T) {
-	f := fakecuda.Use(t)
+	f := gputest.Use(t)
 	f.Delay(3 * time.Millisecond)
-	src, err := Dir(sharedTree(t))
+	src, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,8 +164,8 @@ func TestDeviceCopiesOverlapTheStep(t *testing.T) {
 // A copy that fails on the device ends the epoch with an error naming the batch, and
 // Close still frees every device byte, registration and context reference.
 func TestDeviceFailureNamesBatch(t *testing.T) {
-	f := fakecuda.Use(t)
-	src, err := Dir(sharedTree(t))
+	f := gputest.Use(t)
+	src, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,8 +207,8 @@ func TestDeviceFailureNamesBatch(t *testing.T) {
 
 // Device memory is taken in New: too much fails there, naming the bytes.
 func TestDeviceOutOfMemoryAtNew(t *testing.T) {
-	f := fakecuda.Use(t)
-	src, err := Dir(sharedTree(t))
+	f := gputest.Use(t)
+	src, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +220,7 @@ func TestDeviceOutOfMemoryAtNew(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = New(src, cfg)
-	if err == nil || !strings.Contains(err.Error(), "CUDA_ERROR_OUT_OF_MEMORY") || !strings.Contains(err.Error(), "ring slot 2 of 2, 12.0 MiB each, 24.0 MiB for the ring") {
+	if err == nil || !strings.Contains(err.Error(), "CUDA_ERROR_OUT_OF_MEMORY") || !strings.Contains(err.Error(), "ring slot 2 of 2, 12 MiB each, 24 MiB for the ring") {
 		t.Fatalf("a 24 MiB ring on a 20 MiB device: %v", err)
 	}
 	if f.Allocated() != 0 || f.Registered() != 0 || f.PrimaryRefs() != 0 {
@@ -229,7 +230,7 @@ func TestDeviceOutOfMemoryAtNew(t *testing.T) {
 
 func TestDeviceOptions(t *testing.T) {
 	t.Setenv("CONVEYOR_LIBCUDA", "/nonexistent/libcuda.so.1")
-	src, err := Dir(sharedTree(t))
+	src, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,8 +264,8 @@ func TestDeviceOptions(t *testing.T) {
 // On a GPU the consumer may hold as many batches as the ring has buffers; holding all
 // of them is reported, not a hang.
 func TestDeviceHoldingEveryBuffer(t *testing.T) {
-	fakecuda.Use(t)
-	src, err := Dir(sharedTree(t))
+	gputest.Use(t)
+	src, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/conveyor-ml/conveyor/cache"
 	"github.com/conveyor-ml/conveyor/decode"
+	"github.com/conveyor-ml/conveyor/internal/treetest"
 	"github.com/conveyor-ml/conveyor/pack"
 )
 
@@ -35,7 +36,7 @@ func TestBatchDigests(t *testing.T) {
 	golden := readDigests(t)
 	got := map[string]string{}
 	ctx := context.Background()
-	src, err := Dir(sharedTree(t))
+	src, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,8 +86,8 @@ func TestBatchDigests(t *testing.T) {
 	shard.Rank, shard.World, shard.DropLast = 1, 3, true
 	run("rank1-of-3", src, shard, 2)
 
-	damaged := newTree(t, 2, 12)
-	corrupt(t, damaged)
+	damaged := treetest.New(t, 2, 12)
+	treetest.Corrupt(t, damaged)
 	dsrc, err := Dir(damaged)
 	if err != nil {
 		t.Fatal(err)
@@ -103,15 +104,11 @@ func TestBatchDigests(t *testing.T) {
 	dst := t.TempDir()
 	c := openCache(t, dst, cache.S2)
 	opts := &ConvertOptions{Decode: decode.Options{Resize: decode.ResizePolicy{Mode: decode.ResizeShorter, Size: 32}}, Workers: 2, Logf: t.Logf}
-	if _, err := Convert(ctx, src, c, opts); err != nil {
-		t.Fatal(err)
-	}
-	cs, err := OpenConverted(dst)
+	rep, err := Convert(ctx, src, c, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cs.Close()
-	run("converted", cs, testConfig(2), 0)
+	run("converted", storedOf(c, rep.Spec, src.Classes()), testConfig(2), 0)
 
 	if *updateDigests {
 		for name, d := range got {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/conveyor-ml/conveyor/augment"
+	"github.com/conveyor-ml/conveyor/internal/treetest"
 	"github.com/conveyor-ml/conveyor/pack"
 )
 
@@ -15,7 +16,7 @@ import (
 // same for any worker count, and each sample differs from the un-erased run in exactly
 // one rectangle, holding the erasing value per channel.
 func TestRandomErasingInLoader(t *testing.T) {
-	src, err := Dir(sharedTree(t))
+	src, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +82,7 @@ func TestRandomErasingInLoader(t *testing.T) {
 
 // Random noise is deterministic too.
 func TestRandomErasingNoiseSameForAnyWorkerCount(t *testing.T) {
-	src, err := Dir(sharedTree(t))
+	src, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +122,7 @@ func TestRandomErasingNoiseSameForAnyWorkerCount(t *testing.T) {
 }
 
 func TestRandomErasingConfigChecks(t *testing.T) {
-	src, err := Dir(sharedTree(t))
+	src, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,11 +17,6 @@ var ErrBusy = errors.New("pipeline: another epoch is running")
 // no further batch could ever be assembled.
 var ErrHeld = errors.New("pipeline: every batch buffer is held by the caller; Release batches when done with them")
 
-// ErrOtherConversion matches the error of UploadConverted when the destination's
-// dataset.json describes another conversion than the part uploaded: running the same
-// command again cannot succeed.
-var ErrOtherConversion = errors.New("pipeline: the destination holds another conversion")
-
 // maxAttempts bounds how many replacements a slot tries under Skip before the epoch fails;
 // with ShardOrder the first nearAttempts are drawn near the bad sample.
 const (

@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"log"
 	"os"
-	"testing/fstest"
+
+	"github.com/conveyor-ml/conveyor/source"
 
 	"github.com/conveyor-ml/conveyor/mixup"
 	"github.com/conveyor-ml/conveyor/pack"
@@ -17,7 +18,7 @@ import (
 func ExampleConfig_mix() {
 	dir := imageFolder(3, 4)
 	defer os.RemoveAll(dir)
-	src, err := pipeline.Dir(dir)
+	src, err := source.Dir(dir)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -49,28 +50,4 @@ func ExampleConfig_mix() {
 	// Output:
 	// batch 0: 18 targets of 3 classes, row 0 sums to 1.000, mixed: true
 	// batch 1: 18 targets of 3 classes, row 0 sums to 1.000, mixed: true
-}
-
-// A manifest with label lists and a metadata column: a MultiLabelSource and a
-// MetadataSource, whose batches carry multi-hot targets and the captions by slot.
-func ExampleManifest_multiLabel() {
-	fsys := fstest.MapFS{"list.csv": {Data: []byte(
-		"path,labels,caption\n" +
-			"a.jpg,cat;dog,two pets\n" +
-			"b.jpg,dog,a dog\n")}}
-	src, err := pipeline.Manifest(fsys, "list.csv")
-	if err != nil {
-		log.Fatal(err)
-	}
-	ml := src.(pipeline.MultiLabelSource)
-	md := src.(pipeline.MetadataSource)
-	for i := range src.Len() {
-		caption, _ := md.Metadata(i, "caption")
-		fmt.Printf("%s: labels %v, caption %q\n", src.Path(i), ml.Labels(nil, i), caption)
-	}
-	fmt.Println(src.Classes(), ml.MultiLabel(), md.MetadataKeys())
-	// Output:
-	// a.jpg: labels [0 1], caption "two pets"
-	// b.jpg: labels [1], caption "a dog"
-	// [cat dog] true [caption]
 }

@@ -6,8 +6,9 @@ import (
 	"log"
 	"os"
 
+	"github.com/conveyor-ml/conveyor/source"
+
 	"github.com/conveyor-ml/conveyor/cache"
-	"github.com/conveyor-ml/conveyor/decode"
 	"github.com/conveyor-ml/conveyor/gpu"
 	"github.com/conveyor-ml/conveyor/internal/synth"
 	"github.com/conveyor-ml/conveyor/pack"
@@ -25,7 +26,7 @@ func Example() {
 		log.Fatal(err)
 	}
 
-	src, err := pipeline.Dir(dir)
+	src, err := source.Dir(dir)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -74,7 +75,7 @@ func imageFolder(classes, perClass int) string {
 func ExampleConfig_microBatches() {
 	dir := imageFolder(3, 7) // 21 images: batches of 8, 8 and 5
 	defer os.RemoveAll(dir)
-	src, err := pipeline.Dir(dir)
+	src, err := source.Dir(dir)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -126,7 +127,7 @@ func Example_cuda() {
 	ctx := context.Background()
 	dir := imageFolder(3, 7) // 21 images
 	defer os.RemoveAll(dir)
-	src, err := pipeline.Dir(dir)
+	src, err := source.Dir(dir)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -182,65 +183,6 @@ func hostStep(x []float32, shape [4]int, labels []int32) {
 	}
 }
 
-// A dataset converted once (conveyor convert, here pipeline.Convert) is a Source of
-// stored pixels: a loader over it reads records instead of decoding files.
-func ExampleOpenConverted() {
-	ctx := context.Background()
-	tree := imageFolder(3, 7)
-	defer os.RemoveAll(tree)
-	dir, err := os.MkdirTemp("", "conveyor-converted-")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-
-	// Once: what conveyor convert TREE DIR --size 64 does.
-	images, err := pipeline.Dir(tree)
-	if err != nil {
-		log.Fatal(err)
-	}
-	c, err := cache.Open(dir, nil)
-	if err != nil {
-		log.Fatal(err)
-	}
-	shorter64 := decode.Options{Resize: decode.ResizePolicy{Mode: decode.ResizeShorter, Size: 64}}
-	_, err = pipeline.Convert(ctx, images, c, &pipeline.ConvertOptions{Decode: shorter64})
-	if cerr := c.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		log.Fatal(err)
-	}
-
-	// Every run after: train from the stored pixels.
-	cfg := &pipeline.Config{BatchSize: 8, Seed: 1, Pack: pack.Options{DType: pack.Float32, Normalize: true}}
-	if err := pipeline.ApplyRecipe(cfg, "train", 32); err != nil {
-		log.Fatal(err)
-	}
-	src, err := pipeline.OpenConverted(dir) // a Source of stored pixels
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer src.Close()
-	ld, err := pipeline.New(src, cfg) // same Config as for image files; Decode is not used
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer ld.Close()
-
-	n := 0
-	for b, err := range ld.Epoch(ctx, 0) {
-		if err != nil {
-			log.Fatal(err)
-		}
-		n += b.Len
-		b.Release()
-	}
-	fmt.Printf("%d samples of %v from %s\n", n, src.Classes(), ld.DecodeBackend())
-	// Output:
-	// 21 samples of [class00 class01 class02] from cache:s2
-}
-
 // With Config.Cache set, epoch 0 decodes and stores every sample (CacheFill 1 stores
 // them at once), and later epochs read them from the cache instead of decoding.
 func ExampleConfig_cache() {
@@ -252,7 +194,7 @@ func ExampleConfig_cache() {
 		log.Fatal(err)
 	}
 	defer os.RemoveAll(cacheDir)
-	src, err := pipeline.Dir(tree)
+	src, err := source.Dir(tree)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/conveyor-ml/conveyor/cache"
 	"github.com/conveyor-ml/conveyor/decode"
+	"github.com/conveyor-ml/conveyor/internal/treetest"
 )
 
 func TestFidelityConfig(t *testing.T) {
@@ -65,7 +66,7 @@ func TestRecipeFidelity(t *testing.T) {
 // Exact from them) and records the spec with exact=true, so exact and fast conversions
 // never share records.
 func TestConvertExact(t *testing.T) {
-	src, err := Dir(newTree(t, 2, 3))
+	src, err := Dir(treetest.New(t, 2, 3))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +75,7 @@ func TestConvertExact(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	o := convertOpts(t)
+	o := &ConvertOptions{Decode: decode.Options{Resize: decode.ResizePolicy{Mode: decode.ResizeShorter, Size: 32}}, Workers: 2, Logf: t.Logf}
 	o.Decode.Exact = true
 	if _, err := Convert(context.Background(), src, c, o); err != nil {
 		t.Fatal(err)

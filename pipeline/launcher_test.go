@@ -4,6 +4,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/conveyor-ml/conveyor/internal/treetest"
 )
 
 // launcherVars are every variable RankFromEnv reads.
@@ -69,7 +71,7 @@ func TestRankFromEnv(t *testing.T) {
 }
 
 func TestConfigRankFromEnv(t *testing.T) {
-	src, err := Dir(sharedTree(t))
+	src, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}

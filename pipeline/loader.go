@@ -57,7 +57,7 @@ type Loader struct {
 	slots  int         // the ring's slots: how many batches the consumer may hold
 
 	files   FileSource   // src's files, when it has any
-	planner EpochPlanner // src, when it plans its reads (see plansReads)
+	planner EpochPlanner // src, when it plans its reads (EpochPlanner.PlansReads)
 	pixels  PixelSource  // src's stored pixels, when it has any
 	stored  *cache.Cache // the cache holding src's first sample, when it is stored pixels
 	spec    string       // the decode spec, with the backend in use: part of every cache key
@@ -113,7 +113,7 @@ func build(src Source, cfg *Config, conv *converting) (*Loader, error) {
 	var devConv *gpu.Converter
 	if c.DeviceConvert {
 		var err error
-		if devConv, err = gpu.NewConverter(c.Pack); err != nil {
+		if devConv, err = gpu.NewConverter(&c.Pack); err != nil {
 			return nil, fmt.Errorf("pipeline: %w", err)
 		}
 	}
@@ -144,7 +144,7 @@ func build(src Source, cfg *Config, conv *converting) (*Loader, error) {
 		l.meta = m
 	}
 	l.files, _ = src.(FileSource)
-	if p, ok := src.(EpochPlanner); ok && plansReads(src) {
+	if p, ok := src.(EpochPlanner); ok && p.PlansReads() {
 		l.planner = p
 	}
 	if l.pixels, _ = src.(PixelSource); l.pixels != nil && conv == nil {
@@ -169,8 +169,8 @@ func build(src Source, cfg *Config, conv *converting) (*Loader, error) {
 		}
 		if c.ShuffleBlock == 0 {
 			l.cfg.ShuffleBlock = 4 * ((src.Len() + shards - 1) / shards)
-			if m, ok := src.(interface{ minShuffleBlock() int }); ok {
-				l.cfg.ShuffleBlock = max(l.cfg.ShuffleBlock, m.minShuffleBlock())
+			if ss, ok := src.(ShardedSource); ok {
+				l.cfg.ShuffleBlock = max(l.cfg.ShuffleBlock, ss.ShuffleBlock())
 			}
 		}
 		l.sampler.parts, l.sampler.ends, l.sampler.block, l.sampler.batch = c.Partitions, ends, l.cfg.ShuffleBlock, c.BatchSize

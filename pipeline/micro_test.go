@@ -9,7 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/conveyor-ml/conveyor/internal/fakecuda"
+	"github.com/conveyor-ml/conveyor/gpu/gputest"
+	"github.com/conveyor-ml/conveyor/internal/treetest"
 )
 
 // microEpoch runs epoch e from cursor and returns what it delivered, concatenated, with
@@ -71,7 +72,7 @@ func microEpoch(t *testing.T, ld *Loader, e, cursor int) (d epochData, numbers [
 // labels and indices, whatever the split, the short last batch, DropLast, the rank or
 // the device. Pinned buffers and device buffers hold one micro-batch.
 func TestMicroBatchesEqualWholeBatches(t *testing.T) {
-	src, err := Dir(sharedTree(t)) // 60 samples
+	src, err := Dir(treetest.Shared(t)) // 60 samples
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,8 +98,8 @@ func TestMicroBatchesEqualWholeBatches(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if c.device == "cuda:0" {
-				f := fakecuda.Use(t) // skips without the stand-in driver
-				t.Cleanup(func() {   // after the loaders' Close
+				f := gputest.Use(t) // skips without the stand-in driver
+				t.Cleanup(func() {  // after the loaders' Close
 					if f.Allocated() != 0 || f.Registered() != 0 {
 						t.Errorf("after Close: %d device bytes, %d registered ranges", f.Allocated(), f.Registered())
 					}
@@ -154,7 +155,7 @@ func TestMicroBatchesEqualWholeBatches(t *testing.T) {
 // A cursor taken after any micro-batch resumes with the next micro-batch, in the middle
 // of a batch or at its start; a cursor inside a micro-batch is refused.
 func TestMicroBatchResume(t *testing.T) {
-	src, err := Dir(sharedTree(t))
+	src, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +209,7 @@ func TestMicroBatchResume(t *testing.T) {
 }
 
 func TestMicroBatchesValidated(t *testing.T) {
-	src, err := Dir(sharedTree(t))
+	src, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,8 +260,8 @@ func TestMicroBatchesValidated(t *testing.T) {
 // holds the first bad sample, naming the same file, after the batch's earlier
 // micro-batches.
 func TestMicroBatchesBadSamples(t *testing.T) {
-	dir := newTree(t, 2, 10)
-	corrupt(t, dir)
+	dir := treetest.New(t, 2, 10)
+	treetest.Corrupt(t, dir)
 	src, err := Dir(dir) // 28 samples, 7 bad
 	if err != nil {
 		t.Fatal(err)

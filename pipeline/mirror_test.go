@@ -3,10 +3,12 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/conveyor-ml/conveyor/augment"
 	"github.com/conveyor-ml/conveyor/decode"
+	"github.com/conveyor-ml/conveyor/internal/treetest"
 	"github.com/conveyor-ml/conveyor/pack"
 )
 
@@ -29,7 +31,7 @@ func (o plainFlip) String() string { return fmt.Sprintf("plainFlip(%g)", o.p) }
 // kernel), uint8 NHWC and float16 (the image mirrored before packing), and with
 // RandomErasing after the flip (its draws still come after the flip's).
 func TestMirrorFoldedIntoPack(t *testing.T) {
-	src, err := Dir(sharedTree(t))
+	src, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +66,7 @@ func TestMirrorFoldedIntoPack(t *testing.T) {
 			ctx := context.Background()
 			for epoch := range 2 {
 				got, want := collect(t, folded, ctx, epoch, 0), collect(t, plain, ctx, epoch, 0)
-				if !slicesEqual(got.labels, want.labels) || !slicesEqual(got.indices, want.indices) || !slicesEqual(got.data, want.data) {
+				if !slices.Equal(got.labels, want.labels) || !slices.Equal(got.indices, want.indices) || !slices.Equal(got.data, want.data) {
 					t.Fatalf("epoch %d: batches differ from flipping the image", epoch)
 				}
 			}

@@ -12,12 +12,13 @@ import (
 
 	"github.com/conveyor-ml/conveyor/augment"
 	"github.com/conveyor-ml/conveyor/decode"
+	"github.com/conveyor-ml/conveyor/internal/treetest"
 )
 
 // A configuration mistake fails New, naming the op and the field, instead of turning
 // every sample into a "bad sample".
 func TestOpsValidatedInNew(t *testing.T) {
-	src, err := Dir(sharedTree(t))
+	src, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +70,7 @@ func (failOp) String() string { return "failOp" }
 // stack, for a panic); the process survives, no sample is counted bad, and the loader can
 // run the next epoch and Close (TestMain checks that every goroutine exited).
 func TestOpPanicsAndErrorsEndTheEpoch(t *testing.T) {
-	src, err := Dir(sharedTree(t))
+	src, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +120,7 @@ func (s panicSource) Open(i int) (fs.File, error) {
 
 // A panic in a source's Open is a bad sample carrying the stack: replaced under Skip.
 func TestSourcePanicIsABadSample(t *testing.T) {
-	src, err := Dir(sharedTree(t))
+	src, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,8 +139,8 @@ func TestSourcePanicIsABadSample(t *testing.T) {
 // the draws are counted apart. One bad file among 93 does not end the epoch under the
 // default MaxBadFraction, although it is more than 1%.
 func TestBadFilesCountedOncePerEpoch(t *testing.T) {
-	dir := newTree(t, 1, 4)
-	files := listFiles(t, dir)
+	dir := treetest.New(t, 1, 4)
+	files := treetest.Files(t, dir)
 	for _, f := range files[:2] {
 		if err := os.WriteFile(f, []byte("not an image"), 0o644); err != nil {
 			t.Fatal(err)
@@ -162,8 +163,8 @@ func TestBadFilesCountedOncePerEpoch(t *testing.T) {
 		t.Errorf("3 epochs with 2 bad files of 4: %d bad samples, %d log lines, %d draws; want 6, 6 and more draws (replacements draw them again)", st.BadSamples, logged.Load(), st.BadDraws)
 	}
 
-	big := newTree(t, 3, 31)
-	f := listFiles(t, big)[40]
+	big := treetest.New(t, 3, 31)
+	f := treetest.Files(t, big)[40]
 	data, err := os.ReadFile(f)
 	if err != nil {
 		t.Fatal(err)
@@ -193,7 +194,7 @@ func (regionPanic) Region(*augment.Context, int, int) (image.Rectangle, int, int
 // A panic in an op's Region, which runs before decoding, ends the epoch like a panic in
 // Apply; it is not a bad file.
 func TestRegionPanicEndsTheEpoch(t *testing.T) {
-	src, err := Dir(sharedTree(t))
+	src, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}

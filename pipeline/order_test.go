@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/conveyor-ml/conveyor/internal/treetest"
 )
 
 // randomEnds cuts n samples into shards of minLen to maxLen samples (the last may be
@@ -215,10 +217,12 @@ type shardedFiles struct {
 
 func (s shardedFiles) ShardEnds() []int { return s.ends }
 
+func (s shardedFiles) ShuffleBlock() int { return 0 }
+
 // shardedTree is the shared test tree (60 files) in shards of 7 to 13 samples.
 func shardedTree(t *testing.T) shardedFiles {
 	t.Helper()
-	src, err := Dir(sharedTree(t))
+	src, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -333,8 +337,8 @@ func TestShardOrderResumeAtAnotherWorld(t *testing.T) {
 // TestShardOrderReplacementsAnyWorld: a bad file's replacement is drawn from its global
 // position, so batches with replacements are the same at any world size too.
 func TestShardOrderReplacementsAnyWorld(t *testing.T) {
-	dir := newTree(t, 2, 12)
-	corrupt(t, dir)
+	dir := treetest.New(t, 2, 12)
+	treetest.Corrupt(t, dir)
 	files, err := Dir(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -415,7 +419,7 @@ func TestShardOrderValidation(t *testing.T) {
 // TestShardOrderUnshardedSource: a source without shards gets a full permutation split
 // into partitions, and the same global batches at any world size.
 func TestShardOrderUnshardedSource(t *testing.T) {
-	src, err := Dir(sharedTree(t))
+	src, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -432,53 +436,6 @@ func TestShardOrderUnshardedSource(t *testing.T) {
 	if len(slices.Compact(all)) != 60 || slices.IsSorted(slices.Concat(ref...)) {
 		t.Errorf("not a permutation of the 60 samples: %v", ref)
 	}
-}
-
-func TestShardedViews(t *testing.T) {
-	files, err := Dir(sharedTree(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := shardedFiles{files, []int{20, 20, 45, 60}} // shard 1 is empty
-	sub, err := Subset(files, []int{0, 1, 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := sub.(ShardedSource); ok {
-		t.Error("a Subset of a source without shards is a ShardedSource")
-	}
-	cat, err := Concat(a, sub, a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ss, ok := cat.(ShardedSource)
-	if !ok {
-		t.Fatal("Concat of a ShardedSource is not one")
-	}
-	want := []int{20, 45, 60, 61, 62, 63, 83, 108, 123}
-	if got := ss.ShardEnds(); !slices.Equal(got, want) {
-		t.Errorf("Concat's shards end at %v, want %v", got, want)
-	}
-	// A subset in index order keeps the runs of each shard; one out of order splits them.
-	sub, err = Subset(a, []int{3, 4, 25, 26, 27, 50, 5, 6})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, want := sub.(ShardedSource).ShardEnds(), []int{2, 5, 6, 8}; !slices.Equal(got, want) {
-		t.Errorf("Subset's shards end at %v, want %v", got, want)
-	}
-	train, val, err := Split(a, 0.25, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range []Source{train, val} {
-		ends := s.(ShardedSource).ShardEnds()
-		if len(ends) < 2 || len(ends) > 3 || ends[len(ends)-1] != s.Len() {
-			t.Errorf("Split half %v: shards end at %v, want 2 or 3 shards ending at %d", s, ends, s.Len())
-		}
-	}
-	// The loader accepts the view's shards.
-	newLoader(t, cat, orderConfig(8, 0, 1, 4))
 }
 
 // BenchmarkOrder is the cost of laying out one epoch of a million samples, which every
@@ -549,56 +506,6 @@ func TestShardOrderDropLastAndMicroBatches(t *testing.T) {
 	if !slices.EqualFunc(rest, whole[3:], slices.Equal) {
 		t.Errorf("resumed at global cursor %d: %v, want %v", cursors[2], rest, whole[3:])
 	}
-}
-
-func TestConvertedByShard(t *testing.T) {
-	cs, err := OpenConverted(convertTree(t, 2, 40))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
-	src := cs.ByShard()
-	ends := src.ShardEnds()
-	names := map[string]bool{}
-	for i := range cs.Len() {
-		names[cs.Ref(i).Shard()] = true
-	}
-	if len(ends) != len(names) || len(ends) < 3 {
-		t.Fatalf("%d shards listed, %d shard files (want several)", len(ends), len(names))
-	}
-	// Every shard's samples are one run, in file order, and every sample is there once.
-	paths := map[string]bool{}
-	for k, end := range ends {
-		start := 0
-		if k > 0 {
-			start = ends[k-1]
-		}
-		v := src.(*shardedView)
-		for i := start; i < end; i++ {
-			ref := cs.Ref(int(v.idx[i]))
-			if first := cs.Ref(int(v.idx[start])); ref.Shard() != first.Shard() || (i > start && ref.Offset() <= cs.Ref(int(v.idx[i-1])).Offset()) {
-				t.Fatalf("shard %d: sample %d is in %s at %d", k, i, ref.Shard(), ref.Offset())
-			}
-			if src.Path(i) != ref.Path || src.Label(i) != int(ref.Label) {
-				t.Fatalf("sample %d: %s label %d, its record %s label %d", i, src.Path(i), src.Label(i), ref.Path, ref.Label)
-			}
-			paths[ref.Path] = true
-		}
-	}
-	if len(paths) != cs.Len() || src.Len() != cs.Len() {
-		t.Fatalf("%d distinct samples of %d", len(paths), cs.Len())
-	}
-	ref := globalBatches(t, src, func(int) *Config { return orderConfig(8, 0, 1, 2) }, 1, 0, 0)
-	got := globalBatches(t, src, func(r int) *Config { return orderConfig(4, r, 2, 2) }, 2, 0, 0)
-	if !slices.EqualFunc(got, ref, slices.Equal) {
-		t.Errorf("world 2: %v, world 1: %v", got, ref)
-	}
-	// Its shards are sorted by class: the default block spans many of them.
-	ld := newLoader(t, src, orderConfig(8, 0, 1, 2))
-	if b := ld.Config().ShuffleBlock; b != byShardBlock {
-		t.Errorf("default ShuffleBlock over ByShard %d, want %d", b, byShardBlock)
-	}
-	ld.Close()
 }
 
 // ShardOrder over a source that declares no shards says so once: each sample is its

@@ -19,48 +19,14 @@ import (
 	"github.com/conveyor-ml/conveyor/decode"
 	"github.com/conveyor-ml/conveyor/internal/leakcheck"
 	"github.com/conveyor-ml/conveyor/internal/synth"
+	"github.com/conveyor-ml/conveyor/internal/treetest"
 	"github.com/conveyor-ml/conveyor/pack"
 )
 
 // Every goroutine a loader starts must have exited once the tests end, and the shared
 // tree is removed.
 func TestMain(m *testing.M) {
-	leakcheck.Main(m, func() {
-		if treeDir != "" {
-			os.RemoveAll(treeDir)
-		}
-	})
-}
-
-var (
-	treeOnce sync.Once
-	treeDir  string
-	treeErr  error
-)
-
-// sharedTree is a small mixed-format ImageFolder tree shared by read-only tests.
-func sharedTree(t testing.TB) string {
-	t.Helper()
-	treeOnce.Do(func() {
-		treeDir, treeErr = os.MkdirTemp("", "conveyor-pipeline-test-")
-		if treeErr == nil {
-			_, treeErr = synth.WriteTree(treeDir, &synth.TreeOptions{Classes: 3, PerClass: 20, Seed: 7, MinSide: 40, MaxSide: 120, Formats: synth.AllFormats()})
-		}
-	})
-	if treeErr != nil {
-		t.Fatal(treeErr)
-	}
-	return treeDir
-}
-
-// newTree writes a private tree the test may damage.
-func newTree(t testing.TB, classes, perClass int) string {
-	t.Helper()
-	dir := t.TempDir()
-	if _, err := synth.WriteTree(dir, &synth.TreeOptions{Classes: classes, PerClass: perClass, Seed: 3, MinSide: 40, MaxSide: 100, Formats: synth.AllFormats()}); err != nil {
-		t.Fatal(err)
-	}
-	return dir
+	leakcheck.Main(m, treetest.Cleanup)
 }
 
 func testConfig(workers int) *Config {
@@ -119,7 +85,7 @@ func collect(t testing.TB, ld *Loader, ctx context.Context, epoch, cursor int) e
 }
 
 func TestSameBatchesForAnyWorkerCount(t *testing.T) {
-	src, err := Dir(sharedTree(t))
+	src, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +143,7 @@ func TestLargeSamplesSameForAnyWorkerCount(t *testing.T) {
 }
 
 func TestEpochsReshuffle(t *testing.T) {
-	src, err := Dir(sharedTree(t))
+	src, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +168,7 @@ func TestEpochsReshuffle(t *testing.T) {
 }
 
 func TestResumeReproducesRestOfEpoch(t *testing.T) {
-	src, err := Dir(sharedTree(t))
+	src, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,7 +234,7 @@ func TestShardsDisjointAndEqual(t *testing.T) {
 }
 
 func TestBatchingAndDropLast(t *testing.T) {
-	src, err := Dir(sharedTree(t)) // 60 samples
+	src, err := Dir(treetest.Shared(t)) // 60 samples
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,70 +254,6 @@ func TestBatchingAndDropLast(t *testing.T) {
 	}
 }
 
-// damage kinds for the bad-input tests.
-func corrupt(t *testing.T, dir string) map[string]string {
-	t.Helper()
-	files := listFiles(t, dir)
-	jpg := readFirst(t, files, ".jpg")
-	png := readFirst(t, files, ".png")
-	w := func(rel string, data []byte) string {
-		p := filepath.Join(dir, rel)
-		if err := os.WriteFile(p, data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return rel
-	}
-	bad := map[string]string{
-		"corrupt":    w("class00/zz-corrupt.jpg", append(slices.Clone(jpg[:200]), bytes.Repeat([]byte{0x55}, 3000)...)),
-		"truncated":  w("class01/zz-truncated.jpg", jpg[:len(jpg)/3]),
-		"zero-byte":  w("class00/zz-empty.png", nil),
-		"not-image":  w("class00/zz-text.jpg", []byte("this is not an image at all\n")),
-		"huge":       w("class01/zz-huge.png", hugePNG()),
-		"truncpng":   w("class01/zz-trunc.png", png[:len(png)/2]),
-		"misnamed":   w("class00/zz-really-jpeg.png", jpg), // decodes: content decides
-		"unreadable": w("class01/zz-unreadable.jpg", jpg),
-	}
-	return bad
-}
-
-func listFiles(t *testing.T, dir string) []string {
-	var files []string
-	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			files = append(files, p)
-		}
-		return nil
-	})
-	slices.Sort(files)
-	return files
-}
-
-func readFirst(t *testing.T, files []string, ext string) []byte {
-	for _, f := range files {
-		if filepath.Ext(f) == ext {
-			b, err := os.ReadFile(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return b
-		}
-	}
-	t.Fatalf("no %s file in tree", ext)
-	return nil
-}
-
-// hugePNG is a PNG header claiming 100000×100000 pixels with nothing behind it.
-func hugePNG() []byte {
-	var b bytes.Buffer
-	b.WriteString("\x89PNG\r\n\x1a\n")
-	ihdr := []byte{0, 1, 0x86, 0xa0, 0, 1, 0x86, 0xa0, 8, 2, 0, 0, 0}
-	b.Write([]byte{0, 0, 0, 13})
-	chunk := append([]byte("IHDR"), ihdr...)
-	b.Write(chunk)
-	b.Write(crc32be(chunk))
-	return b.Bytes()
-}
-
 // denyFS makes chosen files unreadable, as a permission error would.
 type denyFS struct {
 	fs.FS
@@ -366,8 +268,8 @@ func (d denyFS) Open(name string) (fs.File, error) {
 }
 
 func TestBadInputSkipped(t *testing.T) {
-	dir := newTree(t, 3, 10)
-	bad := corrupt(t, dir)
+	dir := treetest.New(t, 3, 10)
+	bad := treetest.Corrupt(t, dir)
 	unreadable := bad["unreadable"]
 	if os.Geteuid() != 0 {
 		// A real permission error where the test is not root; root reads anything, so the
@@ -381,7 +283,7 @@ func TestBadInputSkipped(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Vanished mid-epoch: listed, then deleted before it is read.
-	files := listFiles(t, dir)
+	files := treetest.Files(t, dir)
 	gone := files[3]
 	if err := os.Remove(gone); err != nil {
 		t.Fatal(err)
@@ -397,7 +299,7 @@ func TestBadInputSkipped(t *testing.T) {
 		t.Fatalf("%d samples delivered, want %d (batches stay full)", len(d.indices), src.Len())
 	}
 	st := ld.Stats()
-	wantBad := []string{bad["corrupt"], bad["truncated"], bad["zero-byte"], bad["not-image"], bad["huge"], bad["truncpng"], unreadable, mustRel(t, dir, gone)}
+	wantBad := []string{bad["corrupt"], bad["truncated"], bad["zero-byte"], bad["not-image"], bad["huge"], bad["truncpng"], unreadable, treetest.Rel(t, dir, gone)}
 	// Every failure counts, including a bad file drawn again as a replacement.
 	if st.BadSamples < int64(len(wantBad)) || int(st.BadSamples) != len(logged) {
 		t.Errorf("BadSamples = %d, %d lines logged, want ≥ %d: %v", st.BadSamples, len(logged), len(wantBad), st.RecentBad)
@@ -423,8 +325,8 @@ func TestBadInputSkipped(t *testing.T) {
 	if !errors.Is(badPaths[unreadable], fs.ErrPermission) {
 		t.Errorf("unreadable: %v, want a permission error", badPaths[unreadable])
 	}
-	if !errors.Is(badPaths[mustRel(t, dir, gone)], fs.ErrNotExist) {
-		t.Errorf("vanished: %v", badPaths[mustRel(t, dir, gone)])
+	if !errors.Is(badPaths[treetest.Rel(t, dir, gone)], fs.ErrNotExist) {
+		t.Errorf("vanished: %v", badPaths[treetest.Rel(t, dir, gone)])
 	}
 	// No replacement may be a bad sample, and every logged line names its file.
 	for _, idx := range d.indices {
@@ -450,17 +352,9 @@ func TestBadInputSkipped(t *testing.T) {
 	}
 }
 
-func mustRel(t *testing.T, dir, p string) string {
-	r, err := filepath.Rel(dir, p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return filepath.ToSlash(r)
-}
-
 func TestBadInputFailPolicyAndThreshold(t *testing.T) {
-	dir := newTree(t, 2, 10)
-	bad := corrupt(t, dir)
+	dir := treetest.New(t, 2, 10)
+	bad := treetest.Corrupt(t, dir)
 	src, err := Dir(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -549,7 +443,7 @@ func TestMemoryBudgetHolds(t *testing.T) {
 // TestEarlyStopsReturnEverything breaks, cancels and fails epochs repeatedly and checks
 // that every byte and buffer comes back, so later epochs cannot starve.
 func TestEarlyStopsReturnEverything(t *testing.T) {
-	src, err := Dir(sharedTree(t))
+	src, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -587,7 +481,7 @@ func TestEarlyStopsReturnEverything(t *testing.T) {
 // TestCloseInsideLoop closes the loader from the loop body, after an error and after a
 // batch: neither may deadlock.
 func TestCloseInsideLoop(t *testing.T) {
-	src, err := Dir(sharedTree(t))
+	src, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -620,7 +514,7 @@ func TestNoGrowthOverEpochs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("slow")
 	}
-	src, err := Dir(sharedTree(t))
+	src, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -644,7 +538,7 @@ func TestNoGrowthOverEpochs(t *testing.T) {
 }
 
 func TestCancelIsPromptAndCloseJoins(t *testing.T) {
-	src, err := Dir(sharedTree(t))
+	src, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -707,7 +601,7 @@ func TestCancelIsPromptAndCloseJoins(t *testing.T) {
 }
 
 func TestHoldingEveryBufferIsAnError(t *testing.T) {
-	src, err := Dir(sharedTree(t))
+	src, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -736,7 +630,7 @@ func TestHoldingEveryBufferIsAnError(t *testing.T) {
 }
 
 func TestStats(t *testing.T) {
-	src, err := Dir(sharedTree(t))
+	src, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -756,7 +650,7 @@ func TestStats(t *testing.T) {
 }
 
 func TestStopAfter(t *testing.T) {
-	src, err := Dir(sharedTree(t))
+	src, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -803,7 +697,7 @@ func TestStopAfter(t *testing.T) {
 // TestWaitCountsStarvation: behind a slow consumer the loader is ahead and the consumer
 // hardly waits; a consumer that takes no time waits for nearly the whole epoch.
 func TestWaitCountsStarvation(t *testing.T) {
-	src, err := Dir(sharedTree(t))
+	src, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -840,7 +734,7 @@ func TestWaitCountsStarvation(t *testing.T) {
 // takes back the batches it had passed on), ends the epoch with ErrClosed, never with the
 // quiet end of a complete epoch.
 func TestCloseAfterLastBatchAssembled(t *testing.T) {
-	dir, err := Dir(sharedTree(t))
+	dir, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/conveyor-ml/conveyor/cache"
 	"github.com/conveyor-ml/conveyor/decode"
+	"github.com/conveyor-ml/conveyor/internal/files"
 )
 
 // openSample opens sample i of src and stats it, refusing what is not a regular file.
@@ -21,7 +22,7 @@ func openSample(src FileSource, i int) (fs.File, fs.FileInfo, error) {
 	}
 	fi, err := f.Stat()
 	if err == nil {
-		err = regular(fi)
+		err = files.Regular(fi)
 	}
 	if err != nil {
 		f.Close()

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/conveyor-ml/conveyor/internal/treetest"
 	"github.com/conveyor-ml/conveyor/pack"
 )
 
@@ -13,7 +14,7 @@ import (
 // differ from the train recipe's (its ops change the pixels), and its RandomErasing is
 // refused with DeviceConvert.
 func TestRecipes(t *testing.T) {
-	src, err := Dir(sharedTree(t))
+	src, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}

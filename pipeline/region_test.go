@@ -2,9 +2,11 @@ package pipeline
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	"github.com/conveyor-ml/conveyor/decode"
+	"github.com/conveyor-ml/conveyor/internal/treetest"
 	"github.com/conveyor-ml/conveyor/pack"
 )
 
@@ -15,7 +17,7 @@ import (
 // differ only along sharp chroma edges); with libjpeg-turbo's DCT scaling within a mean
 // of 2/255.
 func TestRegionDecode(t *testing.T) {
-	src, err := Dir(sharedTree(t))
+	src, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +44,7 @@ func TestRegionDecode(t *testing.T) {
 			fullLd := newLoader(t, src, cfg(true))
 			ctx := context.Background()
 			got, want := collect(t, region, ctx, 1, 0), collect(t, fullLd, ctx, 1, 0)
-			if !slicesEqual(got.labels, want.labels) || !slicesEqual(got.indices, want.indices) || len(got.data) != len(want.data) {
+			if !slices.Equal(got.labels, want.labels) || !slices.Equal(got.indices, want.indices) || len(got.data) != len(want.data) {
 				t.Fatal("different samples")
 			}
 			var sum, worst, same int

@@ -87,11 +87,8 @@ func (l *Loader) start(ctx context.Context, e, cursor int) (*run, error) {
 		quit:    make(chan struct{}),
 	}
 	if l.planner != nil {
-		l.planner.PlanEpoch(e, r.order[cursor:])
-		if pe, ok := l.planner.(planRefuser); ok {
-			if err := pe.planErr(); err != nil {
-				return nil, err
-			}
+		if err := l.planner.PlanEpoch(e, r.order[cursor:]); err != nil {
+			return nil, err
 		}
 	}
 	if c := l.cfg.Cache; c != nil {

@@ -8,7 +8,8 @@ import (
 	"testing"
 
 	"github.com/conveyor-ml/conveyor/gpu"
-	"github.com/conveyor-ml/conveyor/internal/fakecuda"
+	"github.com/conveyor-ml/conveyor/gpu/gputest"
+	"github.com/conveyor-ml/conveyor/internal/treetest"
 	"github.com/conveyor-ml/conveyor/mixup"
 	"github.com/conveyor-ml/conveyor/pack"
 )
@@ -62,7 +63,7 @@ func wantTargets(t *testing.T, labels []int32, classes int, eps float64, p mixup
 // and with DeviceConvert (mixed on the host in uint8), with timm's targets. The batch size
 // is odd, so the middle sample pairs with itself.
 func TestMixedBatches(t *testing.T) {
-	src, err := Dir(sharedTree(t))
+	src, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +137,7 @@ func TestMixedBatches(t *testing.T) {
 // TestMixDeterminism checks that mixed batches are the same for any number of workers
 // and on resume: the draw depends on (Seed, epoch, batch number) only.
 func TestMixDeterminism(t *testing.T) {
-	src, err := Dir(sharedTree(t))
+	src, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +189,7 @@ func TestMixDeterminism(t *testing.T) {
 // TestSmoothingOnly checks rows of smoothed one-hot targets, without mixing, and the
 // Mix options' validation and String in the loader's Config.
 func TestSmoothingOnly(t *testing.T) {
-	src, err := Dir(sharedTree(t))
+	src, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,8 +248,8 @@ func TestSmoothingOnly(t *testing.T) {
 // before the copy. Without DeviceConvert the device holds the host loader's mixed batch;
 // with it, the conversion of the mixed uint8 pixels.
 func TestMixBeforeDeviceCopy(t *testing.T) {
-	fakecuda.Use(t)
-	src, err := Dir(sharedTree(t))
+	gputest.Use(t)
+	src, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +258,7 @@ func TestMixBeforeDeviceCopy(t *testing.T) {
 		host := testConfig(2)
 		host.Mix, host.DeviceConvert = mix, convert
 		var want []byte
-		conv, err := gpu.NewConverter(host.Pack)
+		conv, err := gpu.NewConverter(&host.Pack)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -315,7 +316,7 @@ func TestTargetsNoAllocations(t *testing.T) {
 // its own (its partners within it, its own λ), the same for any worker count, and the
 // micro-batches unmixed are the whole batch's samples.
 func TestMixMicroBatches(t *testing.T) {
-	src, err := Dir(sharedTree(t))
+	src, err := Dir(treetest.Shared(t))
 	if err != nil {
 		t.Fatal(err)
 	}

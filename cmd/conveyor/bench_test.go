@@ -11,10 +11,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/conveyor-ml/conveyor/internal/fakecuda"
+	"github.com/conveyor-ml/conveyor/source"
+
+	"github.com/conveyor-ml/conveyor/gpu/gputest"
 	"github.com/conveyor-ml/conveyor/internal/s3test"
 	"github.com/conveyor-ml/conveyor/internal/synth"
-	"github.com/conveyor-ml/conveyor/pipeline"
 )
 
 func TestBenchJSON(t *testing.T) {
@@ -377,7 +378,7 @@ func TestBenchMicroBatches(t *testing.T) {
 		}
 	}
 
-	f := fakecuda.Use(t) // the rest skips without the stand-in CUDA driver
+	f := gputest.Use(t) // the rest skips without the stand-in CUDA driver
 	whole = benchJSON(t, dir, "--batch", "8", "--device", "cuda:0", "--device-convert")
 	micro = benchJSON(t, dir, "--batch", "8", "--device", "cuda:0", "--device-convert", "--micro-batches", "4")
 	if f.Allocated() != 0 {
@@ -436,14 +437,14 @@ func wdsShards(t *testing.T, ranges [][2]int) (dir string, shards []string) {
 	if _, err := synth.WriteTree(tree, &synth.TreeOptions{Classes: 2, PerClass: 9, Seed: 1}); err != nil {
 		t.Fatal(err)
 	}
-	src, err := pipeline.Dir(tree)
+	src, err := source.Dir(tree)
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir = t.TempDir()
 	for k, r := range ranges {
 		var buf bytes.Buffer
-		if err := pipeline.WriteWebDataset(&buf, src, r[0], r[1]); err != nil {
+		if err := source.WriteWebDataset(&buf, src, r[0], r[1]); err != nil {
 			t.Fatal(err)
 		}
 		name := filepath.Join(dir, fmt.Sprintf("train-%02d.tar", k))

@@ -2,10 +2,11 @@ package main
 
 import (
 	"fmt"
-	"github.com/conveyor-ml/conveyor/internal/units"
 	"io"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/conveyor-ml/conveyor/internal/units"
 )
 
 // printEpoch prints one epoch's line, in the key=value form scripts read

@@ -2,7 +2,7 @@ package main
 
 import (
 	"github.com/conveyor-ml/conveyor/metrics"
-	"github.com/conveyor-ml/conveyor/pipeline"
+	"github.com/conveyor-ml/conveyor/source"
 )
 
 // benchResult is what --json prints: one run's report, with the dataset and recipe, plus
@@ -28,7 +28,7 @@ type benchResult struct {
 	// ObjStore: a remote dataset's object-store and shard-cache counters, indexing
 	// included.
 	ObjStore *objStats `json:"objstore,omitempty"`
-	store    *pipeline.Dataset
+	store    *source.Dataset
 }
 
 // objStats is objstore.Stats as bench reports it.

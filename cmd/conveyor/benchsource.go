@@ -14,6 +14,7 @@ import (
 	"github.com/conveyor-ml/conveyor/internal/synth"
 	"github.com/conveyor-ml/conveyor/objstore"
 	"github.com/conveyor-ml/conveyor/pipeline"
+	"github.com/conveyor-ml/conveyor/source"
 )
 
 // openSource opens what bench reads: the synthetic set, WebDataset shards or a dataset
@@ -77,23 +78,23 @@ func (f *benchFlags) openShardSource(ctx context.Context, pos []string, logf fun
 		res.Dataset = fmt.Sprint(src)
 		return src, nil
 	}
-	wo := &pipeline.WebDatasetOptions{Logf: logf, PrefetchShards: f.shardPrefetch}
+	wo := &source.WebDatasetOptions{Logf: logf, PrefetchShards: f.shardPrefetch}
 	if f.shardIndex != "" {
 		var err error
 		if wo.ShardSamples, wo.Classes, err = readShardIndex(f.shardIndex); err != nil {
 			return nil, err
 		}
 	}
-	ds, err := pipeline.OpenDataset(ctx, pos[0], &pipeline.DatasetOptions{
+	ds, err := source.Open(ctx, pos[0], &source.OpenOptions{
 		Cache:      &objstore.CacheOptions{Dir: f.shardCache, MaxBytes: int64(f.shardCacheMax), Concurrency: f.shardFetches},
 		WebDataset: wo,
-		Converted:  pipeline.ConvertedOptions{AllowIncomplete: f.allowIncomplete, Logf: logf, PrefetchShards: f.shardPrefetch},
+		Converted:  source.ConvertedOptions{AllowIncomplete: f.allowIncomplete, Logf: logf, PrefetchShards: f.shardPrefetch},
 	})
 	if err != nil {
 		return nil, err
 	}
 	*closers = append(*closers, ds.Close)
-	conv, converted := ds.Source.(*pipeline.Converted)
+	conv, converted := ds.Source.(*source.Converted)
 	if f.allowIncomplete && !converted {
 		return nil, usagef("--allow-incomplete applies to a converted dataset (a DIR or URL holding %s), not %v", cache.InfoName, ds)
 	}
@@ -138,7 +139,7 @@ func (f *benchFlags) openDirSource(dir string, logf func(string, ...any), closer
 	if f.cacheDir != "" {
 		return nil, fmt.Errorf("%s is a converted dataset, a cache already; leave out --cache", dir)
 	}
-	conv, err := pipeline.OpenConverted(dir, pipeline.ConvertedOptions{AllowIncomplete: f.allowIncomplete, Logf: logf})
+	conv, err := source.OpenConverted(dir, source.ConvertedOptions{AllowIncomplete: f.allowIncomplete, Logf: logf})
 	if err != nil {
 		return nil, err
 	}
@@ -191,10 +192,10 @@ func readShardIndex(path string) ([]int, []string, error) {
 	var kind struct {
 		Kind string `json:"__kind__"`
 	}
-	if x, err := pipeline.ParseShardIndex(data); err == nil {
+	if x, err := source.ParseShardIndex(data); err == nil {
 		counts, _ = x.Counts()
 		classes = x.Classes
-	} else if json.Unmarshal(data, &kind) == nil && kind.Kind == pipeline.ShardIndexKind {
+	} else if json.Unmarshal(data, &kind) == nil && kind.Kind == source.ShardIndexKind {
 		return nil, nil, fmt.Errorf("--shard-index %s: %w", path, err) // a shard index, but a bad one
 	} else {
 		var idx shardsResult // written before the index's keys were added

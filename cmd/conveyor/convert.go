@@ -28,7 +28,7 @@ const convertUsage = `usage: conveyor convert SRC DST [flags]
 
 Decodes every image of the ImageFolder tree SRC (SRC/CLASS/*.jpg, one folder per class),
 resizes it and stores its pixels in the cache directory DST, which "conveyor bench DST" and
-pipeline.OpenConverted read without decoding. A rerun skips the files already stored,
+source.OpenConverted read without decoding. A rerun skips the files already stored,
 so an interrupted conversion (Ctrl-C) resumes. Files that fail to decode are listed in
 DST/%s and do not change the exit status.
 

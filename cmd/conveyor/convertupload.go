@@ -17,6 +17,7 @@ import (
 	"github.com/conveyor-ml/conveyor/internal/units"
 	"github.com/conveyor-ml/conveyor/objstore"
 	"github.com/conveyor-ml/conveyor/pipeline"
+	"github.com/conveyor-ml/conveyor/source"
 )
 
 // uploadTarget is the s3:// DST of a conversion: the bucket, and the lease that marks
@@ -24,7 +25,7 @@ import (
 type uploadTarget struct {
 	url    string // DST as given
 	bucket *objstore.Bucket
-	lease  *pipeline.Lease
+	lease  *source.Lease
 }
 
 // close gives the lease back and closes the bucket.
@@ -63,8 +64,8 @@ func (f *convertFlags) prepareUpload(ctx context.Context, up *uploadTarget, stde
 		return false, err
 	}
 	// Marks this run as live, so that another run of this part sweeping for
-	// orphans leaves this one's files alone (pipeline.Lease).
-	if up.lease, err = pipeline.AcquireLease(ctx, up.bucket, f.part, f.dst); err != nil {
+	// orphans leaves this one's files alone (source.Lease).
+	if up.lease, err = source.AcquireLease(ctx, up.bucket, f.part, f.dst); err != nil {
 		return false, fmt.Errorf("%s: %w", up.url, err)
 	}
 	if done {
@@ -84,9 +85,9 @@ func (f *convertFlags) prepareUpload(ctx context.Context, up *uploadTarget, stde
 // upload sends the staging directory to the bucket, reports orphaned files and, unless
 // --staging kept it, removes the staging directory; err is how the conversion ended.
 func (f *convertFlags) upload(ctx context.Context, up *uploadTarget, c *cache.Cache, err error, stdout, stderr io.Writer) error {
-	sent, uerr := pipeline.UploadConverted(ctx, f.dst, up.bucket, f.part, up.lease)
+	sent, uerr := source.UploadConverted(ctx, f.dst, up.bucket, f.part, up.lease)
 	fmt.Fprintf(stdout, "conveyor convert uploaded=%d unchanged=%d bytes=%d url=%s\n", sent.Uploaded, sent.Skipped, sent.Bytes, up.url)
-	if errors.Is(uerr, pipeline.ErrOtherConversion) {
+	if errors.Is(uerr, source.ErrOtherConversion) {
 		return errors.Join(err, uerr) // not resumable: it names what to do
 	}
 	if uerr != nil {
@@ -107,8 +108,8 @@ func (f *convertFlags) upload(ctx context.Context, up *uploadTarget, c *cache.Ca
 // orphans looks, after an upload, for the files of this conversion (or part) under the
 // prefix that the staging directory dir does not hold — left by a run whose staging
 // directory was lost — and deletes them when del is set, or says how to.
-func orphans(ctx context.Context, b *objstore.Bucket, dir, url string, part cache.Part, lease *pipeline.Lease, del bool, stdout, stderr io.Writer) error {
-	o, err := pipeline.ConvertedOrphans(ctx, b, dir, part, lease)
+func orphans(ctx context.Context, b *objstore.Bucket, dir, url string, part cache.Part, lease *source.Lease, del bool, stdout, stderr io.Writer) error {
+	o, err := source.ConvertedOrphans(ctx, b, dir, part, lease)
 	if err != nil {
 		return fmt.Errorf("looking for orphaned files under %s: %w", url, err)
 	}
@@ -132,7 +133,7 @@ func orphans(ctx context.Context, b *objstore.Bucket, dir, url string, part cach
 			url, len(o.Objects), units.Bytes(o.Bytes()), len(o.Uploads), orphanName(o))
 		return nil
 	}
-	if err := o.Delete(ctx, b); errors.Is(err, pipeline.ErrLiveRun) {
+	if err := o.Delete(ctx, b); errors.Is(err, source.ErrLiveRun) {
 		fmt.Fprintf(stderr, "conveyor convert: orphaned files under %s: %v; run again once it has ended to delete them\n", url, err)
 		return nil
 	} else if err != nil {
@@ -142,7 +143,7 @@ func orphans(ctx context.Context, b *objstore.Bucket, dir, url string, part cach
 	return nil
 }
 
-func orphanName(o *pipeline.Orphans) string {
+func orphanName(o *source.Orphans) string {
 	if len(o.Objects) > 0 {
 		return o.Objects[0].Name
 	}

@@ -10,6 +10,8 @@ import (
 	"path"
 	"strings"
 
+	"github.com/conveyor-ml/conveyor/source"
+
 	"github.com/conveyor-ml/conveyor/cache"
 	"github.com/conveyor-ml/conveyor/objstore"
 	"github.com/conveyor-ml/conveyor/pipeline"
@@ -37,14 +39,14 @@ func checkDir(dir string) error {
 	return nil
 }
 
-// openImageFolder opens the ImageFolder tree dir (pipeline.Dir). Its errors name dir as the
+// openImageFolder opens the ImageFolder tree dir (source.Dir). Its errors name dir as the
 // user typed it and, when dir has no class folders or they hold no images, say what layout
 // is expected.
 func openImageFolder(dir string) (pipeline.Source, error) {
 	if err := checkDir(dir); err != nil {
 		return nil, err
 	}
-	return pipeline.Dir(dir)
+	return source.Dir(dir)
 }
 
 // shardArgs reports whether args name WebDataset shards rather than a folder: every one
@@ -63,24 +65,24 @@ func shardArgs(args []string) bool {
 	return len(args) > 0
 }
 
-// datasetURL reports whether args are one dataset URL that pipeline.OpenDataset opens:
+// datasetURL reports whether args are one dataset URL that source.Open opens:
 // a remote URL, a local shard pattern, or a shard index (.json).
 func datasetURL(args []string) bool {
 	return len(args) == 1 && (objstore.IsRemote(args[0]) || strings.ContainsAny(args[0], "*?[{") || shardIndexArg(args[0]))
 }
 
-// shardIndexArg reports whether arg names a WebDataset shard index (pipeline.ShardIndex).
+// shardIndexArg reports whether arg names a WebDataset shard index (source.ShardIndex).
 func shardIndexArg(arg string) bool { return strings.EqualFold(path.Ext(arg), ".json") }
 
 // openShards opens the WebDataset shards args name (see shardArgs) as local files.
 func openShards(args []string, logf func(string, ...any)) (pipeline.Source, error) {
-	o := &pipeline.WebDatasetOptions{Logf: logf}
+	o := &source.WebDatasetOptions{Logf: logf}
 	for _, a := range args {
 		if _, err := os.Stat(a); err != nil {
 			return nil, pathError(a, err)
 		}
 	}
-	return pipeline.WebDatasetFiles(args, o)
+	return source.WebDatasetFiles(args, o)
 }
 
 // remoteDataset is a converted dataset in object storage opened for reading: its
@@ -96,7 +98,7 @@ type remoteDataset struct {
 // openRemoteIndex returns arg itself (remote nil) when it is not an s3:// or http(s)://
 // prefix holding a converted dataset (dataset.json). When it is, it fetches the
 // dataset's descriptions but not its shards into a new temporary directory
-// (pipeline.FetchConvertedIndex) and returns it with a shard cache of the prefix (the
+// (source.FetchConvertedIndex) and returns it with a shard cache of the prefix (the
 // objstore defaults: the system's temporary directory, at most 16 GiB), through which
 // a cache opened with cache.Options.Remote reads the shards. close removes both. The
 // shard cache is closed when ctx ends, failing the reads that wait for it.
@@ -124,7 +126,7 @@ func openRemoteIndex(ctx context.Context, arg string) (*remoteDataset, error) {
 	unwatch := closeOnCancel(ctx, sc)
 	dir, err := os.MkdirTemp("", "conveyor-converted-*")
 	if err == nil {
-		err = pipeline.FetchConvertedIndex(ctx, b, dir, sc.Options().Concurrency)
+		err = source.FetchConvertedIndex(ctx, b, dir, sc.Options().Concurrency)
 	}
 	closeAll := func() {
 		unwatch()
@@ -138,7 +140,7 @@ func openRemoteIndex(ctx context.Context, arg string) (*remoteDataset, error) {
 		closeAll()
 		return nil, err
 	}
-	// As training does (pipeline.OpenDataset): the shard cache refuses a shard that is
+	// As training does (source.Open): the shard cache refuses a shard that is
 	// not the one the manifest recorded, by name, before it is read at the index's
 	// offsets. A dataset whose records do not read is reported when it is opened.
 	if info, err := cache.ReadInfo(dir); err == nil {

@@ -16,7 +16,7 @@ import (
 
 	"github.com/conveyor-ml/conveyor/cache"
 	"github.com/conveyor-ml/conveyor/internal/units"
-	"github.com/conveyor-ml/conveyor/pipeline"
+	"github.com/conveyor-ml/conveyor/source"
 )
 
 // inspectResult is what inspect --json prints. The dataset fields are set when the
@@ -84,7 +84,7 @@ func inspect(args []string, stdout, stderr io.Writer) (err error) {
 	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: conveyor inspect DIR [--json]\n       conveyor inspect SHARDS [--json]\n\nDescribes the cache directory DIR, a converted dataset or a loader's cache, read-only;\nor WebDataset shards named by a local or remote URL ('DIR/train-{000..099}.tar',\ns3://bucket/train-{000000..001023}.tar, s3://bucket/prefix/): shards, samples, classes,\nbad samples and each shard's sample count (WebDatasetOptions.ShardSamples). --json's\noutput is a shard index (WebDataset's wids format, plus class names): kept beside the\nshards as NAME.json, conveyor bench NAME.json (or pipeline.OpenDataset) opens them\nwithout reading every shard first; conveyor bench --shard-index reads it too.\nDIR may be an s3:// or http(s):// prefix holding a converted dataset: only its\ndataset.json, part records and shard indexes are fetched, not its shards.\n\nflags:\n")
+		fmt.Fprintf(fs.Output(), "usage: conveyor inspect DIR [--json]\n       conveyor inspect SHARDS [--json]\n\nDescribes the cache directory DIR, a converted dataset or a loader's cache, read-only;\nor WebDataset shards named by a local or remote URL ('DIR/train-{000..099}.tar',\ns3://bucket/train-{000000..001023}.tar, s3://bucket/prefix/): shards, samples, classes,\nbad samples and each shard's sample count (WebDatasetOptions.ShardSamples). --json's\noutput is a shard index (WebDataset's wids format, plus class names): kept beside the\nshards as NAME.json, conveyor bench NAME.json (or source.Open) opens them\nwithout reading every shard first; conveyor bench --shard-index reads it too.\nDIR may be an s3:// or http(s):// prefix holding a converted dataset: only its\ndataset.json, part records and shard indexes are fetched, not its shards.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	jsonOut := fs.Bool("json", false, "print one JSON object instead of text")
@@ -383,11 +383,11 @@ func classSummary(cs []classCount) string {
 }
 
 // shardsResult is what inspect --json prints for WebDataset shards: with the shard
-// index's keys (pipeline.ShardIndex: __kind__, wids_version, shardlist, class_names), so
+// index's keys (source.ShardIndex: __kind__, wids_version, shardlist, class_names), so
 // that the output, kept beside the shards, is a shard index OpenDataset and WebDataset's
 // wids read.
 type shardsResult struct {
-	pipeline.ShardIndex
+	source.ShardIndex
 	Dataset      string    `json:"dataset"`
 	Shards       int       `json:"shards"`
 	Samples      int       `json:"samples"`
@@ -400,12 +400,12 @@ type shardsResult struct {
 // inspectShards indexes the WebDataset shards url names and describes them.
 func inspectShards(ctx context.Context, url string, jsonOut bool, stdout, stderr io.Writer) error {
 	logf := func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) }
-	ds, err := pipeline.OpenDataset(ctx, url, &pipeline.DatasetOptions{WebDataset: &pipeline.WebDatasetOptions{Logf: logf}})
+	ds, err := source.Open(ctx, url, &source.OpenOptions{WebDataset: &source.WebDatasetOptions{Logf: logf}})
 	if err != nil {
 		return err
 	}
 	defer ds.Close()
-	w, ok := ds.Source.(*pipeline.WebDatasetSource)
+	w, ok := ds.Source.(*source.WebDatasetSource)
 	if !ok {
 		return fmt.Errorf("%s: not WebDataset shards", url)
 	}

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/conveyor-ml/conveyor/source"
+
 	"github.com/conveyor-ml/conveyor/cache"
 	"github.com/conveyor-ml/conveyor/pipeline"
 )
@@ -201,7 +203,7 @@ func TestConvertPartsProcesses(t *testing.T) {
 		t.Fatalf("convert: %v\n%s%s", err, o, stderr)
 	}
 	batches := func(dir string) []byte {
-		conv, err := pipeline.OpenConverted(dir, pipeline.ConvertedOptions{Logf: t.Logf})
+		conv, err := source.OpenConverted(dir, source.ConvertedOptions{Logf: t.Logf})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conveyor-ml/conveyor/source"
+
 	"github.com/conveyor-ml/conveyor/cache"
 	"github.com/conveyor-ml/conveyor/internal/s3test"
 	"github.com/conveyor-ml/conveyor/objstore"
@@ -24,12 +26,12 @@ import (
 	"github.com/conveyor-ml/conveyor/pipeline"
 )
 
-// s3Epoch opens url with pipeline.OpenDataset and returns one epoch of a seeded train
+// s3Epoch opens url with source.Open and returns one epoch of a seeded train
 // loader over it: the batches' bytes and labels, concatenated.
-func s3Epoch(t *testing.T, url string, o *pipeline.DatasetOptions) ([]byte, []int32, objstore.Stats) {
+func s3Epoch(t *testing.T, url string, o *source.OpenOptions) ([]byte, []int32, objstore.Stats) {
 	t.Helper()
 	ctx := context.Background()
-	d, err := pipeline.OpenDataset(ctx, url, o)
+	d, err := source.Open(ctx, url, o)
 	if err != nil {
 		t.Fatalf("OpenDataset(%s): %v", url, err)
 	}
@@ -94,7 +96,7 @@ func testConvertS3(t *testing.T, srv *s3test.Server) {
 	if _, err := os.Stat(filepath.Join(src, "..", "s3:")); err == nil {
 		t.Error("convert wrote a local s3: directory")
 	}
-	data, labels, st := s3Epoch(t, whole, &pipeline.DatasetOptions{Store: fastS3, Cache: &objstore.CacheOptions{Dir: t.TempDir()}})
+	data, labels, st := s3Epoch(t, whole, &source.OpenOptions{Store: fastS3, Cache: &objstore.CacheOptions{Dir: t.TempDir()}})
 	if !bytes.Equal(data, wantData) || !slices.Equal(labels, wantLabels) || st.BytesFetched == 0 {
 		t.Fatalf("the dataset read from %s trains to other batches than the local conversion (%d vs %d bytes; %v)", whole, len(data), len(wantData), st)
 	}
@@ -129,7 +131,7 @@ func testConvertS3(t *testing.T, srv *s3test.Server) {
 	if err != nil || !strings.Contains(out, "stored=0 ") || !strings.Contains(out, "uploaded=3 ") {
 		t.Fatalf("resume: %v\n%s", err, out)
 	}
-	if data, _, _ := s3Epoch(t, whole, &pipeline.DatasetOptions{Store: fastS3}); !bytes.Equal(data, wantData) {
+	if data, _, _ := s3Epoch(t, whole, &source.OpenOptions{Store: fastS3}); !bytes.Equal(data, wantData) {
 		t.Fatal("after the resumed upload, other batches")
 	}
 	// From another staging directory: nothing to do when the dataset is complete, and
@@ -166,7 +168,7 @@ func testConvertS3(t *testing.T, srv *s3test.Server) {
 	if ups, err := fb.Uploads(context.Background(), ""); err != nil || len(ups) != 0 {
 		t.Errorf("unfinished uploads left: %v %v", ups, err)
 	}
-	if data, _, _ := s3Epoch(t, full, &pipeline.DatasetOptions{Store: fastS3}); !bytes.Equal(data, wantData) {
+	if data, _, _ := s3Epoch(t, full, &source.OpenOptions{Store: fastS3}); !bytes.Equal(data, wantData) {
 		t.Fatal("after converting again over a lost run, other batches")
 	}
 	// An orphan found after an upload without the flag is reported and left.
@@ -181,7 +183,7 @@ func testConvertS3(t *testing.T, srv *s3test.Server) {
 	if out, stderr, err = runConvert(t, append([]string{src, whole, "--staging", staging, "--delete-orphans"}, flags...)...); err != nil || !strings.Contains(out, "deleted=1 ") {
 		t.Fatalf("rerun --delete-orphans: %v\n%s%s", err, out, stderr)
 	}
-	if data, _, _ := s3Epoch(t, whole, &pipeline.DatasetOptions{Store: fastS3}); !bytes.Equal(data, wantData) {
+	if data, _, _ := s3Epoch(t, whole, &source.OpenOptions{Store: fastS3}); !bytes.Equal(data, wantData) {
 		t.Fatal("after deleting an orphan, other batches")
 	}
 
@@ -204,12 +206,12 @@ func testConvertS3(t *testing.T, srv *s3test.Server) {
 	if left, _ := filepath.Glob(filepath.Join(os.TempDir(), "conveyor-convert-*")); len(left) != 0 {
 		t.Errorf("default staging directories left behind: %v", left)
 	}
-	if data, labels, _ := s3Epoch(t, parted, &pipeline.DatasetOptions{Store: fastS3}); !bytes.Equal(data, wantData) || !slices.Equal(labels, wantLabels) {
+	if data, labels, _ := s3Epoch(t, parted, &source.OpenOptions{Store: fastS3}); !bytes.Equal(data, wantData) || !slices.Equal(labels, wantLabels) {
 		t.Fatal("the dataset converted in 2 parts into S3 trains to other batches than the local conversion")
 	}
 	p := s3test.NewProxy(t, srv.Endpoint, s3test.Faults{Latency: time.Millisecond, SlowDown: 3, Reset: 4, Truncate: 3})
 	srv.Env(t, p.URL)
-	data, _, st = s3Epoch(t, parted, &pipeline.DatasetOptions{Store: fastS3})
+	data, _, st = s3Epoch(t, parted, &source.OpenOptions{Store: fastS3})
 	if !bytes.Equal(data, wantData) || st.Retries == 0 {
 		t.Fatalf("through faults: other batches, or no retry (%v, faults %v)", st, p.Counts())
 	}
@@ -236,7 +238,7 @@ func testConvertS3(t *testing.T, srv *s3test.Server) {
 	if err := verify([]string{half}, &vout, io.Discard); err == nil || !strings.Contains(err.Error(), "part 0/2 has not run") || !strings.HasPrefix(err.Error(), half) {
 		t.Fatalf("verify with part 0/2 missing: %v\n%s", err, vout.String())
 	}
-	if _, err := pipeline.OpenDataset(context.Background(), half, &pipeline.DatasetOptions{Store: fastS3}); err == nil || !strings.Contains(err.Error(), "part 0/2") || !strings.Contains(err.Error(), strings.TrimSuffix(half, "/")) || strings.Contains(err.Error(), "conveyor-converted-") {
+	if _, err := source.Open(context.Background(), half, &source.OpenOptions{Store: fastS3}); err == nil || !strings.Contains(err.Error(), "part 0/2") || !strings.Contains(err.Error(), strings.TrimSuffix(half, "/")) || strings.Contains(err.Error(), "conveyor-converted-") {
 		t.Fatalf("OpenDataset with part 0/2 missing: %v", err)
 	}
 	if _, err := os.Stat(filepath.Join(os.TempDir(), cache.InfoName)); err == nil {
@@ -280,7 +282,7 @@ func TestConvertedHTTP(t *testing.T) {
 		hs := httptest.NewServer(http.FileServer(http.Dir(dir)))
 		defer hs.Close()
 		url := hs.URL + "/"
-		data, labels, st := s3Epoch(t, url, &pipeline.DatasetOptions{Store: fastS3})
+		data, labels, st := s3Epoch(t, url, &source.OpenOptions{Store: fastS3})
 		if !bytes.Equal(data, wantData) || !slices.Equal(labels, wantLabels) || st.BytesFetched == 0 {
 			t.Fatalf("%s over HTTP: other batches (%v)", dir, st)
 		}
@@ -336,7 +338,7 @@ func TestConvertedHTTP(t *testing.T) {
 	}
 	hs := httptest.NewServer(http.FileServer(http.Dir(parted)))
 	defer hs.Close()
-	if _, err := pipeline.OpenDataset(context.Background(), hs.URL+"/", &pipeline.DatasetOptions{Store: fastS3}); !errors.Is(err, pipeline.ErrIncomplete) || !strings.Contains(err.Error(), "part 1/2") || !strings.Contains(err.Error(), hs.URL) || strings.Contains(err.Error(), "conveyor-converted-") {
+	if _, err := source.Open(context.Background(), hs.URL+"/", &source.OpenOptions{Store: fastS3}); !errors.Is(err, source.ErrIncomplete) || !strings.Contains(err.Error(), "part 1/2") || !strings.Contains(err.Error(), hs.URL) || strings.Contains(err.Error(), "conveyor-converted-") {
 		t.Fatalf("OpenDataset over HTTP with part 1/2 missing: %v", err)
 	}
 }

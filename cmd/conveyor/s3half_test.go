@@ -8,10 +8,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/conveyor-ml/conveyor/source"
+
 	"github.com/conveyor-ml/conveyor/cache"
 	"github.com/conveyor-ml/conveyor/internal/s3test"
 	"github.com/conveyor-ml/conveyor/objstore"
-	"github.com/conveyor-ml/conveyor/pipeline"
 )
 
 // A converted dataset whose upload stopped before dataset.json (shards, indexes and
@@ -35,8 +36,8 @@ func testHalfUploadedConversion(t *testing.T, srv *s3test.Server) {
 			t.Fatalf("convert: %v\n%s%s", err, out, stderr)
 		}
 		srv.Delete(t, prefix+cache.InfoName)
-		_, err := pipeline.OpenDataset(context.Background(), url, &pipeline.DatasetOptions{Store: fastS3})
-		if !errors.Is(err, pipeline.ErrIncomplete) || !strings.Contains(err.Error(), "upload did not finish") || !strings.Contains(err.Error(), url) || !strings.Contains(err.Error(), "no "+cache.InfoName) || strings.Contains(err.Error(), "WebDataset") {
+		_, err := source.Open(context.Background(), url, &source.OpenOptions{Store: fastS3})
+		if !errors.Is(err, source.ErrIncomplete) || !strings.Contains(err.Error(), "upload did not finish") || !strings.Contains(err.Error(), url) || !strings.Contains(err.Error(), "no "+cache.InfoName) || strings.Contains(err.Error(), "WebDataset") {
 			t.Errorf("OpenDataset of %s without %s: %v", url, cache.InfoName, err)
 		}
 		if part != "" && !strings.Contains(err.Error(), "dataset.part-0-of-2.json") {

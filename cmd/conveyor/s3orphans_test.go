@@ -13,10 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conveyor-ml/conveyor/source"
+
 	"github.com/conveyor-ml/conveyor/cache"
 	"github.com/conveyor-ml/conveyor/internal/s3test"
 	"github.com/conveyor-ml/conveyor/objstore"
-	"github.com/conveyor-ml/conveyor/pipeline"
 )
 
 // The advice "run again with --delete-orphans" can be followed from any staging
@@ -45,7 +46,7 @@ func testConvertS3DeleteOrphansWhenComplete(t *testing.T, srv *s3test.Server) {
 		}
 		var want []byte
 		if c.part == "" { // one part of two does not open
-			want, _, _ = s3Epoch(t, url, &pipeline.DatasetOptions{Store: fastS3})
+			want, _, _ = s3Epoch(t, url, &source.OpenOptions{Store: fastS3})
 		}
 		srv.Put(t, c.prefix+c.orphan+".shard", []byte("left by a lost run"))
 		srv.Put(t, c.prefix+c.orphan+".idx", []byte("left by a lost run"))
@@ -68,7 +69,7 @@ func testConvertS3DeleteOrphansWhenComplete(t *testing.T, srv *s3test.Server) {
 			t.Fatalf("after --delete-orphans: %v", names)
 		}
 		if want != nil {
-			if got, _, _ := s3Epoch(t, url, &pipeline.DatasetOptions{Store: fastS3}); !bytes.Equal(got, want) {
+			if got, _, _ := s3Epoch(t, url, &source.OpenOptions{Store: fastS3}); !bytes.Equal(got, want) {
 				t.Fatal("after deleting the orphans, other batches")
 			}
 		}

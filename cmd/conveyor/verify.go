@@ -18,7 +18,7 @@ import (
 	"github.com/conveyor-ml/conveyor/decode"
 	"github.com/conveyor-ml/conveyor/internal/units"
 	"github.com/conveyor-ml/conveyor/objstore"
-	"github.com/conveyor-ml/conveyor/pipeline"
+	"github.com/conveyor-ml/conveyor/source"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -249,8 +249,8 @@ func verifyShards(ctx context.Context, args []string, stdout, stderr io.Writer) 
 
 // verifiedShards are the WebDataset shards verify checks, opened.
 type verifiedShards struct {
-	src   *pipeline.WebDatasetSource
-	ds    *pipeline.Dataset  // the dataset a URL opened; nil for shard files
+	src   *source.WebDatasetSource
+	ds    *source.Dataset    // the dataset a URL opened; nil for shard files
 	where func(k int) string // shard k as the user knows it: its path or URL
 	close func()             // releases what opening took
 }
@@ -264,9 +264,9 @@ func openVerifiedShards(ctx context.Context, args []string) (*verifiedShards, er
 		if err != nil {
 			return nil, err
 		}
-		return &verifiedShards{src: s.(*pipeline.WebDatasetSource), where: func(k int) string { return args[k] }, close: func() {}}, nil
+		return &verifiedShards{src: s.(*source.WebDatasetSource), where: func(k int) string { return args[k] }, close: func() {}}, nil
 	}
-	d, err := pipeline.OpenDataset(ctx, args[0], &pipeline.DatasetOptions{WebDataset: &pipeline.WebDatasetOptions{Logf: logf}})
+	d, err := source.Open(ctx, args[0], &source.OpenOptions{WebDataset: &source.WebDatasetOptions{Logf: logf}})
 	if err != nil {
 		return nil, err
 	}
@@ -275,7 +275,7 @@ func openVerifiedShards(ctx context.Context, args []string) (*verifiedShards, er
 		stop = closeOnCancel(ctx, d.Store.Cache)
 	}
 	closeAll := func() { stop(); d.Close() }
-	w, ok := d.Source.(*pipeline.WebDatasetSource)
+	w, ok := d.Source.(*source.WebDatasetSource)
 	if !ok {
 		closeAll()
 		return nil, fmt.Errorf("%s: not WebDataset shards", args[0])
@@ -299,7 +299,7 @@ type sampleChecker struct {
 // checkSamples checks every sample of src on as many goroutines as Go may run, each
 // with a decoder of its own, and returns each sample's problem ("" when good) in
 // sample order. Cancelling ctx stops it starting more.
-func checkSamples(ctx context.Context, src *pipeline.WebDatasetSource) ([]string, error) {
+func checkSamples(ctx context.Context, src *source.WebDatasetSource) ([]string, error) {
 	n := src.Len()
 	problems := make([]string, n)
 	// A buffered channel of checkers is both their free-list and the limit.
@@ -339,7 +339,7 @@ func checkSamples(ctx context.Context, src *pipeline.WebDatasetSource) ([]string
 const maxVerifyBytes = 1 << 30
 
 // checkSample reads and decodes sample i of src: "" when it is good, else why not.
-func checkSample(src *pipeline.WebDatasetSource, dec *decode.Decoder, i int, buf []byte, img *decode.Image) ([]byte, *decode.Image, string) {
+func checkSample(src *source.WebDatasetSource, dec *decode.Decoder, i int, buf []byte, img *decode.Image) ([]byte, *decode.Image, string) {
 	f, err := src.Open(i)
 	if err != nil {
 		return buf, img, err.Error()

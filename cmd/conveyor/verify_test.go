@@ -15,9 +15,10 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/conveyor-ml/conveyor/source"
+
 	"github.com/conveyor-ml/conveyor/cache"
 	"github.com/conveyor-ml/conveyor/internal/synth"
-	"github.com/conveyor-ml/conveyor/pipeline"
 )
 
 // theShard returns the one shard of the converted dataset in dir and its index.
@@ -335,7 +336,7 @@ func TestVerifyHugeIndex(t *testing.T) {
 		t.Errorf("verify allocated %d bytes with an index of %d", n, huge)
 	}
 	n = allocated(func() {
-		if d, err := pipeline.OpenDataset(context.Background(), dst, &pipeline.DatasetOptions{Converted: pipeline.ConvertedOptions{AllowIncomplete: true, Logf: func(string, ...any) {}}}); err == nil {
+		if d, err := source.Open(context.Background(), dst, &source.OpenOptions{Converted: source.ConvertedOptions{AllowIncomplete: true, Logf: func(string, ...any) {}}}); err == nil {
 			d.Close()
 		}
 	})

@@ -14,6 +14,8 @@ import (
 	"fmt"
 	"log"
 
+	"github.com/conveyor-ml/conveyor/source"
+
 	"github.com/conveyor-ml/conveyor/augment"
 	"github.com/conveyor-ml/conveyor/decode"
 	"github.com/conveyor-ml/conveyor/examples/toy"
@@ -81,7 +83,7 @@ func run(dir string) error {
 		return err
 	}
 	defer cleanup()
-	src, err := pipeline.Dir(dir)
+	src, err := source.Dir(dir)
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,8 @@ import (
 	"fmt"
 	"log"
 
+	"github.com/conveyor-ml/conveyor/source"
+
 	"github.com/conveyor-ml/conveyor/examples/toy"
 	"github.com/conveyor-ml/conveyor/pack"
 	"github.com/conveyor-ml/conveyor/pipeline"
@@ -39,12 +41,12 @@ func run(dir string, epochs, size int, lr float32, seed uint64) error {
 		return err
 	}
 	defer cleanup()
-	src, err := pipeline.Dir(dir)
+	src, err := source.Dir(dir)
 	if err != nil {
 		return err
 	}
 	// 20% of every class for validation; the same seed gives the same split.
-	trainSrc, valSrc, err := pipeline.Split(src, 0.2, seed)
+	trainSrc, valSrc, err := source.Split(src, 0.2, seed)
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"log"
 
+	"github.com/conveyor-ml/conveyor/source"
+
 	"github.com/conveyor-ml/conveyor/examples/toy"
 	"github.com/conveyor-ml/conveyor/pack"
 	"github.com/conveyor-ml/conveyor/pipeline"
@@ -36,7 +38,7 @@ func run(dir string, epochs int) error {
 
 // train is README's Quick Start.
 func train(ctx context.Context, dir string, epochs int) error {
-	src, err := pipeline.Dir(dir) // ImageFolder: class = first-level folder
+	src, err := source.Dir(dir) // ImageFolder: class = first-level folder
 	if err != nil {
 		return err
 	}

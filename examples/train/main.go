@@ -19,6 +19,8 @@ import (
 	"fmt"
 	"log"
 
+	"github.com/conveyor-ml/conveyor/source"
+
 	"github.com/conveyor-ml/conveyor/examples/toy"
 	"github.com/conveyor-ml/conveyor/mixup"
 	"github.com/conveyor-ml/conveyor/pack"
@@ -48,7 +50,7 @@ func run(dir, recipe string, mix mixup.Options, micro, epochs, size int, lr floa
 		return err
 	}
 	defer cleanup()
-	src, err := pipeline.Dir(dir)
+	src, err := source.Dir(dir)
 	if err != nil {
 		return err
 	}

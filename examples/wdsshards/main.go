@@ -17,6 +17,8 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/conveyor-ml/conveyor/source"
+
 	"github.com/conveyor-ml/conveyor/pipeline"
 )
 
@@ -39,7 +41,7 @@ func run(srcDir, dst, prefix string, per int, seed uint64) error {
 	if per <= 0 {
 		return fmt.Errorf("wdsshards: -per %d is not positive", per)
 	}
-	folder, err := pipeline.Dir(srcDir)
+	folder, err := source.Dir(srcDir)
 	if err != nil {
 		return err
 	}
@@ -50,7 +52,7 @@ func run(srcDir, dst, prefix string, per int, seed uint64) error {
 	if seed != 0 {
 		rand.New(rand.NewPCG(seed, 0x77647373)).Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 	}
-	view, err := pipeline.Subset(folder, order)
+	view, err := source.Subset(folder, order)
 	if err != nil {
 		return err
 	}
@@ -78,7 +80,7 @@ func writeShard(name string, src pipeline.FileSource, from, to int) error {
 		return err
 	}
 	w := bufio.NewWriterSize(f, 1<<20)
-	err = pipeline.WriteWebDataset(w, src, from, to)
+	err = source.WriteWebDataset(w, src, from, to)
 	if err == nil {
 		err = w.Flush()
 	}

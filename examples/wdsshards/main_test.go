@@ -5,8 +5,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/conveyor-ml/conveyor/source"
+
 	"github.com/conveyor-ml/conveyor/internal/synth"
-	"github.com/conveyor-ml/conveyor/pipeline"
 )
 
 // The shards hold every image once, shuffled, with its folder's label.
@@ -18,11 +19,11 @@ func TestShards(t *testing.T) {
 	if err := run(tree, dst, "train", 8, 1); err != nil {
 		t.Fatal(err)
 	}
-	folder, err := pipeline.Dir(tree)
+	folder, err := source.Dir(tree)
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, err := pipeline.WebDatasetGlob(filepath.Join(dst, "train-*.tar"), &pipeline.WebDatasetOptions{Classes: folder.Classes()})
+	src, err := source.WebDatasetGlob(filepath.Join(dst, "train-*.tar"), &source.WebDatasetOptions{Classes: folder.Classes()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,6 @@ import (
 	"gorgonia.org/cu"
 
 	"github.com/conveyor-ml/conveyor/gpu"
-	"github.com/conveyor-ml/conveyor/pipeline"
 )
 
 // Open returns a gpu.Device that allocates and copies in ctx's CUDA context on ctx's
@@ -28,9 +27,15 @@ func handle(c cu.CUContext) uintptr {
 	return *(*uintptr)(unsafe.Pointer(&c))
 }
 
+// Batch is a batch in device memory, such as a *pipeline.Batch: this package asks only
+// for its address, so it depends on package gpu and not on the loader above it.
+type Batch interface {
+	DevicePtr() gpu.DevicePtr
+}
+
 // DevicePtr returns the batch's device memory as a cu.DevicePtr (0 when the loader did
 // not pack the batch). Call b.Wait, or b.WaitOn a stream of the context, before reading it.
-func DevicePtr(b *pipeline.Batch) cu.DevicePtr {
+func DevicePtr(b Batch) cu.DevicePtr {
 	return cu.DevicePtr(b.DevicePtr())
 }
 

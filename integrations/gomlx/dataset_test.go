@@ -19,6 +19,7 @@ import (
 	"github.com/conveyor-ml/conveyor/mixup"
 	"github.com/conveyor-ml/conveyor/pack"
 	"github.com/conveyor-ml/conveyor/pipeline"
+	"github.com/conveyor-ml/conveyor/source"
 	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/backends/simplego"
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
@@ -61,9 +62,9 @@ func data(t testing.TB) string {
 	return dataDir
 }
 
-func source(t testing.TB) pipeline.Source {
+func folderSource(t testing.TB) pipeline.Source {
 	t.Helper()
-	src, err := pipeline.Dir(data(t))
+	src, err := source.Dir(data(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +206,7 @@ func equalI32(a, b []int32) bool {
 // labels, that io.EOF ends each epoch and sticks until Reset, and that Reset starts the
 // next epoch (reshuffled, with new augmentations), on both tensor paths.
 func TestEpochs(t *testing.T) {
-	src := source(t)
+	src := folderSource(t)
 	cfg := config(nil)
 	ref := [][]want{reference(t, src, cfg, 0), reference(t, src, cfg, 1)}
 	if len(ref[0]) != 6 || bytes.Equal(ref[0][0].data, ref[1][0].data) {
@@ -264,7 +265,7 @@ func TestEpochs(t *testing.T) {
 
 // TestResetMidEpoch checks that Reset during an epoch abandons it and starts the next.
 func TestResetMidEpoch(t *testing.T) {
-	src := source(t)
+	src := folderSource(t)
 	cfg := config(nil)
 	ref1 := reference(t, src, cfg, 1)
 	ds, err := gomlx.New(context.Background(), loader(t, src, cfg), nil)
@@ -286,7 +287,7 @@ func TestResetMidEpoch(t *testing.T) {
 // TestResume checks that a Dataset started at a Position continues with the batches the
 // uninterrupted run yielded.
 func TestResume(t *testing.T) {
-	src := source(t)
+	src := folderSource(t)
 	cfg := config(nil)
 	ref := reference(t, src, cfg, 2)
 	ds, err := gomlx.New(context.Background(), loader(t, src, cfg), &gomlx.Options{Epoch: 2})
@@ -323,7 +324,7 @@ func TestResume(t *testing.T) {
 // TestSoftTargets checks that a mixing loader yields its soft targets, [N, classes]
 // float32, and that class indices are refused with it.
 func TestSoftTargets(t *testing.T) {
-	src := source(t)
+	src := folderSource(t)
 	cfg := config(func(c *pipeline.Config) { c.Mix = mixup.Options{MixUp: 0.8, Smoothing: 0.1} })
 	ref := reference(t, src, cfg, 0)
 	if ref[0].targets == nil {
@@ -348,7 +349,7 @@ func TestSoftTargets(t *testing.T) {
 
 // TestOneHot checks LabelsSoft without mixing: one-hot rows of the labels.
 func TestOneHot(t *testing.T) {
-	src := source(t)
+	src := folderSource(t)
 	cfg := config(nil)
 	if _, err := gomlx.New(context.Background(), loader(t, src, cfg), &gomlx.Options{Labels: gomlx.LabelsSoft}); err == nil {
 		t.Fatal("New accepted LabelsSoft without NumClasses for a loader that does not mix")
@@ -384,7 +385,7 @@ func TestErrors(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("not a JPEG"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	src, err := pipeline.Dir(dir)
+	src, err := source.Dir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -478,7 +479,7 @@ func TestErrors(t *testing.T) {
 
 // TestOptions checks New's validation.
 func TestOptions(t *testing.T) {
-	ld := loader(t, source(t), config(nil))
+	ld := loader(t, folderSource(t), config(nil))
 	for _, o := range []gomlx.Options{{Labels: 7}, {Epoch: -1}, {Cursor: -1}, {NumClasses: -1}} {
 		if _, err := gomlx.New(context.Background(), ld, &o); err == nil {
 			t.Errorf("New accepted %+v", o)
@@ -493,7 +494,7 @@ func TestOptions(t *testing.T) {
 // the tensors, finalizes them, and calls Reset between epochs.
 func TestTrainer(t *testing.T) {
 	be := newBackend(t)
-	ld := loader(t, source(t), config(func(c *pipeline.Config) { c.DropLast = true }))
+	ld := loader(t, folderSource(t), config(func(c *pipeline.Config) { c.DropLast = true }))
 	ds, err := gomlx.New(context.Background(), ld, &gomlx.Options{Backend: be})
 	if err != nil {
 		t.Fatal(err)
@@ -516,7 +517,7 @@ func TestTrainer(t *testing.T) {
 // TestLayoutsAndDTypes checks each packed dtype's GoMLX dtype and bytes, and that an NCHW
 // loader (made with pipeline.New) gives [N, 3, H, W] and says ChannelsFirst.
 func TestLayoutsAndDTypes(t *testing.T) {
-	src := source(t)
+	src := folderSource(t)
 	for _, tc := range []struct {
 		dt     pack.DType
 		layout pack.Layout
@@ -579,7 +580,7 @@ func TestLayoutsAndDTypes(t *testing.T) {
 // TestMicroBatches checks that each micro-batch is a Yield and that Position resumes
 // inside a batch.
 func TestMicroBatches(t *testing.T) {
-	src := source(t)
+	src := folderSource(t)
 	cfg := config(func(c *pipeline.Config) { c.MicroBatches = 2 })
 	ref := reference(t, src, cfg, 0)
 	ds, err := gomlx.New(context.Background(), loader(t, src, cfg), nil)
@@ -626,7 +627,7 @@ func (s stuckFiles) Open(i int) (fs.File, error) {
 func TestCloseEndsWaitingYield(t *testing.T) {
 	release := make(chan struct{})
 	defer close(release)
-	src := stuckFiles{source(t).(pipeline.FileSource), release}
+	src := stuckFiles{folderSource(t).(pipeline.FileSource), release}
 	ld := loader(t, src, config(nil))
 	d, err := gomlx.New(context.Background(), ld, &gomlx.Options{Backend: newBackend(t)})
 	if err != nil {

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conveyor-ml/conveyor/source"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -371,7 +373,7 @@ func TestLoader(t *testing.T) {
 	if _, err := synth.WriteTree(dir, &synth.TreeOptions{Classes: 3, PerClass: 7, Seed: 5, MinSide: 40, MaxSide: 100}); err != nil {
 		t.Fatal(err)
 	}
-	src, err := pipeline.Dir(dir)
+	src, err := source.Dir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/conveyor-ml/conveyor/source"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -65,7 +67,7 @@ func ExampleCollector_Collect() {
 	// conveyor_loader_wait_seconds_total 2.5
 }
 
-// A dataset opened with pipeline.OpenDataset is a ShardSource: register a ShardCollector
+// A dataset opened with source.Open is a ShardSource: register a ShardCollector
 // for it next to the loader's Collector. A local dataset's counters stay zero.
 func ExampleNewShardCollector_dataset() {
 	dir, err := os.MkdirTemp("", "example")
@@ -77,7 +79,7 @@ func ExampleNewShardCollector_dataset() {
 		log.Fatal(err)
 	}
 	// In training: "s3://bucket/train-{000000..001023}.tar".
-	ds, err := pipeline.OpenDataset(context.Background(), dir, nil)
+	ds, err := source.Open(context.Background(), dir, nil)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/conveyor-ml/conveyor/integrations/gomlx"
 	"github.com/conveyor-ml/conveyor/pack"
 	"github.com/conveyor-ml/conveyor/pipeline"
+	"github.com/conveyor-ml/conveyor/source"
 	"github.com/gomlx/gomlx/backends/simplego"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	mlctx "github.com/gomlx/gomlx/pkg/ml/context"
@@ -121,12 +122,12 @@ func run(o options, w io.Writer) ([]epochResult, error) {
 		return nil, err
 	}
 	defer cleanup()
-	src, err := pipeline.Dir(dir)
+	src, err := source.Dir(dir)
 	if err != nil {
 		return nil, err
 	}
 	classes := len(src.Classes())
-	trainSrc, valSrc, err := pipeline.Split(src, o.val, o.seed)
+	trainSrc, valSrc, err := source.Split(src, o.val, o.seed)
 	if err != nil {
 		return nil, err
 	}
@@ -146,7 +147,7 @@ func run(o options, w io.Writer) ([]epochResult, error) {
 			if err := orientationTree(s, dir, d, 2*o.size); err != nil {
 				return nil, err
 			}
-			if srcs[i], err = pipeline.Dir(d); err != nil {
+			if srcs[i], err = source.Dir(d); err != nil {
 				return nil, err
 			}
 		}

@@ -1,6 +1,0 @@
-//go:build !unix
-
-package pipeline
-
-// processAlive cannot tell here: a lease is then stale only by its age.
-func processAlive(pid int) bool { return true }
