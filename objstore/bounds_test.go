@@ -94,7 +94,7 @@ func TestDownloadTooSlow(t *testing.T) {
 			}
 			t.Log(err)
 			if err == nil || !strings.Contains(err.Error(), b.URL("slow.bin")) || !strings.Contains(err.Error(), "too slow") ||
-				!strings.Contains(err.Error(), " bytes in ") || !strings.Contains(err.Error(), "after 3 attempts") {
+				!strings.Contains(err.Error(), " B in ") || !strings.Contains(err.Error(), "after 3 attempts") {
 				t.Errorf("error %v, want one naming the URL and saying it was too slow, after 3 attempts", err)
 			}
 			if n := reqs.Load(); n != 3 {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+
+	"github.com/conveyor-ml/conveyor/internal/units"
 )
 
 // A Dataset is a resolved dataset URL ready to read: a file system holding its shards and
@@ -83,6 +85,6 @@ func (d *Dataset) Close() error {
 
 // String prints the counters on one line, for logs and conveyor bench.
 func (s Stats) String() string {
-	return fmt.Sprintf("%d requests, %d bytes fetched, %d retries, %d bytes uploaded; shard cache: %d hits, %d misses, %d fetched, %d evicted, %d bytes (peak %d)",
-		s.Requests, s.BytesFetched, s.Retries, s.BytesUploaded, s.Hits, s.Misses, s.Fetched, s.Evictions, s.CachedBytes, s.PeakBytes)
+	return fmt.Sprintf("%d requests, %s fetched, %d retries, %s uploaded; shard cache: %d hits, %d misses, %d fetched, %d evicted, %s (peak %s)",
+		s.Requests, units.Bytes(s.BytesFetched), s.Retries, units.Bytes(s.BytesUploaded), s.Hits, s.Misses, s.Fetched, s.Evictions, units.Bytes(s.CachedBytes), units.Bytes(s.PeakBytes))
 }

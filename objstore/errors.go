@@ -159,7 +159,12 @@ type RetryPolicy struct {
 	ProgressInterval time.Duration
 }
 
-func (p *RetryPolicy) ensureDefaults() {
+// EnsureDefaults fills p's zero fields with their defaults and returns p; a nil p
+// becomes a new RetryPolicy holding the defaults.
+func (p *RetryPolicy) EnsureDefaults() *RetryPolicy {
+	if p == nil {
+		p = &RetryPolicy{}
+	}
 	if p.Attempts == 0 {
 		p.Attempts = 10
 	}
@@ -178,22 +183,30 @@ func (p *RetryPolicy) ensureDefaults() {
 	if p.ProgressInterval == 0 {
 		p.ProgressInterval = 60 * time.Second
 	}
+	return p
 }
 
-func (p *RetryPolicy) validate() error {
-	switch {
-	case p.Attempts < 1:
-		return fmt.Errorf("objstore: Retry.Attempts %d: want at least 1", p.Attempts)
-	case p.BaseDelay < 0:
-		return fmt.Errorf("objstore: Retry.BaseDelay %v is negative", p.BaseDelay)
-	case p.MaxDelay < p.BaseDelay:
-		return fmt.Errorf("objstore: Retry.MaxDelay %v is below Retry.BaseDelay %v", p.MaxDelay, p.BaseDelay)
-	case p.AttemptTimeout < 0:
-		return fmt.Errorf("objstore: Retry.AttemptTimeout %v is negative", p.AttemptTimeout)
-	case p.MinProgressBytes < 0:
-		return fmt.Errorf("objstore: Retry.MinProgressBytes %d is negative", p.MinProgressBytes)
-	case p.ProgressInterval < 0:
-		return fmt.Errorf("objstore: Retry.ProgressInterval %v is negative", p.ProgressInterval)
+// Validate reports every invalid field of p, defaults filled (see EnsureDefaults),
+// joined into one error; nil when all are valid.
+func (p *RetryPolicy) Validate() error {
+	var errs []error
+	if p.Attempts < 1 {
+		errs = append(errs, fmt.Errorf("objstore: Retry.Attempts %d: want at least 1", p.Attempts))
 	}
-	return nil
+	if p.BaseDelay < 0 {
+		errs = append(errs, fmt.Errorf("objstore: Retry.BaseDelay %v is negative", p.BaseDelay))
+	}
+	if p.MaxDelay < p.BaseDelay {
+		errs = append(errs, fmt.Errorf("objstore: Retry.MaxDelay %v is below Retry.BaseDelay %v", p.MaxDelay, p.BaseDelay))
+	}
+	if p.AttemptTimeout < 0 {
+		errs = append(errs, fmt.Errorf("objstore: Retry.AttemptTimeout %v is negative", p.AttemptTimeout))
+	}
+	if p.MinProgressBytes < 0 {
+		errs = append(errs, fmt.Errorf("objstore: Retry.MinProgressBytes %d is negative", p.MinProgressBytes))
+	}
+	if p.ProgressInterval < 0 {
+		errs = append(errs, fmt.Errorf("objstore: Retry.ProgressInterval %v is negative", p.ProgressInterval))
+	}
+	return errors.Join(errs...)
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+
+	"github.com/conveyor-ml/conveyor/internal/units"
 )
 
 // DownloadMax is Download for an object that may hold at most limit bytes, such as a
@@ -13,11 +15,11 @@ import (
 // size (chunked, or a server that streams without end) is refused as its bytes pass limit.
 func (b *Bucket) DownloadMax(ctx context.Context, name string, f *os.File, limit int64) (Object, error) {
 	tooLarge := func(what string) error {
-		return &Error{Op: "GET", URL: b.URL(name), Err: &tooLargeError{fmt.Sprintf("%s the %d bytes it may hold", what, limit)}}
+		return &Error{Op: "GET", URL: b.URL(name), Err: &tooLargeError{fmt.Sprintf("%s the %s it may hold", what, units.Bytes(limit))}}
 	}
 	onSize := func(size int64) error {
 		if size > limit {
-			return tooLarge(fmt.Sprintf("%d bytes, more than", size))
+			return tooLarge(fmt.Sprintf("%s, more than", units.Bytes(size)))
 		}
 		return nil
 	}

@@ -6,7 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // Mirror downloads the objects objs of b (names relative to its root, flat: no '/')
@@ -23,41 +24,18 @@ func Mirror(ctx context.Context, b *Bucket, objs []Object, dir string, concurren
 			return fmt.Errorf("objstore: %s: not a plain file name in a flat dataset", b.URL(o.Name))
 		}
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	sem := make(chan struct{}, max(concurrency, 1))
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var first error
-	fail := func(err error) {
-		mu.Lock()
-		if first == nil {
-			first = err
-			cancel()
-		}
-		mu.Unlock()
-	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(concurrency, 1))
 	for _, o := range objs {
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-		}
-		if ctx.Err() != nil {
+		if gctx.Err() != nil {
 			break
 		}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			if err := mirrorOne(ctx, b, o, dir); err != nil {
-				fail(err)
-			}
-		}()
+		g.Go(func() error { return mirrorOne(gctx, b, o, dir) })
 	}
-	wg.Wait()
-	if first == nil && ctx.Err() != nil {
-		return ctx.Err()
+	if err := g.Wait(); err != nil {
+		return err
 	}
-	return first
+	return ctx.Err()
 }
 
 func mirrorOne(ctx context.Context, b *Bucket, o Object, dir string) error {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -61,5 +62,43 @@ func testCreateAndMirror(t *testing.T, srv *s3test.Server) {
 		if err := objstore.Mirror(ctx, b, []objstore.Object{{Name: "sub/x"}}, t.TempDir(), 1); err == nil || !strings.Contains(err.Error(), "sub/x") {
 			t.Errorf("%s: Mirror of a nested name: %v", root, err)
 		}
+	}
+}
+
+// Mirror's first failure is what it returns, and it stops the rest; a cancelled context
+// mirrors nothing and says so.
+func TestMirrorFirstError(t *testing.T) {
+	ctx := context.Background()
+	src := t.TempDir()
+	var objs []objstore.Object
+	for i := range 40 {
+		name := fmt.Sprintf("s-%02d.bin", i)
+		if i != 7 { // s-07.bin is missing
+			if err := os.WriteFile(filepath.Join(src, name), []byte(name), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		objs = append(objs, objstore.Object{Name: name, Size: 64})
+	}
+	b, err := objstore.OpenBucket(ctx, src, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	err = objstore.Mirror(ctx, b, objs, dir, 3)
+	if !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), "s-07.bin") {
+		t.Errorf("Mirror with s-07.bin missing: %v, want fs.ErrNotExist naming it", err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, ".*")); len(left) != 0 {
+		t.Errorf("temporary files left: %v", left)
+	}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	dir = t.TempDir()
+	if err := objstore.Mirror(cancelled, b, objs, dir, 3); !errors.Is(err, context.Canceled) {
+		t.Errorf("Mirror with a cancelled context: %v, want context.Canceled", err)
+	}
+	if got, _ := os.ReadDir(dir); len(got) != 0 {
+		t.Errorf("Mirror with a cancelled context wrote %d files", len(got))
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
 	"github.com/aws/smithy-go/middleware"
+	"github.com/conveyor-ml/conveyor/internal/units"
 )
 
 type s3Backend struct {
@@ -219,7 +220,7 @@ func (p *pager) next(token string) error {
 // create uploads in one conditional PUT (If-None-Match: *).
 func (s *s3Backend) create(ctx context.Context, key string, r io.ReaderAt, size int64, c *counters) error {
 	if size > s.partSize {
-		return fmt.Errorf("objstore: %s: Create of %d bytes, more than the part size %d", s.url(key), size, s.partSize)
+		return fmt.Errorf("objstore: %s: Create of %s, more than the part size %s", s.url(key), units.Bytes(size), units.Bytes(s.partSize))
 	}
 	return s.doTimeout(ctx, s.partTimeout(size), func(ctx context.Context) error {
 		_, err := s.client.PutObject(ctx, &s3.PutObjectInput{

@@ -177,8 +177,34 @@ func TestOptionsValidate(t *testing.T) {
 			t.Errorf("%+v: error %v, want one naming %s", tc.o, err, tc.want)
 		}
 	}
+	// Every invalid field is reported, not only the first.
+	bad := &Options{PartSize: 1, MaxConns: -1, Retry: RetryPolicy{Attempts: -1, ProgressInterval: -1}}
+	_, err := OpenBucket(context.Background(), t.TempDir(), bad)
+	for _, want := range []string{"Options.PartSize", "Options.MaxConns", "Retry.Attempts", "Retry.ProgressInterval"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%+v: error %v, want one naming %s", bad, err, want)
+		}
+	}
 	b, _ := OpenBucket(context.Background(), t.TempDir(), nil)
-	if _, err := NewCache(b, &CacheOptions{MaxBytes: -1}); err == nil || !strings.Contains(err.Error(), "CacheOptions.MaxBytes") {
-		t.Errorf("negative MaxBytes: %v", err)
+	_, err = NewCache(b, &CacheOptions{MaxBytes: -1, Concurrency: -1})
+	for _, want := range []string{"CacheOptions.MaxBytes", "CacheOptions.Concurrency"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("negative MaxBytes and Concurrency: %v, want an error naming %s", err, want)
+		}
+	}
+}
+
+func TestOptionsEnsureDefaults(t *testing.T) {
+	o := (*Options)(nil).EnsureDefaults()
+	if o.MaxConns != 64 || o.PartSize != 64<<20 || o.MaxListPages != 10000 || o.Retry.Attempts != 10 || o.Validate() != nil {
+		t.Errorf("defaults %v: %v", o, o.Validate())
+	}
+	given := &Options{MaxConns: 3}
+	if given.EnsureDefaults() != given || given.MaxConns != 3 || given.PartSize != 64<<20 {
+		t.Errorf("EnsureDefaults changed a set field or did not return its receiver: %v", given)
+	}
+	c := (*CacheOptions)(nil).EnsureDefaults()
+	if c.Dir != os.TempDir() || c.MaxBytes != 16<<30 || c.Concurrency != 4 || c.Validate() != nil {
+		t.Errorf("cache defaults %v: %v", c, c.Validate())
 	}
 }

@@ -2,133 +2,15 @@ package pack
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
-	"strings"
 	"unsafe"
 
 	"github.com/conveyor-ml/conveyor/decode"
 	"github.com/conveyor-ml/conveyor/internal/half"
+	"github.com/conveyor-ml/conveyor/internal/units"
 )
-
-// Layout is the order of a packed sample's values.
-type Layout int
-
-const (
-	// NCHW stores three planes, red then green then blue, each row by row (PyTorch's
-	// channels-first order).
-	NCHW Layout = iota
-	// NHWC stores pixels row by row with their three channels together.
-	NHWC
-)
-
-func (l Layout) String() string {
-	switch l {
-	case NCHW:
-		return "NCHW"
-	case NHWC:
-		return "NHWC"
-	}
-	return fmt.Sprintf("Layout(%d)", int(l))
-}
-
-// ParseLayout parses "NCHW" or "NHWC", in any case.
-func ParseLayout(s string) (Layout, error) {
-	switch strings.ToUpper(s) {
-	case "NCHW":
-		return NCHW, nil
-	case "NHWC":
-		return NHWC, nil
-	}
-	return 0, fmt.Errorf("pack: unknown layout %q (want NCHW or NHWC)", s)
-}
-
-// MarshalText implements encoding.TextMarshaler, for configuration files.
-func (l Layout) MarshalText() ([]byte, error) {
-	if l != NCHW && l != NHWC {
-		return nil, fmt.Errorf("pack: invalid %v", l)
-	}
-	return []byte(l.String()), nil
-}
-
-// UnmarshalText implements encoding.TextUnmarshaler with ParseLayout.
-func (l *Layout) UnmarshalText(b []byte) error {
-	v, err := ParseLayout(string(b))
-	if err == nil {
-		*l = v
-	}
-	return err
-}
-
-// DType is the element type of a packed sample. The zero value is Float32.
-type DType int
-
-const (
-	Float32  DType = iota // IEEE binary32
-	Uint8                 // the raw 8-bit pixel values
-	Float16               // IEEE binary16, rounded to nearest even from the float32 value
-	BFloat16              // bfloat16, rounded to nearest even from the float32 value
-)
-
-func (d DType) String() string {
-	switch d {
-	case Uint8:
-		return "uint8"
-	case Float32:
-		return "float32"
-	case Float16:
-		return "float16"
-	case BFloat16:
-		return "bfloat16"
-	}
-	return fmt.Sprintf("DType(%d)", int(d))
-}
-
-// Size returns the bytes per element, or 0 for an invalid DType.
-func (d DType) Size() int {
-	switch d {
-	case Uint8:
-		return 1
-	case Float16, BFloat16:
-		return 2
-	case Float32:
-		return 4
-	}
-	return 0
-}
-
-// ParseDType parses a dtype name as String writes it, in any case, or one of the usual
-// aliases: u8, f32/fp32/float, f16/fp16/half, bf16.
-func ParseDType(s string) (DType, error) {
-	switch strings.ToLower(s) {
-	case "uint8", "u8":
-		return Uint8, nil
-	case "float32", "f32", "fp32", "float":
-		return Float32, nil
-	case "float16", "f16", "fp16", "half":
-		return Float16, nil
-	case "bfloat16", "bf16":
-		return BFloat16, nil
-	}
-	return 0, fmt.Errorf("pack: unknown dtype %q (want uint8, float32, float16 or bfloat16)", s)
-}
-
-// MarshalText implements encoding.TextMarshaler, for configuration files.
-func (d DType) MarshalText() ([]byte, error) {
-	if d.Size() == 0 {
-		return nil, fmt.Errorf("pack: invalid %v", d)
-	}
-	return []byte(d.String()), nil
-}
-
-// UnmarshalText implements encoding.TextUnmarshaler with ParseDType.
-func (d *DType) UnmarshalText(b []byte) error {
-	v, err := ParseDType(string(b))
-	if err == nil {
-		*d = v
-	}
-	return err
-}
 
 // ImageNet's per-channel statistics, as torchvision's reference scripts use them.
 var (
@@ -165,49 +47,65 @@ type Packer struct {
 // maxSampleBytes bounds one packed sample, width×height×3×the dtype's size: 2 GiB less a byte.
 const maxSampleBytes = math.MaxInt32
 
-// Validate reports options NewPacker refuses: a size that is not positive or whose
-// sample exceeds maxSampleBytes, an unknown layout or dtype, normalising into uint8, and
-// a Mean or Std that is not finite or a Std of zero.
+// EnsureDefaults fills o's zero fields with their defaults and returns o; a nil o
+// becomes a new Options holding the defaults. Only Mean and Std have defaults that are
+// not zero values: ImageNetMean and ImageNetStd when Normalize is set and both are zero.
+func (o *Options) EnsureDefaults() *Options {
+	if o == nil {
+		o = &Options{}
+	}
+	if o.Normalize && o.Mean == [3]float32{} && o.Std == [3]float32{} {
+		o.Mean, o.Std = ImageNetMean, ImageNetStd
+	}
+	return o
+}
+
+// Validate reports every option NewPacker refuses, joined into one error: a size that is
+// not positive or whose sample exceeds maxSampleBytes, an unknown layout or dtype,
+// normalising into uint8, and a Mean or Std that is not finite or a Std of zero. It
+// takes Mean and Std as EnsureDefaults would fill them.
 func (o *Options) Validate() error {
 	mean, std := o.Mean, o.Std
 	if o.Normalize && mean == [3]float32{} && std == [3]float32{} {
 		mean, std = ImageNetMean, ImageNetStd
 	}
-	switch {
-	case o.Width <= 0 || o.Height <= 0:
-		return fmt.Errorf("pack: pack size %dx%d: Width and Height must be positive", o.Width, o.Height)
-	case o.Layout != NCHW && o.Layout != NHWC:
-		return fmt.Errorf("pack: invalid pack layout %v", o.Layout)
-	case o.DType.Size() == 0:
-		return fmt.Errorf("pack: invalid pack dtype %v", o.DType)
-	case o.DType == Uint8 && o.Normalize:
-		return fmt.Errorf("pack: cannot normalize into uint8 samples")
-	// Divided rather than multiplied: 2^31×2^31×3×4 wraps an int64 to 0.
-	case o.Width > maxSampleBytes/3/o.DType.Size()/o.Height:
-		return fmt.Errorf("pack: pack size %dx%d is too large: a %v sample may hold at most %d bytes", o.Width, o.Height, o.DType, maxSampleBytes)
+	var errs []error
+	sized := o.Width > 0 && o.Height > 0
+	if !sized {
+		errs = append(errs, fmt.Errorf("pack: pack size %dx%d: Width and Height must be positive", o.Width, o.Height))
+	}
+	if o.Layout != NCHW && o.Layout != NHWC {
+		errs = append(errs, fmt.Errorf("pack: invalid pack layout %v", o.Layout))
+	}
+	if o.DType.Size() == 0 {
+		errs = append(errs, fmt.Errorf("pack: invalid pack dtype %v", o.DType))
+	} else if o.DType == Uint8 && o.Normalize {
+		errs = append(errs, fmt.Errorf("pack: cannot normalize into uint8 samples"))
+	} else if sized && o.Width > maxSampleBytes/3/o.DType.Size()/o.Height {
+		// Divided rather than multiplied: 2^31×2^31×3×4 wraps an int64 to 0.
+		errs = append(errs, fmt.Errorf("pack: pack size %dx%d is too large: a %v sample may hold at most %s", o.Width, o.Height, o.DType, units.Bytes(maxSampleBytes)))
 	}
 	if o.Normalize {
 		for c := range 3 {
 			m, s := float64(mean[c]), float64(std[c])
 			if s == 0 || math.IsNaN(s) || math.IsInf(s, 0) || math.IsNaN(m) || math.IsInf(m, 0) {
-				return fmt.Errorf("pack: normalize mean %v and std %v must be finite, and every std non-zero", mean, std)
+				errs = append(errs, fmt.Errorf("pack: normalize mean %v and std %v must be finite, and every std non-zero", mean, std))
+				break
 			}
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
-// NewPacker returns a Packer for o's effective options.
+// NewPacker returns a Packer for o's effective options; a nil o is refused by Validate
+// (Width and Height are required).
 func NewPacker(o *Options) (*Packer, error) {
 	var opts Options
 	if o != nil {
 		opts = *o
 	}
-	if err := opts.Validate(); err != nil {
+	if err := opts.EnsureDefaults().Validate(); err != nil {
 		return nil, err
-	}
-	if opts.Normalize && opts.Mean == [3]float32{} && opts.Std == [3]float32{} {
-		opts.Mean, opts.Std = ImageNetMean, ImageNetStd
 	}
 	p := &Packer{o: opts}
 	for c := range 3 {

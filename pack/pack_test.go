@@ -356,6 +356,17 @@ func TestOptionsValidateBounds(t *testing.T) {
 			t.Errorf("Validate(%v): %v", o, err)
 		}
 	}
+	// Every problem is reported, not only the first.
+	bad := Options{Width: -1, Height: 4, Layout: 2, DType: Uint8, Normalize: true}
+	err := bad.Validate()
+	for _, want := range []string{"must be positive", "layout", "uint8"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate(%v): %v, want an error containing %q", bad, err, want)
+		}
+	}
+	if o := (&Options{Width: 4, Height: 4, Normalize: true}).EnsureDefaults(); o.Mean != ImageNetMean || o.Std != ImageNetStd {
+		t.Errorf("EnsureDefaults: mean %v, std %v; want ImageNet's", o.Mean, o.Std)
+	}
 }
 
 func TestParse(t *testing.T) {

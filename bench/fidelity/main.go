@@ -42,8 +42,10 @@ func main() {
 	}
 }
 
+// size is the eval recipe's Resize, crop its CenterCrop and every sample's side.
+const size, crop = 256, 224
+
 func run(out string, boxes int, exact bool, roots []string) error {
-	const size, crop = 256, 224
 	eval, err := decode.NewDecoder(&decode.Options{Resize: decode.ResizePolicy{Mode: decode.ResizeShorter, Size: size}, Exact: exact})
 	if err != nil {
 		return err
@@ -55,6 +57,31 @@ func run(out string, boxes int, exact bool, roots []string) error {
 	}
 	defer region.Close()
 	log.Printf("fidelity: JPEG decoded by %s, WebP by %s, PNG by %s; exact %t", eval.Backend(), eval.WebPBackend(), eval.PNGBackend(), exact)
+	files, err := listImages(roots)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	mf, err := os.Create(filepath.Join(out, "manifest.tsv"))
+	if err != nil {
+		return err
+	}
+	defer mf.Close()
+	s := &sampleWriter{out: out, w: bufio.NewWriter(mf), eval: eval, region: region, boxes: boxes,
+		cc: augment.NewCenterCrop(crop, crop), rrc: augment.NewRandomResizedCrop(crop, crop)}
+	for _, p := range files {
+		if err := s.image(p); err != nil {
+			return err
+		}
+	}
+	log.Printf("fidelity: %d samples of %d images in %s", s.n, len(files), out)
+	return s.w.Flush()
+}
+
+// listImages returns the JPEG, PNG and WebP files under roots, sorted.
+func listImages(roots []string) ([]string, error) {
 	var files []string
 	for _, root := range roots {
 		err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
@@ -68,81 +95,85 @@ func run(out string, boxes int, exact bool, roots []string) error {
 			return nil
 		})
 		if err != nil {
-			return err
+			return nil, err
 		}
 	}
 	slices.Sort(files)
-	if err := os.MkdirAll(out, 0o755); err != nil {
-		return err
-	}
-	mf, err := os.Create(filepath.Join(out, "manifest.tsv"))
+	return files, nil
+}
+
+// sampleWriter writes each image's samples into out and their lines into the manifest w.
+type sampleWriter struct {
+	out          string
+	w            *bufio.Writer
+	eval, region *decode.Decoder
+	boxes        int
+	cc           *augment.CenterCrop
+	rrc          *augment.RandomResizedCrop
+	img, tmp     decode.Image
+	n            int // samples written
+}
+
+// image writes path's eval sample and its RandomResizedCrop boxes; an image smaller than
+// the crop after Resize is skipped, saying so.
+func (s *sampleWriter) image(p string) error {
+	data, err := os.ReadFile(p)
 	if err != nil {
 		return err
 	}
-	defer mf.Close()
-	w := bufio.NewWriter(mf)
-	cc := augment.NewCenterCrop(crop, crop)
-	rrc := augment.NewRandomResizedCrop(crop, crop)
-	var img, tmp decode.Image
-	n := 0
-	put := func(recipe, path, box string, m *decode.Image) error {
-		if m.Width != crop || m.Height != crop {
-			return fmt.Errorf("%s: %s gave %dx%d", path, recipe, m.Width, m.Height)
-		}
-		name := fmt.Sprintf("%06d.rgb", n)
-		n++
-		pix := make([]byte, 0, 3*crop*crop)
-		for y := range m.Height {
-			pix = append(pix, m.Row(y)[:3*m.Width]...)
-		}
-		if err := os.WriteFile(filepath.Join(out, name), pix, 0o644); err != nil {
-			return err
-		}
-		abs, _ := filepath.Abs(path)
-		_, err := fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", recipe, abs, box, name)
+	m, err := s.eval.Decode(&s.img, data)
+	if err != nil {
+		return fmt.Errorf("%s: %w", p, err)
+	}
+	if m.Width < crop || m.Height < crop {
+		log.Printf("fidelity: %s: %dx%d after Resize(%d) is smaller than the crop; skipped", p, m.Width, m.Height, size)
+		return nil
+	}
+	// CenterCrop(224) of the resized image, torchvision's offsets.
+	x0, y0 := s.cc.Offset(m.Width, m.Height)
+	s.tmp.Reset(crop, crop)
+	for y := range crop {
+		copy(s.tmp.Row(y), m.Row(y0 + y)[3*x0:3*(x0+crop)])
+	}
+	if err := s.put("eval", p, "-", &s.tmp); err != nil {
 		return err
 	}
-	for _, p := range files {
-		data, err := os.ReadFile(p)
+	cfg, err := s.region.Config(data)
+	if err != nil {
+		return fmt.Errorf("%s: %w", p, err)
+	}
+	h := fnv.New64a()
+	h.Write([]byte(filepath.Base(filepath.Dir(p)) + "/" + filepath.Base(p)))
+	rng := rand.New(rand.NewPCG(h.Sum64(), 1))
+	for range s.boxes {
+		r := s.rrc.Params(rng, cfg.Width, cfg.Height)
+		m, err := s.region.DecodeRegion(&s.img, data, r, crop, crop)
 		if err != nil {
+			return fmt.Errorf("%s: region %v: %w", p, r, err)
+		}
+		box := fmt.Sprintf("%d %d %d %d", r.Min.X, r.Min.Y, r.Dx(), r.Dy())
+		if err := s.put("train", p, box, m); err != nil {
 			return err
-		}
-		m, err := eval.Decode(&img, data)
-		if err != nil {
-			return fmt.Errorf("%s: %w", p, err)
-		}
-		if m.Width < crop || m.Height < crop {
-			log.Printf("fidelity: %s: %dx%d after Resize(%d) is smaller than the crop; skipped", p, m.Width, m.Height, size)
-			continue
-		}
-		// CenterCrop(224) of the resized image, torchvision's offsets.
-		x0, y0 := cc.Offset(m.Width, m.Height)
-		tmp.Reset(crop, crop)
-		for y := range crop {
-			copy(tmp.Row(y), m.Row(y0 + y)[3*x0:3*(x0+crop)])
-		}
-		if err := put("eval", p, "-", &tmp); err != nil {
-			return err
-		}
-		cfg, err := region.Config(data)
-		if err != nil {
-			return fmt.Errorf("%s: %w", p, err)
-		}
-		h := fnv.New64a()
-		h.Write([]byte(filepath.Base(filepath.Dir(p)) + "/" + filepath.Base(p)))
-		rng := rand.New(rand.NewPCG(h.Sum64(), 1))
-		for range boxes {
-			r := rrc.Params(rng, cfg.Width, cfg.Height)
-			m, err := region.DecodeRegion(&img, data, r, crop, crop)
-			if err != nil {
-				return fmt.Errorf("%s: region %v: %w", p, r, err)
-			}
-			box := fmt.Sprintf("%d %d %d %d", r.Min.X, r.Min.Y, r.Dx(), r.Dy())
-			if err := put("train", p, box, m); err != nil {
-				return err
-			}
 		}
 	}
-	log.Printf("fidelity: %d samples of %d images in %s", n, len(files), out)
-	return w.Flush()
+	return nil
+}
+
+// put writes one crop×crop sample as raw RGB and its manifest line.
+func (s *sampleWriter) put(recipe, path, box string, m *decode.Image) error {
+	if m.Width != crop || m.Height != crop {
+		return fmt.Errorf("%s: %s gave %dx%d", path, recipe, m.Width, m.Height)
+	}
+	name := fmt.Sprintf("%06d.rgb", s.n)
+	s.n++
+	pix := make([]byte, 0, 3*crop*crop)
+	for y := range m.Height {
+		pix = append(pix, m.Row(y)[:3*m.Width]...)
+	}
+	if err := os.WriteFile(filepath.Join(s.out, name), pix, 0o644); err != nil {
+		return err
+	}
+	abs, _ := filepath.Abs(path)
+	_, err := fmt.Fprintf(s.w, "%s\t%s\t%s\t%s\n", recipe, abs, box, name)
+	return err
 }

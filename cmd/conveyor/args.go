@@ -105,27 +105,6 @@ func (b *byteSize) Set(s string) error {
 	return nil
 }
 
-// humanBytes prints n in SI units with three significant digits: "1.23 GB".
-func humanBytes(n int64) string {
-	const units = "kMGTPE"
-	if n < 1000 {
-		return fmt.Sprintf("%d B", n)
-	}
-	f, i := float64(n)/1000, 0
-	for f >= 999.5 && i < len(units)-1 {
-		f /= 1000
-		i++
-	}
-	prec := 2
-	switch {
-	case f >= 99.5:
-		prec = 0
-	case f >= 9.95:
-		prec = 1
-	}
-	return fmt.Sprintf("%.*f %cB", prec, f, units[i])
-}
-
 // intList is a flag holding one or more positive integers separated by commas, such as
 // "1,2,4": a list sweeps the setting.
 type intList []int

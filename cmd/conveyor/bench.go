@@ -1,89 +1,28 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"runtime/pprof"
-	"slices"
 	"strings"
 	"time"
 
-	"github.com/conveyor-ml/conveyor/source"
-
 	"github.com/conveyor-ml/conveyor/cache"
-	"github.com/conveyor-ml/conveyor/internal/synth"
-	"github.com/conveyor-ml/conveyor/mixup"
-	"github.com/conveyor-ml/conveyor/objstore"
-	"github.com/conveyor-ml/conveyor/pack"
 	"github.com/conveyor-ml/conveyor/pipeline"
 )
 
-// benchResult is what --json prints: one run's report, with the dataset and recipe, plus
-// the stage ceilings with --stages, or every run of a sweep.
-type benchResult struct {
-	Dataset string `json:"dataset"`
-	Recipe  string `json:"recipe"`
-	// Fidelity is the pixels' fidelity: "exact" or "fast".
-	Fidelity string  `json:"fidelity"`
-	Samples  int     `json:"samples"`
-	Classes  int     `json:"classes"`
-	OpenS    float64 `json:"open_s"` // listing the dataset (or opening its index)
-	runReport
-
-	Ceilings   []ceiling `json:"ceilings,omitempty"`
-	Bottleneck string    `json:"bottleneck,omitempty"`
-	H2D        string    `json:"h2d,omitempty"` // why the host-to-device copy was not measured
-
-	Sweep []string     `json:"sweep,omitempty"` // the swept settings, x axis first
-	Runs  []*runReport `json:"runs,omitempty"`
-	Plot  string       `json:"plot,omitempty"`
-
-	// ObjStore: a remote dataset's object-store and shard-cache counters, indexing
-	// included.
-	ObjStore *objStats `json:"objstore,omitempty"`
-	store    *source.Dataset
-}
-
-// objStats is objstore.Stats as bench reports it.
-type objStats struct {
-	Requests     int64 `json:"requests"`
-	BytesFetched int64 `json:"bytes_fetched"`
-	Retries      int64 `json:"retries"`
-	Hits         int64 `json:"shard_cache_hits"`
-	Misses       int64 `json:"shard_cache_misses"`
-	Evictions    int64 `json:"shard_cache_evictions"`
-	Fetched      int64 `json:"shards_fetched"`
-	PeakBytes    int64 `json:"shard_cache_peak_bytes"`
-}
-
-// fillStore records the remote dataset's counters, once the runs are over.
-func (res *benchResult) fillStore() {
-	if res.store == nil {
-		return
-	}
-	s := res.store.Stats()
-	res.ObjStore = &objStats{Requests: s.Requests, BytesFetched: s.BytesFetched, Retries: s.Retries,
-		Hits: s.Hits, Misses: s.Misses, Evictions: s.Evictions, Fetched: s.Fetched, PeakBytes: s.PeakBytes}
-}
-
 func bench(args []string, stdout io.Writer) error { return benchTo(args, stdout, os.Stderr) }
 
-// onErrorPolicies are the values of --on-error.
-var onErrorPolicies = map[string]pipeline.Policy{pipeline.Skip.String(): pipeline.Skip, pipeline.Fail.String(): pipeline.Fail}
+// onErrorPolicies are the values of --on-error: whether the first bad sample ends the
+// run (pipeline.BadConfig.Fail).
+var onErrorPolicies = map[string]bool{"skip": false, "fail": true}
 
-func benchTo(args []string, stdout, stderr io.Writer) (err error) {
-	ctx, stop := commandContext()
-	defer stop()
-	defer func() { err = interrupted(ctx, err) }()
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), `usage: conveyor bench [DIR | SHARD.tar ... | URL] [flags]
+// benchUsage is bench's help, before the flags; %s is the converted dataset's info file.
+const benchUsage = `usage: conveyor bench [DIR | SHARD.tar ... | URL] [flags]
 
 Measures loader throughput on the ImageFolder tree DIR (DIR/CLASS/*.jpg, one folder
 per class), on the converted dataset DIR (one holding %s, made by conveyor
@@ -128,295 +67,91 @@ damaged or truncated shard are bad samples (--max-bad applies), and a dataset wh
 conversion did not complete, or is still running, is refused unless --allow-incomplete.
 
 flags:
-`, cache.InfoName)
+`
+
+func benchTo(args []string, stdout, stderr io.Writer) (err error) {
+	ctx, stop := commandContext()
+	defer stop()
+	defer func() { err = interrupted(ctx, err) }()
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), benchUsage, cache.InfoName)
 		fs.PrintDefaults()
 	}
-	recipe := fs.String("recipe", "train", "preprocessing: train (RandomResizedCrop, flip), eval (resize, centre crop) or randaugment (train, RandAugment(2, 9), RandomErasing(0.25))")
-	size := fs.Int("size", 224, "output image side")
-	batch := intList{64}
-	workers := intList{0}  // 0: the loader tunes them
-	prefetch := intList{0} // 0: the loader tunes it
-	fs.Var(&batch, "batch", "batch size; a list such as 32,64,128 sweeps it")
-	fs.Var(&workers, "workers", "CPU workers (decode, augment, pack); a list such as 1,2,4 sweeps it (default: tuned at run time, starting at GOMAXPROCS)")
-	fs.Var(&prefetch, "prefetch", "batches in flight ahead of the consumer; a list sweeps it (default: tuned at run time, starting at 2)")
-	ioWorkers := fs.Int("io-workers", 0, "concurrent reads (default: tuned at run time, starting at max(4, workers))")
-	noAutotune := fs.Bool("no-autotune", false, "keep --workers, --io-workers and --prefetch, when not given, at their starting values instead of tuning them at run time")
-	cpuLimit := fs.Float64("cpu-limit", 0, "cores the autotuner lets the process use (0: GOMAXPROCS)")
-	readLatency := fs.Duration("read-latency", 0, "with an image folder, wait this long before opening each file: a slow disk or network file system, for measuring how the loader hides latency")
-	micro := fs.Int("micro-batches", 1, "deliver each batch as this many micro-batches (it must divide --batch): pinned and device buffers hold one micro-batch, --step and --prefetch count micro-batches")
-	epochs := fs.Int("epochs", 1, "epochs to run")
-	dtype := fs.String("dtype", "float32", "output dtype: uint8, float32, float16, bfloat16")
-	layout := fs.String("layout", "nchw", "output layout: nchw or nhwc")
-	normalize := fs.Bool("normalize", true, "normalise with ImageNet mean/std (float dtypes)")
-	seed := fs.Uint64("seed", 0, "seed for order and augmentation")
-	order := fs.String("order", pipeline.SampleOrder.String(), fmt.Sprintf("sample order: %v (shards: the shard-aware elastic order for sharded datasets)", pipeline.Orders))
-	partitions := fs.Int("partitions", 0, "with --order shards, canonical partitions: a multiple of the world size (0: the world size)")
-	shuffleBlock := fs.Int("shuffle-block", 0, "with --order shards, samples shuffled together within a partition (0: 4 mean shards; at least 262144 on a converted dataset)")
-	rankFromEnv := fs.Bool("rank-from-env", false, "take rank and world size from torchrun's RANK/WORLD_SIZE or Slurm's SLURM_PROCID/SLURM_NTASKS and measure this rank's share of each epoch")
-	images := fs.Int("images", 1000, "images in the built-in synthetic set (without DIR)")
-	synthDir := fs.String("synthetic-dir", "", "where the built-in set is written (default: the user cache directory)")
-	jsonOut := fs.Bool("json", false, "print one JSON object instead of text")
-	stages := fs.Bool("stages", false, "measure each stage's ceiling (read; +decode; +augment; full) and name the bottleneck")
-	step := fs.Duration("step", 0, "simulated training step per batch, e.g. 30ms; reports the share of time spent waiting for input")
-	plotPath := fs.String("plot", "", "PNG the sweep's plot is written to (default conveyor-bench-SETTING.png)")
-	cacheDir := fs.String("cache", "", "cache directory the loader fills in the first epoch and reads from later (default: none)")
-	cacheCodec := fs.String("cache-codec", string(cache.S2), fmt.Sprintf("how --cache stores pixels: %v", cache.Codecs))
-	cacheFill := fs.Float64("cache-fill", 0, "share of worker time storing into --cache may take, 0 to 1; 1 stores every sample at once (0: the loader's default, 0.1)")
-	device := fs.String("device", "cpu", "where batches go: cpu, auto, cuda or cuda:N (GPU N: asynchronous copies into a device ring)")
-	deviceConvert := fs.Bool("device-convert", false, "copy uint8 pixels and convert to --dtype/--layout/--normalize on the device")
-	fidelity := fs.String("fidelity", "", "pixels: exact (torchvision's with PIL, bit for bit: full decode, Pillow's resampling) or fast (DCT scaling, crop-aware decoding); default: the recipe's (eval exact, train and randaugment fast)")
-	fullDecode := fs.Bool("full-decode", false, "decode whole images even where the recipe's random crop allows decoding only the crop")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof FILE)")
-	memProfile := fs.String("memprofile", "", "write a heap profile (allocations and what is live at the end) to this file (go tool pprof -sample_index=alloc_space FILE)")
-	onError := fs.String("on-error", pipeline.Skip.String(), "bad files (unreadable, undecodable): skip (log, count and replace them) or fail (end the run at the first)")
-	allowIncomplete := fs.Bool("allow-incomplete", false, "train on a converted DIR that is not known to be complete (its conversion stopped or is still running, it lost samples, or it has no manifest) instead of refusing it")
-	mixUp := fs.Float64("mixup", 0, "mix every batch with MixUp, λ ~ Beta(A, A), as timm's Mixup (0: off); soft targets")
-	cutMix := fs.Float64("cutmix", 0, "mix every batch with CutMix, λ ~ Beta(A, A) (0: off); with --mixup too, each batch picks one (--mix-switch)")
-	mixSwitch := fs.Float64("mix-switch", 0.5, "with --mixup and --cutmix, the probability that a batch uses CutMix")
-	mixProb := fs.Float64("mix-prob", 1, "the probability that a batch is mixed at all")
-	smoothing := fs.Float64("smoothing", 0, "label smoothing ε of the soft targets, in [0, 1)")
-	maxBad := fs.Float64("max-bad", 0.01, "with --on-error skip, end the run once more than this fraction of an epoch's samples are bad; 0: at the first (as --on-error fail), negative: no limit")
-	shardCache := fs.String("shard-cache", "", "directory remote shards are fetched into (default: a temporary directory, removed at exit)")
-	shardFetches := fs.Int("shard-fetches", 0, "remote shards fetched at once (0: 4)")
-	shardIndex := fs.String("shard-index", "", "JSON of the shards' sample counts and class names (conveyor inspect SHARDS --json): index each shard when first read, so the first batch does not wait for every shard")
-	shardPrefetch := fs.Int("shard-prefetch", 0, "shards asked for ahead of need, beyond those the loader's order reads at once (0: 4 WebDataset shards, 2 converted shards)")
-	var shardCacheMax byteSize
-	fs.Var(&shardCacheMax, "shard-cache-max-bytes", "bound on --shard-cache's disk use, e.g. 20G (0: 16 GiB)")
-	var cacheMax, budget byteSize
-	fs.Var(&cacheMax, "cache-max-bytes", "bound on --cache's size, e.g. 50G (0: none)")
-	fs.Var(&budget, "memory-budget", "every byte the loader may hold, e.g. 2Gi (0: the loader's default); raise it for photos over ~26 megapixels")
+	f := newBenchFlags(fs)
 	pos, err := parseFlags(fs, args, stdout)
 	if err != nil {
 		return err
 	}
-	shards := shardArgs(pos)
-	if len(pos) > 1 && !shards {
-		return usagef("one DIR at most, got %d arguments: %q", len(pos), pos)
+	if err := f.check(pos); err != nil {
+		return err
 	}
-	dir := ""
-	if len(pos) >= 1 {
-		dir = pos[0]
+	stopProfiles, err := startProfiles(f.cpuProfile, f.memProfile, stderr)
+	if err != nil {
+		return err
 	}
+	defer stopProfiles()
 
-	ord, err := pipeline.ParseOrder(*order)
+	pr := newProgress(stderr)
+	res := benchResult{Recipe: f.recipe}
+	src, closeSource, err := f.openSource(ctx, pos, pr.logf, &res)
 	if err != nil {
-		return usagef("--order: %v", err)
+		return err
 	}
-	dt, err := pack.ParseDType(*dtype)
+	defer closeSource() // after the loaders' Close
+	base, closeCache, err := f.config(pr.logf)
 	if err != nil {
-		return usagef("--dtype: %v", err)
+		return err
 	}
-	lay, err := pack.ParseLayout(*layout)
-	if err != nil {
-		return usagef("--layout: %v", err)
-	}
-	codec, err := cache.ParseCodec(*cacheCodec)
-	if err != nil {
-		return usagef("--cache-codec: %v", err)
-	}
-	policy, ok := onErrorPolicies[*onError]
-	var fid pipeline.Fidelity
-	if *fidelity != "" {
-		if fid, err = pipeline.ParseFidelity(*fidelity); err != nil {
-			return usagef("--fidelity: %v", err)
+	defer closeCache() // after the loaders' Close
+	res.Fidelity = base.Fidelity.String()
+	return f.run(ctx, stdout, &res, src, base, pr)
+}
+
+// startProfiles starts the CPU profile and arranges the heap profile the flags ask for;
+// stop ends the one and writes the other.
+func startProfiles(cpuPath, memPath string, stderr io.Writer) (stop func(), err error) {
+	var cpu, mem *os.File
+	stop = func() {
+		if mem != nil {
+			if err := pprof.Lookup("allocs").WriteTo(mem, 0); err != nil {
+				fmt.Fprintf(stderr, "conveyor: --memprofile: %v\n", err)
+			}
+			mem.Close()
+		}
+		if cpu != nil {
+			pprof.StopCPUProfile()
+			cpu.Close()
 		}
 	}
-	switch {
-	case !slices.Contains(pipeline.Recipes, *recipe):
-		return usagef("--recipe %q: want one of %s", *recipe, strings.Join(pipeline.Recipes, ", "))
-	case *size < 1:
-		return usagef("--size %d < 1", *size)
-	case *epochs < 1:
-		return usagef("--epochs %d < 1", *epochs)
-	case *micro < 1:
-		return usagef("--micro-batches %d < 1", *micro)
-	case *ioWorkers < 0:
-		return usagef("--io-workers %d < 0", *ioWorkers)
-	case *cpuLimit < 0:
-		return usagef("--cpu-limit %g < 0", *cpuLimit)
-	case *readLatency < 0:
-		return usagef("--read-latency %v < 0", *readLatency)
-	case *shardPrefetch < 0:
-		return usagef("--shard-prefetch %d < 0", *shardPrefetch)
-	case *shardFetches < 0:
-		return usagef("--shard-fetches %d < 0", *shardFetches)
-	case shardCacheMax < 0:
-		return usagef("--shard-cache-max-bytes %d < 0", shardCacheMax)
-	case *step < 0:
-		return usagef("--step %v < 0", *step)
-	case *cacheFill < 0 || *cacheFill > 1:
-		return usagef("--cache-fill %g not in [0, 1]", *cacheFill)
-	case !ok:
-		return usagef("--on-error %q: want skip or fail", *onError)
-	case *maxBad > 1:
-		return usagef("--max-bad %g > 1 (a fraction of an epoch's samples; negative: no limit)", *maxBad)
-	case len(pos) == 0 && *images < 10:
-		return usagef("--images %d: need at least 10", *images)
-	case !(*mixUp >= 0) || !(*cutMix >= 0):
-		return usagef("--mixup %g and --cutmix %g must be ≥ 0 (0: off)", *mixUp, *cutMix)
-	case !(*mixSwitch > 0 && *mixSwitch <= 1):
-		return usagef("--mix-switch %g not in (0, 1]; for MixUp alone leave out --cutmix", *mixSwitch)
-	case !(*mixProb > 0 && *mixProb <= 1):
-		return usagef("--mix-prob %g not in (0, 1]; for no mixing leave out --mixup and --cutmix", *mixProb)
-	case !(*smoothing >= 0 && *smoothing < 1):
-		return usagef("--smoothing %g not in [0, 1)", *smoothing)
-	}
-	if *maxBad == 0 {
-		// No bad sample allowed: pipeline.Config reads MaxBadFraction 0 as its default
-		// (0.01), and Fail ends the epoch at the first bad sample, naming it.
-		policy = pipeline.Fail
-	}
-	lists := map[string]intList{"workers": workers, "prefetch": prefetch, "batch": batch}
-	swept := sweptSettings(lists)
-	if *stages && len(swept) > 0 {
-		return usagef("--stages measures one configuration; sweep %s without it", strings.Join(swept, ", "))
-	}
-	if *plotPath != "" && len(swept) == 0 {
-		return usagef("--plot draws a sweep: give --workers, --prefetch or --batch a list such as 1,2,4")
-	}
-
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
+	if cpuPath != "" {
+		f, err := os.Create(cpuPath)
 		if err != nil {
-			return fmt.Errorf("--cpuprofile: %w", err)
+			return nil, fmt.Errorf("--cpuprofile: %w", err)
 		}
 		if err := pprof.StartCPUProfile(f); err != nil {
 			f.Close()
-			return fmt.Errorf("--cpuprofile: %w", err)
+			return nil, fmt.Errorf("--cpuprofile: %w", err)
 		}
-		defer func() {
-			pprof.StopCPUProfile()
-			f.Close()
-		}()
+		cpu = f
 	}
-
-	if *memProfile != "" {
-		f, err := os.Create(*memProfile)
+	if memPath != "" {
+		f, err := os.Create(memPath)
 		if err != nil {
-			return fmt.Errorf("--memprofile: %w", err)
+			stop()
+			return nil, fmt.Errorf("--memprofile: %w", err)
 		}
-		defer func() {
-			if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
-				fmt.Fprintf(stderr, "conveyor: --memprofile: %v\n", err)
-			}
-			f.Close()
-		}()
+		mem = f
 	}
+	return stop, nil
+}
 
-	pr := newProgress(stderr)
-	logf := pr.logf
-	res := benchResult{Recipe: *recipe}
-	res.Dataset = dir
-	if dir == "" {
-		if dir, err = syntheticSet(*synthDir, *images, logf); err != nil {
-			return err
-		}
-		res.Dataset = fmt.Sprintf("synthetic(%d) %s", *images, dir)
-	}
-	t0 := time.Now()
-	var src pipeline.Source
-	var name string // the dataset's own name, when it has one
-	if shards {
-		if *allowIncomplete && !datasetURL(pos) {
-			return usagef("--allow-incomplete applies to a converted dataset (a DIR or URL holding %s)", cache.InfoName)
-		}
-		if datasetURL(pos) {
-			wo := &source.WebDatasetOptions{Logf: logf, PrefetchShards: *shardPrefetch}
-			if *shardIndex != "" {
-				if wo.ShardSamples, wo.Classes, err = readShardIndex(*shardIndex); err != nil {
-					return err
-				}
-			}
-			ds, err := source.Open(ctx, pos[0], &source.OpenOptions{
-				Cache:      &objstore.CacheOptions{Dir: *shardCache, MaxBytes: int64(shardCacheMax), Concurrency: *shardFetches},
-				WebDataset: wo,
-				Converted:  source.ConvertedOptions{AllowIncomplete: *allowIncomplete, Logf: logf, PrefetchShards: *shardPrefetch},
-			})
-			if err != nil {
-				return err
-			}
-			defer ds.Close() // after the loaders' Close
-			conv, converted := ds.Source.(*source.Converted)
-			if *allowIncomplete && !converted {
-				return usagef("--allow-incomplete applies to a converted dataset (a DIR or URL holding %s), not %v", cache.InfoName, ds)
-			}
-			if ds.Remote() {
-				if *shardIndex == "" {
-					// Indexing fetched every shard; start the epochs from an empty cache,
-					// as a dataset larger than the cache would.
-					ds.Store.Release(ds.Store.Names...)
-				}
-				res.store = ds
-			}
-			src, name = ds.Source, ds.String()
-			if converted && ord == pipeline.ShardOrder {
-				src = conv.ByShard() // see below
-			}
-		} else if *shardIndex != "" {
-			return usagef("--shard-index applies to one shard list or URL ('DIR/train-{000..099}.tar', s3://...)")
-		} else if src, err = openShards(pos, logf); err != nil {
-			return err
-		}
-		res.Dataset = fmt.Sprint(src)
-		if name != "" {
-			res.Dataset = name // a fetched converted dataset by its URL
-		}
-	} else if err := checkDir(dir); err != nil {
-		return err
-	} else if _, err := os.Stat(filepath.Join(dir, cache.InfoName)); err == nil {
-		if *cacheDir != "" {
-			return fmt.Errorf("%s is a converted dataset, a cache already; leave out --cache", dir)
-		}
-		conv, err := source.OpenConverted(dir, source.ConvertedOptions{AllowIncomplete: *allowIncomplete, Logf: logf})
-		if err != nil {
-			return err
-		}
-		defer conv.Close() // after the loaders' Close
-		src = conv
-		if ord == pipeline.ShardOrder {
-			// The Converted declares no shards (it lists samples in path order):
-			// the shard order over it would read one-sample shards.
-			src = conv.ByShard()
-		}
-	} else if *allowIncomplete {
-		return usagef("--allow-incomplete applies to a converted dataset (a DIR holding %s)", cache.InfoName)
-	} else if src, err = openImageFolder(dir); err != nil {
-		return err
-	} else if *readLatency > 0 {
-		src = slowFiles{src.(pipeline.FileSource), *readLatency}
-	}
-	if *readLatency > 0 {
-		if _, ok := src.(slowFiles); !ok {
-			return usagef("--read-latency applies to an image folder")
-		}
-	}
-	res.OpenS = time.Since(t0).Seconds()
-	res.Samples = src.Len()
-	res.Classes = len(src.Classes())
-
-	base := pipeline.Config{
-		Tuning: pipeline.TuningConfig{IOWorkers: *ioWorkers, NoAutotune: *noAutotune, CPULimit: *cpuLimit, MemoryBudget: int64(budget)}, Batch: pipeline.BatchConfig{MicroBatches: *micro}, Order: pipeline.OrderConfig{Seed: *seed, Mode: ord, Partitions: *partitions, ShuffleBlock: *shuffleBlock, RanksFromEnv: *rankFromEnv}, Pack: pack.Options{Width: *size, Height: *size, DType: dt, Layout: lay, Normalize: *normalize && dt != pack.Uint8},
-		CacheFill: *cacheFill, FullDecode: *fullDecode, Device: pipeline.DeviceConfig{Name: *device, Convert: *deviceConvert}, Bad: pipeline.BadConfig{OnError: policy, MaxFraction: *maxBad}, Logf: logf,
-		Mix: mixup.Options{MixUp: *mixUp, CutMix: *cutMix, SwitchProb: *mixSwitch, Prob: *mixProb, Smoothing: *smoothing},
-	}
-	if *cacheDir != "" {
-		c, err := cache.Open(*cacheDir, &cache.Options{Codec: codec, MaxBytes: int64(cacheMax), Logf: logf})
-		if err != nil {
-			return err
-		}
-		defer c.Close() // after the loaders' Close
-		base.Cache = c
-	}
-	if err := pipeline.ApplyRecipe(&base, *recipe, *size); err != nil {
-		return err
-	}
-	if *fidelity != "" {
-		base.Fidelity, base.Decode.Exact = fid, fid == pipeline.Exact
-	}
-	res.Fidelity = base.Fidelity.String()
-
-	opts := runOptions{epochs: *epochs, pr: pr}
-	if !*jsonOut {
+// run measures what the flags ask for (a sweep, the stages, or one configuration) and
+// prints the report.
+func (f *benchFlags) run(ctx context.Context, stdout io.Writer, res *benchResult, src pipeline.Source, base pipeline.Config, pr *progress) error {
+	opts := runOptions{epochs: f.epochs, pr: pr}
+	if !f.jsonOut {
 		opts.epochLine = func(er epochResult) { printEpoch(stdout, er, base.Cache != nil) }
 	}
 	run := func(cfg pipeline.Config, label string, step time.Duration) (*runReport, error) {
@@ -429,24 +164,24 @@ flags:
 		return rep, err
 	}
 	one := base
-	one.Tuning.Workers, one.Tuning.Prefetch, one.Batch.Size = workers[0], prefetch[0], batch[0]
+	one.Tuning.Workers, one.Tuning.Prefetch, one.Batch.Size = f.workers[0], f.prefetch[0], f.batch[0]
 
 	switch {
-	case len(swept) > 0:
-		return benchSweep(stdout, &res, base, swept, lists, *plotPath, *step, *jsonOut, run)
-	case *stages:
-		return benchStages(stdout, &res, one, *step, *jsonOut, run)
+	case len(f.swept) > 0:
+		return benchSweep(stdout, res, base, f.swept, f.lists, f.plotPath, f.step, f.jsonOut, run)
+	case f.stages:
+		return benchStages(stdout, res, one, f.step, f.jsonOut, run)
 	}
-	rep, err := run(one, "", *step)
+	rep, err := run(one, "", f.step)
 	if err != nil {
 		return err
 	}
 	res.runReport = *rep
 	res.fillStore()
-	if *jsonOut {
+	if f.jsonOut {
 		return json.NewEncoder(stdout).Encode(res)
 	}
-	printReport(stdout, &res)
+	printReport(stdout, res)
 	return nil
 }
 
@@ -545,78 +280,4 @@ func benchSweep(stdout io.Writer, res *benchResult, base pipeline.Config, swept 
 	}
 	printSweep(stdout, res)
 	return nil
-}
-
-// syntheticSet returns the directory of the built-in benchmark set, generating it once
-// into dir, or by default into the user's cache directory.
-func syntheticSet(dir string, n int, logf func(string, ...any)) (string, error) {
-	if n < 10 {
-		return "", usagef("--images %d: need at least 10", n)
-	}
-	const classes = 10
-	if dir == "" {
-		base, err := os.UserCacheDir()
-		if err != nil {
-			base = os.TempDir()
-		}
-		dir = filepath.Join(base, "conveyor", fmt.Sprintf("synth-imagenet-v1-%d", n))
-	}
-	done := filepath.Join(dir, ".complete")
-	if _, err := os.Stat(done); err == nil {
-		return dir, nil
-	}
-	logf("conveyor: generating %d synthetic images in %s (once)", n, dir)
-	if err := os.RemoveAll(dir); err != nil {
-		return "", err
-	}
-	if _, err := synth.ImageNetLike(dir, classes, n/classes, 1); err != nil {
-		return "", fmt.Errorf("synthetic set: %w", err)
-	}
-	return dir, os.WriteFile(done, nil, 0o644)
-}
-
-// readShardIndex reads the shard sample counts and class names of a shard index (what
-// conveyor inspect SHARDS --json prints, or a wids index with class_names added).
-func readShardIndex(path string) ([]int, []string, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, nil, fmt.Errorf("--shard-index: %w", err)
-	}
-	var counts []int
-	var classes []string
-	var kind struct {
-		Kind string `json:"__kind__"`
-	}
-	if x, err := source.ParseShardIndex(data); err == nil {
-		counts, _ = x.Counts()
-		classes = x.Classes
-	} else if json.Unmarshal(data, &kind) == nil && kind.Kind == source.ShardIndexKind {
-		return nil, nil, fmt.Errorf("--shard-index %s: %w", path, err) // a shard index, but a bad one
-	} else {
-		var idx shardsResult // written before the index's keys were added
-		if err := json.Unmarshal(data, &idx); err != nil {
-			return nil, nil, fmt.Errorf("--shard-index %s: %w", path, err)
-		}
-		counts, classes = idx.ShardSamples, idx.ShardIndex.Classes
-	}
-	if len(counts) == 0 || len(classes) == 0 {
-		return nil, nil, fmt.Errorf("--shard-index %s: no shard counts or class_names (write it with conveyor inspect SHARDS --json)", path)
-	}
-	return counts, classes, nil
-}
-
-// slowFiles is a folder whose files each take latency to open: a slow disk or a network
-// file system, for --read-latency.
-type slowFiles struct {
-	pipeline.FileSource
-	latency time.Duration
-}
-
-func (s slowFiles) Open(i int) (fs.File, error) {
-	time.Sleep(s.latency)
-	return s.FileSource.Open(i)
-}
-
-func (s slowFiles) String() string {
-	return fmt.Sprintf("%v with %v per open", s.FileSource, s.latency)
 }

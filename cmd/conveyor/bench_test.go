@@ -362,7 +362,7 @@ func TestBenchMicroBatches(t *testing.T) {
 	if err := benchTo([]string{dir, "--size", "32", "--batch", "8", "--micro-batches", "4"}, &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out.String(), "3 buffers of 0.0 MB, one micro-batch (2 samples) each") {
+	if !strings.Contains(out.String(), "3 buffers of 24 KiB, one micro-batch (2 samples) each") {
 		t.Errorf("text report does not describe the micro-batch buffers:\n%s", out.String())
 	}
 	for _, c := range []struct {
@@ -393,7 +393,7 @@ func TestBenchMicroBatches(t *testing.T) {
 	if err := benchTo([]string{dir, "--size", "32", "--batch", "8", "--micro-batches", "4", "--device", "cuda:0"}, &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out.String(), "2 buffers of 0.0 MB, one micro-batch (2 samples) each") {
+	if !strings.Contains(out.String(), "2 buffers of 24 KiB, one micro-batch (2 samples) each") {
 		t.Errorf("text report does not describe the device buffers:\n%s", out.String())
 	}
 	if !strings.Contains(out.String(), "registered with the GPU driver") || !whole.Memory.PinnedRegistered {

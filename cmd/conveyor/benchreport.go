@@ -5,6 +5,8 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/conveyor-ml/conveyor/internal/units"
 )
 
 // printEpoch prints one epoch's line, in the key=value form scripts read
@@ -47,10 +49,10 @@ func printReport(w io.Writer, res *benchResult) {
 	case !m.PinnedLocked:
 		locked = "not locked"
 	}
-	row("memory", "peak RSS %s (%s); loader budget %s, peak held %s", mb(m.PeakRSS), m.PeakRSSScope, mb(m.Budget), mb(m.PeakHeld))
+	row("memory", "peak RSS %s (%s); loader budget %s, peak held %s", units.Bytes(m.PeakRSS), m.PeakRSSScope, units.Bytes(m.Budget), units.Bytes(m.PeakHeld))
 	if m.PeakAnon > 0 {
 		row("resident", "peaks sampled: anonymous %s (%.0f%% of the budget), file-backed %s, shared %s; Go heap %s, Go runtime %s; memory returned %d times",
-			mb(m.PeakAnon), 100*m.AnonOverBudget, mb(m.PeakFile), mb(m.PeakShmem), mb(m.PeakHeap), mb(m.PeakGo), m.Returns)
+			units.Bytes(m.PeakAnon), 100*m.AnonOverBudget, units.Bytes(m.PeakFile), units.Bytes(m.PeakShmem), units.Bytes(m.PeakHeap), units.Bytes(m.PeakGo), m.Returns)
 	}
 	if len(r.Epochs) > 1 && r.Epochs[0].PeakAnon > 0 {
 		var b strings.Builder
@@ -67,11 +69,11 @@ func printReport(w io.Writer, res *benchResult) {
 	if s := r.Settings; s.MicroBatches > 1 {
 		what = fmt.Sprintf("micro-batch (%d samples)", s.Batch/s.MicroBatches)
 	}
-	row("pinned", "%s: %d buffers of %s, one %s each, %s", mb(m.Pinned), m.PinnedBuffers, mb(m.PinnedBufferBytes), what, locked)
+	row("pinned", "%s: %d buffers of %s, one %s each, %s", units.Bytes(m.Pinned), m.PinnedBuffers, units.Bytes(m.PinnedBufferBytes), what, locked)
 	if m.DeviceBuffers > 0 {
-		row("device", "%s, %s: %d buffers of %s, one %s each", m.Device, mb(m.DeviceBytes), m.DeviceBuffers, mb(m.DeviceBufferBytes), what)
+		row("device", "%s, %s: %d buffers of %s, one %s each", m.Device, units.Bytes(m.DeviceBytes), m.DeviceBuffers, units.Bytes(m.DeviceBufferBytes), what)
 	} else {
-		row("device", "%s, %s", m.Device, mb(m.DeviceBytes))
+		row("device", "%s, %s", m.Device, units.Bytes(m.DeviceBytes))
 	}
 	row("bad samples", "%d", r.BadSamples)
 	if c := r.Consumer; c != nil {
@@ -80,14 +82,14 @@ func printReport(w io.Writer, res *benchResult) {
 	}
 	if cs := r.Cache; cs != nil {
 		row("cache", "hits %d, stored %d, deferred %d; %s: %d records, %s, codec %s, full %t",
-			r.CacheHits, r.CacheStored, r.CacheDeferred, cs.Dir, cs.Records, mb(cs.Bytes), cs.Codec, cs.Full)
+			r.CacheHits, r.CacheStored, r.CacheDeferred, cs.Dir, cs.Records, units.Bytes(cs.Bytes), cs.Codec, cs.Full)
 		if cs.Disabled != "" {
 			row("", "writing disabled: %s", cs.Disabled)
 		}
 	}
 	if o := res.ObjStore; o != nil {
 		row("object store", "%d requests, %s fetched, %d retries; shard cache: %d hits, %d misses, %d shards fetched, %d evicted, peak %s",
-			o.Requests, mb(o.BytesFetched), o.Retries, o.Hits, o.Misses, o.Fetched, o.Evictions, mb(o.PeakBytes))
+			o.Requests, units.Bytes(o.BytesFetched), o.Retries, o.Hits, o.Misses, o.Fetched, o.Evictions, units.Bytes(o.PeakBytes))
 	}
 	tw.Flush()
 
@@ -163,8 +165,6 @@ func printSweep(w io.Writer, res *benchResult) {
 	tw.Flush()
 	fmt.Fprintf(w, "plot: %s\n", res.Plot)
 }
-
-func mb(n int64) string { return fmt.Sprintf("%.1f MB", float64(n)/1e6) }
 
 func fmtSeconds(s float64) string {
 	if s < 1 {

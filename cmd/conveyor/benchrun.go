@@ -11,168 +11,6 @@ import (
 	"github.com/conveyor-ml/conveyor/pipeline"
 )
 
-// runReport is one measured run of the loader: what --json prints for a plain bench,
-// and one entry of a sweep or a stage-ceiling table.
-type runReport struct {
-	Images     int64   `json:"images"`
-	Seconds    float64 `json:"seconds"`
-	ImagesPerS float64 `json:"images_per_s"`
-	// SteadyImagesPerS is the last epoch's rate: with more than one epoch it leaves out
-	// the first batch's latency and the first epoch's warm-up.
-	SteadyImagesPerS float64 `json:"steady_images_per_s"`
-	ReadBytes        int64   `json:"read_bytes"`
-	MBPerS           float64 `json:"mb_per_s"` // bytes read (files, or records of a cache) per second, 10^6
-	BadSamples       int64   `json:"bad_samples"`
-	// FirstBatchS is the time from creating the loader to the first batch in hand.
-	FirstBatchS float64 `json:"first_batch_s"`
-
-	CPU    cpuReport    `json:"cpu"`
-	Memory memoryReport `json:"memory"`
-	// Stage busy time: where the workers' time went.
-	StageBusy []stageBusy `json:"stage_busy"`
-	// Queues' mean occupancy over the run, sampled.
-	Queues   []queueReport   `json:"queues"`
-	Consumer *consumerReport `json:"consumer,omitempty"`
-
-	Epochs   []epochResult `json:"epochs"`
-	Backend  string        `json:"decode_backend"`
-	WebP     string        `json:"webp_backend,omitempty"`
-	Config   string        `json:"config"`
-	Settings settings      `json:"settings"`
-
-	// Cache use, summed over epochs: samples read from the cache (--cache or a converted
-	// dataset), stored into it, and not stored because filling had used its --cache-fill
-	// share.
-	CacheHits     int64       `json:"cache_hits"`
-	CacheStored   int64       `json:"cache_stored"`
-	CacheDeferred int64       `json:"cache_deferred"`
-	Cache         *cacheState `json:"cache,omitempty"` // the --cache directory at the end
-
-	// Loader is the loader's own counters at the end, as metrics.Publish exports them.
-	Loader metrics.Snapshot `json:"loader"`
-}
-
-// settings are the swept and most-read parts of the effective configuration.
-type settings struct {
-	Workers   int `json:"workers"`
-	IOWorkers int `json:"io_workers"`
-	Prefetch  int `json:"prefetch"`
-	Batch     int `json:"batch"`
-	// MicroBatches is how many micro-batches each batch is delivered as; 1: whole batches.
-	MicroBatches int    `json:"micro_batches"`
-	StopAfter    string `json:"stop_after"`
-	// Tuned is what the loader's autotuner chose, nil when it tuned nothing (--no-autotune,
-	// or --workers, --io-workers and --prefetch all given). Workers, IOWorkers and
-	// Prefetch above are the starting values.
-	Tuned *tuned `json:"tuned,omitempty"`
-}
-
-// tuned is the autotuner's choice at the end of a run.
-type tuned struct {
-	Workers   int     `json:"workers"`
-	IOWorkers int     `json:"io_workers"`
-	Prefetch  int     `json:"prefetch"`
-	Steps     int64   `json:"steps"`
-	CPULimit  float64 `json:"cpu_limit"`
-}
-
-type cpuReport struct {
-	UserS float64 `json:"user_s"`
-	SysS  float64 `json:"sys_s"`
-	// Percent is CPU time over wall time: 200 means two cores busy throughout.
-	Percent float64 `json:"percent"`
-	// Utilisation is Percent shared over the cores Go may use (GOMAXPROCS), 0 to 1.
-	Utilisation float64 `json:"utilisation"`
-	Cores       int     `json:"cores"`
-}
-
-type memoryReport struct {
-	PeakRSS      int64  `json:"peak_rss_bytes"`
-	PeakRSSScope string `json:"peak_rss_scope"` // "run", or "process" where it could not be reset
-	// The resident memory's peaks by kind, sampled every memEvery and at each epoch's
-	// end (so lower bounds; 0 where the system does not report them): anonymous
-	// (the Go heap, the pinned buffers, C libraries' allocations), file-backed (mapped
-	// shards and the program's own pages), shared. PeakHeap is the Go heap's spans in
-	// use, PeakGo all the Go runtime holds (heap, stacks, its own structures).
-	// AnonOverBudget is PeakAnon over Budget.
-	PeakAnon       int64   `json:"peak_anon_bytes"`
-	PeakFile       int64   `json:"peak_file_bytes"`
-	PeakShmem      int64   `json:"peak_shmem_bytes"`
-	PeakHeap       int64   `json:"peak_heap_bytes"`
-	PeakGo         int64   `json:"peak_go_bytes"`
-	AnonOverBudget float64 `json:"anon_over_budget"`
-	// Returns counts the loader's returns of freed memory (pipeline.Stats.Memory.Returns).
-	Returns      int64 `json:"memory_returns"`
-	Budget       int64 `json:"budget_bytes"`
-	PeakHeld     int64 `json:"peak_held_bytes"`
-	Pinned       int64 `json:"pinned_bytes"`
-	PinnedLocked bool  `json:"pinned_locked"`
-	// PinnedRegistered: registered with the GPU driver (page-locked by it); on a GPU only.
-	PinnedRegistered    bool   `json:"pinned_registered,omitempty"`
-	PinnedRegisterError string `json:"pinned_register_error,omitempty"`
-	// PinnedBuffers buffers of PinnedBufferBytes each hold one delivered batch (one
-	// micro-batch with --micro-batches); likewise DeviceBuffers of DeviceBufferBytes,
-	// which with the conversion's staging buffer make up DeviceBytes (all 0 when batches
-	// stay in the pinned buffers).
-	PinnedBuffers     int    `json:"pinned_buffers"`
-	PinnedBufferBytes int64  `json:"pinned_buffer_bytes"`
-	Device            string `json:"device"`
-	DeviceBytes       int64  `json:"device_bytes"`
-	DeviceBuffers     int    `json:"device_buffers"`
-	DeviceBufferBytes int64  `json:"device_buffer_bytes"`
-}
-
-type stageBusy struct {
-	Stage string  `json:"stage"`
-	Items int64   `json:"items"`
-	BusyS float64 `json:"busy_s"`
-	// Share is this stage's part of all stages' busy time.
-	Share float64 `json:"share"`
-	// Utilisation is busy time over wall time times the goroutines that run the stage
-	// (IOWorkers for read, Workers for the rest).
-	Utilisation float64 `json:"utilisation"`
-	MsPerItem   float64 `json:"ms_per_item"`
-}
-
-type queueReport struct {
-	Queue string  `json:"queue"`
-	Cap   int     `json:"cap"`
-	Mean  float64 `json:"mean"` // mean length
-	Fill  float64 `json:"fill"` // mean length over capacity
-}
-
-type consumerReport struct {
-	StepS  float64 `json:"step_s"`
-	WaitS  float64 `json:"wait_s"`
-	WallS  float64 `json:"wall_s"`
-	Waited float64 `json:"wait_fraction"` // of the consumer loop's wall time
-	// Batches whose copy to the device was still running when the step wanted them, and
-	// the time the step waited for those copies.
-	CopyWaits int64   `json:"copy_waits"`
-	CopyWaitS float64 `json:"copy_wait_s"`
-}
-
-type cacheState struct {
-	Dir      string `json:"dir"`
-	Codec    string `json:"codec"`
-	Records  int    `json:"records"`
-	Shards   int    `json:"shards"`
-	Bytes    int64  `json:"bytes"`
-	Full     bool   `json:"full"`
-	Disabled string `json:"disabled,omitempty"`
-}
-
-type epochResult struct {
-	Epoch       int     `json:"epoch"`
-	Images      int64   `json:"images"`
-	Seconds     float64 `json:"seconds"`
-	ImagesPerS  float64 `json:"images_per_s"`
-	CacheHits   int64   `json:"cache_hits"`
-	CacheStored int64   `json:"cache_stored"`
-	// PeakAnon is the most anonymous resident memory sampled during the epoch.
-	PeakAnon int64 `json:"peak_anon_bytes"`
-}
-
 // runOptions say how to drive one measured run.
 type runOptions struct {
 	epochs int
@@ -209,73 +47,119 @@ func measure(ctx context.Context, src pipeline.Source, cfg *pipeline.Config, opt
 		Settings: settings{Workers: eff.Tuning.Workers, IOWorkers: eff.Tuning.IOWorkers, Prefetch: eff.Tuning.Prefetch, Batch: eff.Batch.Size, MicroBatches: eff.Batch.MicroBatches, StopAfter: eff.StopAfter.String()},
 	}
 
-	var done atomic.Int64
+	smp := startSampling(ld, mem, opts, start)
+	wait0 := ld.Stats().Wait
+	first, loop, err := runEpochs(ctx, ld, opts, rep, smp, mem, start)
+	if err != nil {
+		smp.finish()
+		return nil, err
+	}
+	wall := time.Since(start)
+	smp.finish()
+	u1, s1 := cpuTime()
+	st := ld.Stats()
+
+	rep.fillTotals(&st, wall, first, u1-u0, s1-s0)
+	rep.fillMemory(&st, mem, scoped)
+	if !eff.Tuning.NoAutotune && (cfg.Tuning.Workers == 0 || cfg.Tuning.IOWorkers == 0 || cfg.Tuning.Prefetch == 0) {
+		rep.Settings.Tuned = &tuned{Workers: st.Tuning.Workers, IOWorkers: st.Tuning.IOWorkers, Prefetch: st.Tuning.Prefetch, Steps: st.Tuning.Steps, CPULimit: eff.Tuning.CPULimit}
+	}
+	rep.StageBusy = stageBusyOf(&st, wall, st.Tuning.Workers, st.Tuning.IOWorkers)
+	rep.Queues = smp.q.report()
+	if opts.step > 0 {
+		w := (st.Wait - wait0).Seconds()
+		rep.Consumer = &consumerReport{StepS: opts.step.Seconds(), WaitS: w, WallS: loop.Seconds(), Waited: w / loop.Seconds(),
+			CopyWaits: st.Device.CopyWaits, CopyWaitS: st.Device.CopyWaitTime.Seconds()}
+	}
+	rep.Loader = metrics.Snap(st)
+	rep.CacheHits, rep.CacheStored, rep.CacheDeferred = st.Cache.Hits, st.Cache.Stored, st.Cache.Deferred
+	if c := cfg.Cache; c != nil {
+		cs := c.Stats()
+		rep.Cache = &cacheState{Dir: c.Dir(), Codec: string(c.Options().Codec), Records: cs.Records, Shards: cs.Shards,
+			Bytes: cs.Bytes, Full: cs.Full, Disabled: cs.Disabled}
+	}
+	return rep, nil
+}
+
+// runSampler samples a run's queues and memory while it runs, and draws its progress.
+type runSampler struct {
+	done atomic.Int64 // images delivered so far
+	q    queueSampler
+	opts *runOptions
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+// startSampling starts the goroutine that samples ld every sampleEvery (its memory
+// every memEvery) and redraws the progress bar; finish stops it.
+func startSampling(ld *pipeline.Loader, mem *memSampler, opts *runOptions, start time.Time) *runSampler {
+	smp := &runSampler{opts: opts, stop: make(chan struct{})}
 	total := opts.epochs * ld.SamplesPerEpoch()
-	var q queueSampler
-	stopSampling := make(chan struct{})
-	var sampling sync.WaitGroup
-	sampling.Add(1)
+	smp.wg.Add(1)
 	go func() {
-		defer sampling.Done()
+		defer smp.wg.Done()
 		tick := time.NewTicker(sampleEvery)
 		defer tick.Stop()
 		var lastDraw, lastMem time.Time
 		for {
 			select {
-			case <-stopSampling:
+			case <-smp.stop:
 				return
 			case now := <-tick.C:
 				st := ld.Stats()
-				q.add(&st)
+				smp.q.add(&st)
 				if now.Sub(lastMem) >= memEvery {
 					lastMem = now
 					mem.sample()
 				}
 				if opts.pr != nil && now.Sub(lastDraw) >= 200*time.Millisecond {
 					lastDraw = now
-					n := done.Load()
+					n := smp.done.Load()
 					opts.pr.update(progressState{Prefix: opts.label, Done: int(n), Total: total,
 						Rate: float64(n) / now.Sub(start).Seconds(), Bad: int(st.Bad.Samples)})
 				}
 			}
 		}
 	}()
-	finishSampling := func() {
-		close(stopSampling)
-		sampling.Wait()
-		if opts.pr != nil {
-			opts.pr.finish(false)
-		}
-	}
+	return smp
+}
 
-	var first time.Duration
-	var loop time.Duration // the consumer loop's wall time, over epochs
-	wait0 := ld.Stats().Wait
+// finish stops the sampling goroutine, waits for it and ends the progress bar.
+func (smp *runSampler) finish() {
+	close(smp.stop)
+	smp.wg.Wait()
+	if smp.opts.pr != nil {
+		smp.opts.pr.finish(false)
+	}
+}
+
+// runEpochs reads opts.epochs epochs of ld, holding each batch for opts.step, and adds
+// each epoch's result to rep; first is the time from start to the first batch, loop
+// the consumer loop's wall time over the epochs.
+func runEpochs(ctx context.Context, ld *pipeline.Loader, opts *runOptions, rep *runReport, smp *runSampler, mem *memSampler, start time.Time) (first, loop time.Duration, err error) {
 	for e := range opts.epochs {
 		t0 := time.Now()
 		before := ld.Stats()
 		var n int64
 		for b, err := range ld.Epoch(ctx, e) {
 			if err != nil {
-				finishSampling()
-				return nil, err
+				return 0, 0, err
 			}
 			if first == 0 {
 				first = time.Since(start)
 				st := ld.Stats() // one sample at least, however short the run
-				q.add(&st)
+				smp.q.add(&st)
 			}
 			if opts.step > 0 {
 				// A training step reads the batch: it must be on the device first.
 				if err := b.Wait(); err != nil {
 					b.Release()
-					finishSampling()
-					return nil, err
+					return 0, 0, err
 				}
 				time.Sleep(opts.step)
 			}
 			n += int64(b.Len)
-			done.Add(int64(b.Len))
+			smp.done.Add(int64(b.Len))
 			b.Release()
 		}
 		dt := time.Since(t0)
@@ -290,11 +174,12 @@ func measure(ctx context.Context, src pipeline.Source, cfg *pipeline.Config, opt
 			opts.epochLine(er)
 		}
 	}
-	wall := time.Since(start)
-	finishSampling()
-	u1, s1 := cpuTime()
-	st := ld.Stats()
+	return first, loop, nil
+}
 
+// fillTotals records the run's throughput, bad samples, time to the first batch and CPU
+// time (user and system) over its wall time.
+func (rep *runReport) fillTotals(st *pipeline.Stats, wall, first, user, sys time.Duration) {
 	rep.Seconds = wall.Seconds()
 	rep.ImagesPerS = perSecond64(rep.Images, rep.Seconds)
 	if k := len(rep.Epochs); k > 0 {
@@ -305,9 +190,14 @@ func measure(ctx context.Context, src pipeline.Source, cfg *pipeline.Config, opt
 	rep.BadSamples = st.Bad.Samples
 	rep.FirstBatchS = first.Seconds()
 	cores := runtime.GOMAXPROCS(0)
-	rep.CPU = cpuReport{UserS: (u1 - u0).Seconds(), SysS: (s1 - s0).Seconds(), Cores: cores}
+	rep.CPU = cpuReport{UserS: user.Seconds(), SysS: sys.Seconds(), Cores: cores}
 	rep.CPU.Percent = 100 * (rep.CPU.UserS + rep.CPU.SysS) / rep.Seconds
 	rep.CPU.Utilisation = rep.CPU.Percent / 100 / float64(cores)
+}
+
+// fillMemory records the run's memory: peak RSS (over the run when scoped, else over
+// the process), the loader's budget and buffers, and the sampled peaks.
+func (rep *runReport) fillMemory(st *pipeline.Stats, mem *memSampler, scoped bool) {
 	rep.Memory = memoryReport{
 		PeakRSS: peakRSS(), PeakRSSScope: "run", Budget: st.Memory.Budget, PeakHeld: st.Memory.PeakHeld,
 		Pinned: st.Memory.Pinned.BytesMapped, PinnedLocked: st.Memory.Pinned.Locked,
@@ -326,24 +216,6 @@ func measure(ctx context.Context, src pipeline.Source, cfg *pipeline.Config, opt
 			m.AnonOverBudget = float64(peak.Anon) / float64(m.Budget)
 		}
 	}
-	if !eff.Tuning.NoAutotune && (cfg.Tuning.Workers == 0 || cfg.Tuning.IOWorkers == 0 || cfg.Tuning.Prefetch == 0) {
-		rep.Settings.Tuned = &tuned{Workers: st.Tuning.Workers, IOWorkers: st.Tuning.IOWorkers, Prefetch: st.Tuning.Prefetch, Steps: st.Tuning.Steps, CPULimit: eff.Tuning.CPULimit}
-	}
-	rep.StageBusy = stageBusyOf(&st, wall, st.Tuning.Workers, st.Tuning.IOWorkers)
-	rep.Queues = q.report()
-	if opts.step > 0 {
-		w := (st.Wait - wait0).Seconds()
-		rep.Consumer = &consumerReport{StepS: opts.step.Seconds(), WaitS: w, WallS: loop.Seconds(), Waited: w / loop.Seconds(),
-			CopyWaits: st.Device.CopyWaits, CopyWaitS: st.Device.CopyWaitTime.Seconds()}
-	}
-	rep.Loader = metrics.Snap(st)
-	rep.CacheHits, rep.CacheStored, rep.CacheDeferred = st.Cache.Hits, st.Cache.Stored, st.Cache.Deferred
-	if c := cfg.Cache; c != nil {
-		cs := c.Stats()
-		rep.Cache = &cacheState{Dir: c.Dir(), Codec: string(c.Options().Codec), Records: cs.Records, Shards: cs.Shards,
-			Bytes: cs.Bytes, Full: cs.Full, Disabled: cs.Disabled}
-	}
-	return rep, nil
 }
 
 // stageBusyOf shares the stages' busy time out, in pipeline order.

@@ -2,22 +2,16 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/conveyor-ml/conveyor/source"
 
 	"github.com/conveyor-ml/conveyor/cache"
 	"github.com/conveyor-ml/conveyor/decode"
@@ -28,11 +22,9 @@ import (
 // reportName is the file, in the destination, that lists the last run's bad files.
 const reportName = "convert-report.txt"
 
-func convert(args []string, stdout, stderr io.Writer) (err error) {
-	fs := flag.NewFlagSet("convert", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), `usage: conveyor convert SRC DST [flags]
+// convertUsage is convert's help, before the flags; its %s are the report's and the
+// dataset info's file names.
+const convertUsage = `usage: conveyor convert SRC DST [flags]
 
 Decodes every image of the ImageFolder tree SRC (SRC/CLASS/*.jpg, one folder per class),
 resizes it and stores its pixels in the cache directory DST, which "conveyor bench DST" and
@@ -71,25 +63,101 @@ lease object, convert.*.lease, under DST while it runs). Credentials and endpoin
 configuration (AWS_ENDPOINT_URL for S3-compatible stores).
 
 flags:
-`, reportName, cache.InfoName)
+`
+
+func convert(args []string, stdout, stderr io.Writer) (err error) {
+	fs := flag.NewFlagSet("convert", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), convertUsage, reportName, cache.InfoName)
 		fs.PrintDefaults()
 	}
-	size := fs.Int("size", 256, "resize so the shorter side is this many pixels (never enlarging); 0 stores full size")
-	codec := fs.String("codec", string(cache.S2), fmt.Sprintf("how pixels are stored: %v", cache.Codecs))
-	quality := fs.Int("quality", 90, "JPEG quality for --codec jpeg, 1 to 100")
-	workers := fs.Int("workers", runtime.GOMAXPROCS(0), "files decoded at once")
-	var maxBytes byteSize
-	fs.Var(&maxBytes, "max-bytes", "bound on DST's size, e.g. 200G; conversion stops when full (0: none)")
-	var shardBytes byteSize
-	fs.Var(&shardBytes, "shard-bytes", "size at which a new shard is started, e.g. 256M (at least 64K; 0: 1 GiB). A dataset read from object storage streams a shard at a time: smaller shards let a smaller shard cache hold the shards read at once")
-	decoder := fs.String("decoder", decode.BackendAuto, "JPEG decoder: auto (libjpeg-turbo when it loads), go or turbo")
-	partFlag := fs.String("part", "", "convert part i of N of SRC: i/N, env or env/N (see above); default all of it")
-	deleteOrphans := fs.Bool("delete-orphans", false, "for an s3:// DST: once uploaded, delete the shards and indexes of this conversion (or part) that its staging directory does not hold, and abort their unfinished multipart uploads: what a run whose staging directory was lost left behind. It also lets such a run's incomplete conversion be converted again from a new staging directory. Nothing is deleted while another run of the same part is live")
-	staging := fs.String("staging", "", "for an s3:// DST, the local directory the conversion is written to before it is uploaded, and kept; a rerun with it resumes (default: a directory named after DST and the part under the system's temporary directory, removed once uploaded)")
+	f := newConvertFlags(fs)
 	pos, err := parseFlags(fs, args, stdout)
 	if err != nil {
 		return err
 	}
+	if err := f.check(pos); err != nil {
+		return err
+	}
+	src, absSrc, err := f.openSource()
+	if err != nil {
+		return err
+	}
+
+	ctx, stop := commandContext()
+	defer stop()
+	defer func() { err = interrupted(ctx, err) }()
+	var up *uploadTarget
+	if f.remote {
+		up = &uploadTarget{url: f.dst}
+		defer up.close(ctx, stderr)
+		done, err := f.prepareUpload(ctx, up, stderr)
+		if err != nil {
+			return err
+		}
+		if done {
+			fmt.Fprintf(stdout, "conveyor convert: %s already holds this conversion, complete; nothing to convert\n", up.url)
+			// The orphans are looked for against the stored record, which names
+			// every file the conversion uses: so --delete-orphans, as advised, works
+			// from any staging directory.
+			return orphans(ctx, up.bucket, f.dst, up.url, f.part, up.lease, f.deleteOrphans, stdout, stderr)
+		}
+	}
+
+	pr := newProgress(stderr)
+	c, err := cache.Open(f.dst, &cache.Options{Codec: f.cd, Quality: f.quality, MaxBytes: int64(f.maxBytes), ShardBytes: int64(f.shardBytes), ShardPrefix: f.part.ShardPrefix(), Logf: pr.logf})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	rep, err := f.run(ctx, src, c, absSrc, up, pr)
+	if rep == nil {
+		return err
+	}
+	err = f.report(stdout, rep, c, err)
+	if up == nil || err != nil && !errors.Is(err, cache.ErrFull) {
+		return err
+	}
+	// A conversion stopped by --max-bytes is uploaded as it is: its record says so.
+	return f.upload(ctx, up, c, err, stdout, stderr)
+}
+
+// convertFlags are convert's flags, and what check makes of them.
+type convertFlags struct {
+	size, quality, workers int
+	codec, decoder         string
+	maxBytes, shardBytes   byteSize
+	partFlag, staging      string
+	deleteOrphans          bool
+
+	// Set by check.
+	srcDir, dst string // dst: the staging directory once prepareUpload has run
+	remote      bool   // dst is an object-store URL
+	cd          cache.Codec
+	part        cache.Part
+	dopts       decode.Options
+}
+
+// newConvertFlags defines convert's flags on fs.
+func newConvertFlags(fs *flag.FlagSet) *convertFlags {
+	f := &convertFlags{}
+	fs.IntVar(&f.size, "size", 256, "resize so the shorter side is this many pixels (never enlarging); 0 stores full size")
+	fs.StringVar(&f.codec, "codec", string(cache.S2), fmt.Sprintf("how pixels are stored: %v", cache.Codecs))
+	fs.IntVar(&f.quality, "quality", 90, "JPEG quality for --codec jpeg, 1 to 100")
+	fs.IntVar(&f.workers, "workers", runtime.GOMAXPROCS(0), "files decoded at once")
+	fs.Var(&f.maxBytes, "max-bytes", "bound on DST's size, e.g. 200G; conversion stops when full (0: none)")
+	fs.Var(&f.shardBytes, "shard-bytes", "size at which a new shard is started, e.g. 256M (at least 64K; 0: 1 GiB). A dataset read from object storage streams a shard at a time: smaller shards let a smaller shard cache hold the shards read at once")
+	fs.StringVar(&f.decoder, "decoder", decode.BackendAuto, "JPEG decoder: auto (libjpeg-turbo when it loads), go or turbo")
+	fs.StringVar(&f.partFlag, "part", "", "convert part i of N of SRC: i/N, env or env/N (see above); default all of it")
+	fs.BoolVar(&f.deleteOrphans, "delete-orphans", false, "for an s3:// DST: once uploaded, delete the shards and indexes of this conversion (or part) that its staging directory does not hold, and abort their unfinished multipart uploads: what a run whose staging directory was lost left behind. It also lets such a run's incomplete conversion be converted again from a new staging directory. Nothing is deleted while another run of the same part is live")
+	fs.StringVar(&f.staging, "staging", "", "for an s3:// DST, the local directory the conversion is written to before it is uploaded, and kept; a rerun with it resumes (default: a directory named after DST and the part under the system's temporary directory, removed once uploaded)")
+	return f
+}
+
+// check takes SRC and DST from pos, parses the flags' values and refuses any out of
+// range, naming the flag; the first problem is the one reported.
+func (f *convertFlags) check(pos []string) error {
 	switch len(pos) {
 	case 0:
 		return usagef("missing SRC and DST: want conveyor convert SRC DST")
@@ -99,337 +167,112 @@ flags:
 	default:
 		return usagef("want SRC and DST, got %d arguments: %q", len(pos), pos)
 	}
-	srcDir, dst := pos[0], pos[1]
-	remote := objstore.IsRemote(dst)
-	if *deleteOrphans && !remote {
-		return usagef("--delete-orphans is for an s3:// DST; %s is local", dst)
+	f.srcDir, f.dst = pos[0], pos[1]
+	f.remote = objstore.IsRemote(f.dst)
+	if f.deleteOrphans && !f.remote {
+		return usagef("--delete-orphans is for an s3:// DST; %s is local", f.dst)
 	}
-	if *staging != "" && !remote {
-		return usagef("--staging is for an s3:// DST; %s is local", dst)
+	if f.staging != "" && !f.remote {
+		return usagef("--staging is for an s3:// DST; %s is local", f.dst)
 	}
-	cd, err := cache.ParseCodec(*codec)
-	if err != nil {
+	var err error
+	if f.cd, err = cache.ParseCodec(f.codec); err != nil {
 		return usagef("--codec: %v", err)
 	}
 	switch {
-	case *size < 0:
-		return usagef("--size %d < 0", *size)
-	case *workers < 1:
-		return usagef("--workers %d < 1", *workers)
-	case *quality < 1 || *quality > 100:
-		return usagef("--quality %d not in [1, 100]", *quality)
+	case f.size < 0:
+		return usagef("--size %d < 0", f.size)
+	case f.workers < 1:
+		return usagef("--workers %d < 1", f.workers)
+	case f.quality < 1 || f.quality > 100:
+		return usagef("--quality %d not in [1, 100]", f.quality)
 	}
-	if shardBytes != 0 && shardBytes < 64<<10 {
-		return usagef("--shard-bytes %d: at least 64Ki (65536)", shardBytes)
+	if f.shardBytes != 0 && f.shardBytes < 64<<10 {
+		return usagef("--shard-bytes %d: at least 64Ki (65536)", f.shardBytes)
 	}
-	part, err := parsePart(*partFlag, os.Getenv)
-	if err != nil {
+	if f.part, err = parsePart(f.partFlag, os.Getenv); err != nil {
 		return usagef("--part: %s", strings.TrimPrefix(err.Error(), "cache: "))
 	}
-	dopts := decode.Options{Backend: *decoder}
-	if *size > 0 {
-		dopts.Resize = decode.ResizePolicy{Mode: decode.ResizeShorter, Size: *size}
+	f.dopts = decode.Options{Backend: f.decoder}
+	if f.size > 0 {
+		f.dopts.Resize = decode.ResizePolicy{Mode: decode.ResizeShorter, Size: f.size}
 	}
-	if err := dopts.EnsureDefaults().Validate(); err != nil {
+	if err := f.dopts.EnsureDefaults().Validate(); err != nil {
 		return usagef("--decoder: %v", err)
 	}
-	if err := checkDir(srcDir); err != nil {
-		return err
+	return nil
+}
+
+// openSource opens the image folder SRC, refusing a local DST inside it; absSrc is its
+// absolute path, which the conversion records.
+func (f *convertFlags) openSource() (src pipeline.Source, absSrc string, err error) {
+	if err := checkDir(f.srcDir); err != nil {
+		return nil, "", err
 	}
-	absSrc, err := filepath.Abs(srcDir)
+	if absSrc, err = filepath.Abs(f.srcDir); err != nil {
+		return nil, "", err
+	}
+	absDst, err := filepath.Abs(f.dst)
 	if err != nil {
-		return err
+		return nil, "", err
 	}
-	absDst, err := filepath.Abs(dst)
-	if err != nil {
-		return err
-	}
-	if rel, err := filepath.Rel(absSrc, absDst); !remote && err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+	if rel, err := filepath.Rel(absSrc, absDst); !f.remote && err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
 		// It would be listed as a class of the next run, shifting every label.
-		return fmt.Errorf("DST %s is inside SRC %s: it would be listed as a class of SRC; choose a DST outside it", dst, srcDir)
+		return nil, "", fmt.Errorf("DST %s is inside SRC %s: it would be listed as a class of SRC; choose a DST outside it", f.dst, f.srcDir)
 	}
-	src, err := openImageFolder(srcDir)
-	if err != nil {
-		return err
+	if src, err = openImageFolder(f.srcDir); err != nil {
+		return nil, "", err
 	}
+	return src, absSrc, nil
+}
 
-	ctx, stop := commandContext()
-	defer stop()
-	defer func() { err = interrupted(ctx, err) }()
-	dstURL := dst
-	var bucket *objstore.Bucket
-	var lease *source.Lease
-	if remote {
-		if bucket, err = openUploadBucket(ctx, dst); err != nil {
-			return err
-		}
-		defer bucket.Close()
-		if dst, err = stagingDir(*staging, dstURL, part); err != nil {
-			return err
-		}
-		var other *otherStagingError
-		spec, err := pipeline.ConvertSpec(dopts)
-		if err != nil {
-			return err
-		}
-		done, err := checkResumable(ctx, bucket, dst, dstURL, part, spec, cd)
-		switch {
-		case errors.As(err, &other) && *deleteOrphans:
-			fmt.Fprintf(stderr, "conveyor convert: %v; converting again (--delete-orphans: the other run's files are deleted once this one is uploaded)\n", err)
-		case err != nil:
-			return err
-		}
-		// Marks this run as live, so that another run of this part sweeping for
-		// orphans leaves this one's files alone (source.Lease).
-		if lease, err = source.AcquireLease(ctx, bucket, part, dst); err != nil {
-			return fmt.Errorf("%s: %w", dstURL, err)
-		}
-		defer func() {
-			if lerr := lease.Close(ctx); lerr != nil {
-				fmt.Fprintf(stderr, "conveyor convert: %v\n", lerr)
-			}
-		}()
-		if done {
-			fmt.Fprintf(stdout, "conveyor convert: %s already holds this conversion, complete; nothing to convert\n", dstURL)
-			// The orphans are looked for against the stored record, which names
-			// every file the conversion uses: so --delete-orphans, as advised, works
-			// from any staging directory.
-			return orphans(ctx, bucket, dst, dstURL, part, lease, *deleteOrphans, stdout, stderr)
-		}
-		if err := os.MkdirAll(dst, 0o755); err != nil {
-			return fmt.Errorf("--staging: %w", err)
-		}
-		if !part.Whole() {
-			if err := fetchRemoteInfo(ctx, bucket, dst); err != nil {
-				return err
-			}
-		}
-	}
-
-	pr := newProgress(stderr)
-	c, err := cache.Open(dst, &cache.Options{Codec: cd, Quality: *quality, MaxBytes: int64(maxBytes), ShardBytes: int64(shardBytes), ShardPrefix: part.ShardPrefix(), Logf: pr.logf})
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-
+// run converts src into c. A nil report means nothing was converted; otherwise err
+// says how the conversion ended, worded for the command line.
+func (f *convertFlags) run(ctx context.Context, src pipeline.Source, c *cache.Cache, absSrc string, up *uploadTarget, pr *progress) (*pipeline.ConvertReport, error) {
 	rep, err := pipeline.Convert(ctx, src, c, &pipeline.ConvertOptions{
-		Decode: dopts, Workers: *workers, Source: absSrc, Part: part, Progress: func(cp pipeline.ConvertProgress) { pr.update(convertState(cp)) }, Logf: pr.logf,
+		Decode: f.dopts, Workers: f.workers, Source: absSrc, Part: f.part, Progress: func(cp pipeline.ConvertReport) { pr.update(convertState(cp)) }, Logf: pr.logf,
 	})
 	pr.finish(true)
-	if bucket != nil && err != nil {
+	if up != nil && err != nil {
 		// dataset.json in the staging directory is a copy of the one stored: name that.
-		err = renamedErr(err, filepath.Join(dst, cache.InfoName), bucket.URL(cache.InfoName))
+		err = renamedErr(err, filepath.Join(f.dst, cache.InfoName), up.bucket.URL(cache.InfoName))
 	}
 	if rep == nil {
-		return err
+		return nil, err
 	}
 	switch {
 	case ctx.Err() != nil:
 		err = fmt.Errorf("stopped after %d of %d files; run the same command again to resume", rep.Done, rep.Total)
-		if !part.Whole() {
-			err = fmt.Errorf("part %v %w", part, err)
+		if !f.part.Whole() {
+			err = fmt.Errorf("part %v %w", f.part, err)
 		}
 	case errors.Is(err, cache.ErrFull):
 		err = fmt.Errorf("%w (raise --max-bytes and run again to resume)", err)
 	}
+	return rep, err
+}
 
-	reportPath := filepath.Join(dst, reportName)
-	if !part.Whole() {
-		reportPath = filepath.Join(dst, partReportName(part))
+// report writes the list of bad files into DST and prints the run's summary line; it
+// returns err with any failure to write the list joined.
+func (f *convertFlags) report(stdout io.Writer, rep *pipeline.ConvertReport, c *cache.Cache, err error) error {
+	reportPath := filepath.Join(f.dst, reportName)
+	if !f.part.Whole() {
+		reportPath = filepath.Join(f.dst, partReportName(f.part))
 	}
-	if rerr := writeReport(reportPath, srcDir, dst, rep); rerr != nil {
+	if rerr := writeReport(reportPath, f.srcDir, f.dst, rep); rerr != nil {
 		err = errors.Join(err, rerr)
 	}
 	secs := rep.Elapsed.Seconds()
 	fmt.Fprintf(stdout, "conveyor convert stored=%d skipped=%d bad=%d seconds=%.2f images_per_s=%.1f bytes=%d dir=%s",
-		rep.Stored, rep.Skipped, rep.Bad, secs, perSecond(rep.Stored, secs), c.Stats().Bytes, dst)
-	if !part.Whole() {
-		fmt.Fprintf(stdout, " part=%v", part)
+		rep.Stored, rep.Skipped, rep.Bad, secs, perSecond(rep.Stored, secs), c.Stats().Bytes, f.dst)
+	if !f.part.Whole() {
+		fmt.Fprintf(stdout, " part=%v", f.part)
 	}
 	if rep.Bad > 0 {
 		fmt.Fprintf(stdout, " report=%s", reportPath)
 	}
 	fmt.Fprintln(stdout)
-	if bucket == nil || err != nil && !errors.Is(err, cache.ErrFull) {
-		return err
-	}
-	// A conversion stopped by --max-bytes is uploaded as it is: its record says so.
-	up, uerr := source.UploadConverted(ctx, dst, bucket, part, lease)
-	fmt.Fprintf(stdout, "conveyor convert uploaded=%d unchanged=%d bytes=%d url=%s\n", up.Uploaded, up.Skipped, up.Bytes, dstURL)
-	if errors.Is(uerr, source.ErrOtherConversion) {
-		return errors.Join(err, uerr) // not resumable: it names what to do
-	}
-	if uerr != nil {
-		return errors.Join(err, fmt.Errorf("uploading %s to %s: %w; run the same command again to resume", dst, dstURL, uerr))
-	}
-	if oerr := orphans(ctx, bucket, dst, dstURL, part, lease, *deleteOrphans, stdout, stderr); oerr != nil {
-		return errors.Join(err, oerr)
-	}
-	if *staging == "" && err == nil {
-		c.Close()
-		if rerr := os.RemoveAll(dst); rerr != nil {
-			fmt.Fprintf(stderr, "conveyor convert: removing the staging directory: %v\n", rerr)
-		}
-	}
 	return err
-}
-
-// orphans looks, after an upload, for the files of this conversion (or part) under the
-// prefix that the staging directory dir does not hold — left by a run whose staging
-// directory was lost — and deletes them when del is set, or says how to.
-func orphans(ctx context.Context, b *objstore.Bucket, dir, url string, part cache.Part, lease *source.Lease, del bool, stdout, stderr io.Writer) error {
-	o, err := source.ConvertedOrphans(ctx, b, dir, part, lease)
-	if err != nil {
-		return fmt.Errorf("looking for orphaned files under %s: %w", url, err)
-	}
-	if len(o.Live) > 0 {
-		what := "this conversion"
-		if !part.Whole() {
-			what = "part " + part.String()
-		}
-		fmt.Fprintf(stderr, "conveyor convert: another run converts %s into %s (%s): orphaned files are not looked for while it runs, since its files would look orphaned; run again once it has ended to look for them (--delete-orphans to delete them)\n",
-			what, url, strings.Join(o.Live, "; "))
-		return nil
-	}
-	if o.Unlisted != nil {
-		fmt.Fprintf(stderr, "conveyor convert: %v; taken as none under %s, so uploads a lost run left unfinished are neither reported nor aborted\n", o.Unlisted, url)
-	}
-	if o.Len() == 0 {
-		return nil
-	}
-	if !del {
-		fmt.Fprintf(stderr, "conveyor convert: %s holds %d shard or index files (%d bytes) and %d unfinished uploads of this conversion that it did not write, e.g. %s: left by a run whose staging directory was lost; readers ignore them. Run again with --delete-orphans to delete them\n",
-			url, len(o.Objects), o.Bytes(), len(o.Uploads), orphanName(o))
-		return nil
-	}
-	if err := o.Delete(ctx, b); errors.Is(err, source.ErrLiveRun) {
-		fmt.Fprintf(stderr, "conveyor convert: orphaned files under %s: %v; run again once it has ended to delete them\n", url, err)
-		return nil
-	} else if err != nil {
-		return fmt.Errorf("deleting orphaned files under %s: %w", url, err)
-	}
-	fmt.Fprintf(stdout, "conveyor convert deleted=%d bytes=%d aborted_uploads=%d url=%s\n", len(o.Objects), o.Bytes(), len(o.Uploads), url)
-	return nil
-}
-
-func orphanName(o *source.Orphans) string {
-	if len(o.Objects) > 0 {
-		return o.Objects[0].Name
-	}
-	return o.Uploads[0].Name + " (upload)"
-}
-
-// openUploadBucket opens the s3:// destination of a conversion; http(s) is read-only.
-func openUploadBucket(ctx context.Context, dst string) (*objstore.Bucket, error) {
-	loc, err := objstore.ParseURL(dst)
-	if err != nil {
-		return nil, err
-	}
-	if loc.Scheme != "s3" {
-		return nil, fmt.Errorf("DST %s: %s is read-only; convert to a local directory or an s3:// prefix", dst, loc.Scheme)
-	}
-	return objstore.OpenBucket(ctx, strings.TrimSuffix(dst, "/")+"/", nil)
-}
-
-// stagingDir returns the local directory an s3:// conversion writes to: flag when
-// given, else one under the system's temporary directory named after the URL and part,
-// so that a rerun of the same command finds it and resumes.
-func stagingDir(flag, url string, part cache.Part) (string, error) {
-	dir := flag
-	if dir == "" {
-		h := sha256.Sum256([]byte(strings.TrimSuffix(url, "/") + "\x00" + part.String()))
-		dir = filepath.Join(os.TempDir(), "conveyor-convert-"+hex.EncodeToString(h[:8]))
-	}
-	return dir, nil
-}
-
-// checkResumable checks an s3:// destination that already holds the record of this
-// conversion (dataset.json, or the part's record) when the staging directory dir does
-// not: done when the record says the conversion (or part) completed with this spec and
-// codec, an error when it completed with others, and an error otherwise, since shard names are unique to the run that made them and a new
-// conversion would add a second copy of every sample beside the first.
-func checkResumable(ctx context.Context, b *objstore.Bucket, dir, url string, part cache.Part, spec string, codec cache.Codec) (done bool, err error) {
-	name := cache.InfoName
-	if !part.Whole() {
-		name = part.PartInfoName()
-	}
-	if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
-		return false, nil
-	}
-	tmp, err := os.CreateTemp("", "conveyor-record-*")
-	if err != nil {
-		return false, err
-	}
-	defer os.Remove(tmp.Name())
-	defer tmp.Close()
-	_, err = b.DownloadMax(ctx, name, tmp, cache.MaxInfoBytes)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return false, nil
-	case err != nil:
-		return false, err
-	}
-	data, err := os.ReadFile(tmp.Name())
-	if err != nil {
-		return false, err
-	}
-	var info cache.Info
-	if err := json.Unmarshal(data, &info); err != nil {
-		return false, fmt.Errorf("%s: %w", b.URL(name), err)
-	}
-	if info.Complete && (info.Spec != spec || info.Codec != codec) {
-		// Not this conversion: "nothing to do" would leave the user believing it is.
-		return false, fmt.Errorf("%s holds a complete conversion (%s) of spec %q, codec %s, but this run converts as %q, codec %s: convert into another prefix, or run with the flags that made it", url, b.URL(name), info.Spec, info.Codec, spec, codec)
-	}
-	if info.Complete {
-		return true, nil
-	}
-	what := "a converted dataset"
-	if !part.Whole() {
-		what = "part " + part.String() + " of a converted dataset"
-	}
-	return false, &otherStagingError{fmt.Sprintf("%s already holds %s (%s), incomplete, converted through another staging directory than %s: rerun with --staging naming the directory that made it to resume, or with --delete-orphans to convert again and delete what that run stored", url, what, b.URL(name), dir)}
-}
-
-// renamedErr is err with each from in its message replaced by to (a staging copy's path
-// by the URL it was fetched from); errors.Is and errors.As still see err.
-func renamedErr(err error, from, to string) error {
-	msg := err.Error()
-	if !strings.Contains(msg, from) {
-		return err
-	}
-	return &renamedError{msg: strings.ReplaceAll(msg, from, to), err: err}
-}
-
-type renamedError struct {
-	msg string
-	err error
-}
-
-func (e *renamedError) Error() string { return e.msg }
-func (e *renamedError) Unwrap() error { return e.err }
-
-// otherStagingError is checkResumable's refusal of an incomplete conversion made through
-// another staging directory.
-type otherStagingError struct{ msg string }
-
-func (e *otherStagingError) Error() string { return e.msg }
-
-// fetchRemoteInfo copies the dataset.json already stored in b into a part's staging
-// directory dir, when dir has none, so that the conversion checks that this part
-// converts as the others did (cache.CreatePartedInfo).
-func fetchRemoteInfo(ctx context.Context, b *objstore.Bucket, dir string) error {
-	path := filepath.Join(dir, cache.InfoName)
-	if _, err := os.Stat(path); err == nil {
-		return nil
-	}
-	if _, err := b.Stat(ctx, cache.InfoName); errors.Is(err, fs.ErrNotExist) {
-		return nil
-	} else if err != nil {
-		return err
-	}
-	return objstore.Mirror(ctx, b, []objstore.Object{{Name: cache.InfoName, Size: cache.MaxInfoBytes}}, dir, 1)
 }
 
 // writeReport replaces path with the list of rep's bad files: a header line, then one
@@ -530,6 +373,6 @@ func perSecond(n int, secs float64) float64 {
 // convertState is what convert's progress bar shows. Its rate counts files decoded
 // (stored or bad), not ones skipped as already stored, so the ETA assumes the files left
 // go at that rate.
-func convertState(p pipeline.ConvertProgress) progressState {
+func convertState(p pipeline.ConvertReport) progressState {
 	return progressState{Done: p.Done, Total: p.Total, Rate: perSecond(p.Stored+p.Bad, p.Elapsed.Seconds()), Bad: p.Bad, ShowBad: true}
 }

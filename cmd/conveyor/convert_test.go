@@ -442,22 +442,22 @@ func TestBenchCache(t *testing.T) {
 func TestProgressLine(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
-		p     pipeline.ConvertProgress
+		p     pipeline.ConvertReport
 		width int
 		want  []string
 		fill  float64 // share of the bar filled; -1: no bar
 	}{
-		{"start", pipeline.ConvertProgress{Total: 5000}, 80, []string{" 0/5000   0.0% ", "0 img/s", "ETA --", "bad 0"}, 0},
-		{"quarter", pipeline.ConvertProgress{Total: 5000, Done: 1250, Stored: 1240, Bad: 10, Elapsed: 5 * time.Second},
+		{"start", pipeline.ConvertReport{Total: 5000}, 80, []string{" 0/5000   0.0% ", "0 img/s", "ETA --", "bad 0"}, 0},
+		{"quarter", pipeline.ConvertReport{Total: 5000, Done: 1250, Stored: 1240, Bad: 10, Elapsed: 5 * time.Second},
 			80, []string{"1250/5000  25.0%", "250 img/s", "ETA 15s", "bad 10"}, 0.25},
-		{"resumed", pipeline.ConvertProgress{Total: 1000, Done: 600, Skipped: 500, Stored: 100, Elapsed: 10 * time.Second},
+		{"resumed", pipeline.ConvertReport{Total: 1000, Done: 600, Skipped: 500, Stored: 100, Elapsed: 10 * time.Second},
 			100, []string{"600/1000  60.0%", "10 img/s", "ETA 40s"}, 0.6},
-		{"slow", pipeline.ConvertProgress{Total: 1000000, Done: 1000, Stored: 1000, Elapsed: 10 * time.Second},
+		{"slow", pipeline.ConvertReport{Total: 1000000, Done: 1000, Stored: 1000, Elapsed: 10 * time.Second},
 			80, []string{"ETA 2h46m"}, 0.001},
-		{"done", pipeline.ConvertProgress{Total: 24, Done: 24, Stored: 22, Bad: 2, Elapsed: time.Second},
+		{"done", pipeline.ConvertReport{Total: 24, Done: 24, Stored: 22, Bad: 2, Elapsed: time.Second},
 			60, []string{"24/24 100.0%", "ETA 0s", "bad 2"}, 1},
-		{"narrow", pipeline.ConvertProgress{Total: 100, Done: 50, Stored: 50, Elapsed: time.Second}, 40, []string{"50/100"}, -1},
-		{"tiny", pipeline.ConvertProgress{Total: 100, Done: 50, Stored: 50, Elapsed: time.Second}, 12, []string{"50/100"}, -1},
+		{"narrow", pipeline.ConvertReport{Total: 100, Done: 50, Stored: 50, Elapsed: time.Second}, 40, []string{"50/100"}, -1},
+		{"tiny", pipeline.ConvertReport{Total: 100, Done: 50, Stored: 50, Elapsed: time.Second}, 12, []string{"50/100"}, -1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			line := progressLine(convertState(tc.p), tc.width)
@@ -529,14 +529,6 @@ func TestByteSize(t *testing.T) {
 		var b byteSize
 		if err := b.Set(in); err == nil {
 			t.Errorf("%q: no error", in)
-		}
-	}
-}
-
-func TestHumanBytes(t *testing.T) {
-	for n, want := range map[int64]string{0: "0 B", 999: "999 B", 1000: "1.00 kB", 241390450: "241 MB", 12_345_678_901: "12.3 GB", 999_999: "1.00 MB"} {
-		if got := humanBytes(n); got != want {
-			t.Errorf("humanBytes(%d) = %q, want %q", n, got, want)
 		}
 	}
 }

@@ -14,9 +14,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/conveyor-ml/conveyor/source"
-
 	"github.com/conveyor-ml/conveyor/cache"
+	"github.com/conveyor-ml/conveyor/internal/units"
+	"github.com/conveyor-ml/conveyor/source"
 )
 
 // inspectResult is what inspect --json prints. The dataset fields are set when the
@@ -329,7 +329,7 @@ func printInspect(w io.Writer, r *inspectResult) {
 		if len(r.Specs) > 1 {
 			all = ", all specs"
 		}
-		line("bytes", "%s on disk (%d%s), %s per sample", humanBytes(r.Bytes), r.Bytes, all, humanBytes(int64(r.BytesPerSample+0.5)))
+		line("bytes", "%s on disk (%d%s), %s per sample", units.Bytes(r.Bytes), r.Bytes, all, units.Bytes(int64(r.BytesPerSample+0.5)))
 		line("image sizes", "%s", sizes(r.Sizes))
 		line("shards", "%d", r.Shards)
 		if r.Updated != nil {
@@ -338,19 +338,19 @@ func printInspect(w io.Writer, r *inspectResult) {
 		if len(r.Specs) > 1 {
 			fmt.Fprintf(w, "other specs (not part of the dataset):\n")
 			for _, s := range r.Specs[1:] {
-				fmt.Fprintf(w, "  %d records, codec %s, %s: %s\n", s.Records, strings.Join(s.Codecs, ","), humanBytes(s.Bytes), s.Spec)
+				fmt.Fprintf(w, "  %d records, codec %s, %s: %s\n", s.Records, strings.Join(s.Codecs, ","), units.Bytes(s.Bytes), s.Spec)
 			}
 		}
 		return
 	}
 	line("dataset", "none (no %s: a loader's cache)", cache.InfoName)
 	line("records", "%d", r.Records)
-	line("bytes", "%s on disk (%d), %s per record", humanBytes(r.Bytes), r.Bytes, humanBytes(int64(r.BytesPerSample+0.5)))
+	line("bytes", "%s on disk (%d), %s per record", units.Bytes(r.Bytes), r.Bytes, units.Bytes(int64(r.BytesPerSample+0.5)))
 	line("shards", "%d", r.Shards)
 	for _, s := range r.Specs {
 		fmt.Fprintf(w, "spec %s\n", s.Spec)
 		fmt.Fprintf(w, "  %d records, codec %s, %d labels, %s per record, image sizes %s\n",
-			s.Records, strings.Join(s.Codecs, ","), s.Labels, humanBytes(int64(s.BytesPerSample+0.5)), sizes(s.Sizes))
+			s.Records, strings.Join(s.Codecs, ","), s.Labels, units.Bytes(int64(s.BytesPerSample+0.5)), sizes(s.Sizes))
 	}
 }
 
@@ -425,7 +425,7 @@ func inspectShards(ctx context.Context, url string, jsonOut bool, stdout, stderr
 	lo, hi := slices.Min(res.ShardSamples), slices.Max(res.ShardSamples)
 	fmt.Fprintf(stdout, "per shard      %d to %d samples (--json lists them: WebDatasetOptions.ShardSamples)\n", lo, hi)
 	if o := res.ObjStore; o != nil {
-		fmt.Fprintf(stdout, "object store   %d requests, %s fetched, %d retries\n", o.Requests, mb(o.BytesFetched), o.Retries)
+		fmt.Fprintf(stdout, "object store   %d requests, %s fetched, %d retries\n", o.Requests, units.Bytes(o.BytesFetched), o.Retries)
 	}
 	return nil
 }

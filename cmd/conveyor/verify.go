@@ -13,23 +13,18 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
-
-	"github.com/conveyor-ml/conveyor/source"
 
 	"github.com/conveyor-ml/conveyor/cache"
 	"github.com/conveyor-ml/conveyor/decode"
+	"github.com/conveyor-ml/conveyor/internal/units"
 	"github.com/conveyor-ml/conveyor/objstore"
+	"github.com/conveyor-ml/conveyor/source"
+	"golang.org/x/sync/errgroup"
 )
 
-func verify(args []string, stdout, stderr io.Writer) (err error) {
-	ctx, stop := commandContext()
-	defer stop()
-	defer func() { err = interrupted(ctx, err) }()
-	fs := flag.NewFlagSet("verify", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), `usage: conveyor verify DIR
+// verifyUsage is verify's help, before the flags; %s is the converted dataset's info
+// file.
+const verifyUsage = `usage: conveyor verify DIR
 
 Checks the cache directory DIR, read-only: every shard's header and index, and every
 record, read and decoded, against both its checksums. For a converted dataset it also
@@ -52,7 +47,16 @@ brace list, local or remote ('s3://bucket/train-{000000..000099}.tar'). Every sa
 is checked: its image member read and decoded whole, its label parsed, its members
 grouped by key. Prints one line per bad sample, naming the shard and the sample's
 key, and exits 1 when there is any.
-`, cache.InfoName)
+`
+
+func verify(args []string, stdout, stderr io.Writer) (err error) {
+	ctx, stop := commandContext()
+	defer stop()
+	defer func() { err = interrupted(ctx, err) }()
+	fs := flag.NewFlagSet("verify", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), verifyUsage, cache.InfoName)
 	}
 	pos, err := parseFlags(fs, args, stdout)
 	if err != nil {
@@ -85,43 +89,15 @@ key, and exits 1 when there is any.
 		return err
 	}
 	defer c.Close()
-	var damaged []string
-	reported := map[string]bool{} // shards with a problem of their own, named already
-	rep, err := c.VerifyDataset(info, func(p cache.Problem) {
-		if ctx.Err() != nil {
-			return // the shard cache closed: every read fails, saying so
-		}
-		if p.Kind == cache.KindMissing && errors.Is(p.Err, objstore.ErrChanged) {
-			// Fetched, but not the shard the manifest recorded (the shard cache
-			// expects its size and CRC-32C, as training's does): refused whole.
-			p.Kind = cache.KindChanged
-		}
-		if p.Kind != cache.KindRecord {
-			reported[filepath.Base(p.Shard)] = true
-			fmt.Fprintf(stdout, "%s %s: %v%s\n", problemKind(p.Kind), p.File(), p.Err, ofPart(p.File()))
-			damaged = append(damaged, fmt.Sprintf("%s %s%s", p.Kind, filepath.Base(p.File()), ofPart(p.File())))
-			return
-		}
-		path := p.Path
-		if path == "" {
-			path = "(unknown source)"
-		}
-		// The error names the record again; say it once.
-		msg := strings.TrimPrefix(p.Err.Error(), fmt.Sprintf("cache: %s at %s+%d: ", p.Path, filepath.Base(p.Shard), p.Offset))
-		if p.Superseded {
-			fmt.Fprintf(stdout, "superseded %s+%d %s: %s (stored again later; the dataset reads the later copy)\n", p.Shard, p.Offset, path, msg)
-			return
-		}
-		fmt.Fprintf(stdout, "damaged %s+%d %s: %s%s\n", p.Shard, p.Offset, path, msg, ofPart(p.Shard))
-		damaged = append(damaged, path+ofPart(p.Shard))
-	})
+	pl := &problemList{ctx: ctx, stdout: stdout, reported: map[string]bool{}}
+	rep, err := c.VerifyDataset(info, pl.add)
 	if err == nil {
 		err = ctx.Err()
 	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
-	orphaned, err := ds.orphans(ctx, info, reported)
+	orphaned, err := ds.orphans(ctx, info, pl.reported)
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
@@ -131,8 +107,8 @@ key, and exits 1 when there is any.
 	fmt.Fprintf(stdout, "conveyor verify shards=%d records=%d bytes=%d damaged=%d unreadable_bytes=%d torn_shards=%d damaged_shards=%d lost_records=%d superseded=%d orphans=%d\n",
 		rep.Shards, rep.Records, rep.Bytes, rep.Damaged-rep.Superseded, rep.Unreadable, rep.TornShards, rep.DamagedShards, rep.Lost, rep.Superseded, len(orphaned))
 	if rep.TornShards > 0 {
-		fmt.Fprintf(stdout, "%d shards end in %d bytes past their last whole record (a writer stopped mid-record); readers ignore them\n",
-			rep.TornShards, rep.Unreadable)
+		fmt.Fprintf(stdout, "%d shards end in %s past their last whole record (a writer stopped mid-record); readers ignore them\n",
+			rep.TornShards, units.Bytes(rep.Unreadable))
 	}
 	incomplete := ""
 	if info != nil {
@@ -142,6 +118,58 @@ key, and exits 1 when there is any.
 			fmt.Fprintf(stdout, "no manifest: %s predates them (version 1), so shards were checked by themselves only; conveyor convert SRC %s again records one\n", cache.InfoName, dir)
 		}
 	}
+	if err := verdict(name, c, info, &rep, pl.damaged); err != nil {
+		return err
+	}
+	if incomplete != "" {
+		return fmt.Errorf("%s is incomplete: %s", name, incomplete)
+	}
+	return nil
+}
+
+// problemList prints the problems a dataset's verification finds, one line each, and
+// keeps what the verdict names.
+type problemList struct {
+	ctx      context.Context
+	stdout   io.Writer
+	damaged  []string        // the damaged records and shards, as the verdict names them
+	reported map[string]bool // shards with a problem of their own, named already
+}
+
+// add prints one problem.
+func (pl *problemList) add(p cache.Problem) {
+	if pl.ctx.Err() != nil {
+		return // the shard cache closed: every read fails, saying so
+	}
+	if p.Kind == cache.KindMissing && errors.Is(p.Err, objstore.ErrChanged) {
+		// Fetched, but not the shard the manifest recorded (the shard cache
+		// expects its size and CRC-32C, as training's does): refused whole.
+		p.Kind = cache.KindChanged
+	}
+	if p.Kind != cache.KindRecord {
+		pl.reported[filepath.Base(p.Shard)] = true
+		fmt.Fprintf(pl.stdout, "%s %s: %v%s\n", problemKind(p.Kind), p.File(), p.Err, ofPart(p.File()))
+		pl.damaged = append(pl.damaged, fmt.Sprintf("%s %s%s", p.Kind, filepath.Base(p.File()), ofPart(p.File())))
+		return
+	}
+	path := p.Path
+	if path == "" {
+		path = "(unknown source)"
+	}
+	// The error names the record again; say it once.
+	msg := strings.TrimPrefix(p.Err.Error(), fmt.Sprintf("cache: %s at %s+%d: ", p.Path, filepath.Base(p.Shard), p.Offset))
+	if p.Superseded {
+		fmt.Fprintf(pl.stdout, "superseded %s+%d %s: %s (stored again later; the dataset reads the later copy)\n", p.Shard, p.Offset, path, msg)
+		return
+	}
+	fmt.Fprintf(pl.stdout, "damaged %s+%d %s: %s%s\n", p.Shard, p.Offset, path, msg, ofPart(p.Shard))
+	pl.damaged = append(pl.damaged, path+ofPart(p.Shard))
+}
+
+// verdict is the error verify ends with when the dataset name is damaged: records,
+// shards, or samples its manifest counts that no shard holds; it names up to three of
+// the damaged.
+func verdict(name string, c *cache.Cache, info *cache.Info, rep *cache.VerifyReport, damaged []string) error {
 	var parts []string
 	if n := rep.Damaged - rep.Superseded; n > 0 {
 		parts = append(parts, fmt.Sprintf("%d of %d records are damaged", n, rep.Records))
@@ -156,21 +184,18 @@ key, and exits 1 when there is any.
 			parts = append(parts, fmt.Sprintf("%d of the %d samples %s counts are in none of its shards", info.Stored-n, info.Stored, cache.InfoName))
 		}
 	}
-	if len(parts) > 0 {
-		const shown = 3
-		names := strings.Join(damaged[:min(len(damaged), shown)], ", ")
-		if len(damaged) > shown {
-			names += fmt.Sprintf(", ... %d more", len(damaged)-shown)
-		}
-		if names == "" {
-			return fmt.Errorf("%s in %s", strings.Join(parts, "; "), name)
-		}
-		return fmt.Errorf("%s in %s: %s", strings.Join(parts, "; "), name, names)
+	if len(parts) == 0 {
+		return nil
 	}
-	if incomplete != "" {
-		return fmt.Errorf("%s is incomplete: %s", name, incomplete)
+	const shown = 3
+	names := strings.Join(damaged[:min(len(damaged), shown)], ", ")
+	if len(damaged) > shown {
+		names += fmt.Sprintf(", ... %d more", len(damaged)-shown)
 	}
-	return nil
+	if names == "" {
+		return fmt.Errorf("%s in %s", strings.Join(parts, "; "), name)
+	}
+	return fmt.Errorf("%s in %s: %s", strings.Join(parts, "; "), name, names)
 }
 
 // verifyShards checks every sample of the WebDataset shards args name: what indexing
@@ -178,75 +203,17 @@ key, and exits 1 when there is any.
 // image read and decoded whole, on as many goroutines as Go may run, in shard order so
 // that remote shards are fetched about once more after indexing.
 func verifyShards(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	logf := func(string, ...any) {} // bad samples are listed below, once each
-	var src *source.WebDatasetSource
 	name := strings.Join(args, " ")
-	var ds *source.Dataset
-	var where func(k int) string // shard k as the user knows it: its path or URL
-	if datasetURL(args) {
-		d, err := source.Open(ctx, args[0], &source.OpenOptions{WebDataset: &source.WebDatasetOptions{Logf: logf}})
-		if err != nil {
-			return err
-		}
-		defer d.Close()
-		if d.Store != nil {
-			defer closeOnCancel(ctx, d.Store.Cache)()
-		}
-		ds = d
-		w, ok := d.Source.(*source.WebDatasetSource)
-		if !ok {
-			return fmt.Errorf("%s: not WebDataset shards", args[0])
-		}
-		src = w
-		where = func(k int) string {
-			if dir, ok := d.Store.Bucket.Local(); ok {
-				return filepath.Join(dir, filepath.FromSlash(w.Shards()[k]))
-			}
-			return d.Store.Bucket.URL(w.Shards()[k])
-		}
-	} else {
-		s, err := openShards(args, logf)
-		if err != nil {
-			return err
-		}
-		src = s.(*source.WebDatasetSource)
-		where = func(k int) string { return args[k] }
+	sh, err := openVerifiedShards(ctx, args)
+	if err != nil {
+		return err
 	}
-	n := src.Len()
-	problems := make([]string, n)
-	decs := make([]*decode.Decoder, runtime.GOMAXPROCS(0))
-	for w := range decs {
-		dec, err := decode.NewDecoder(&decode.Options{})
-		if err != nil {
-			return err
-		}
-		defer dec.Close()
-		decs[w] = dec
+	defer sh.close()
+	src := sh.src
+	problems, err := checkSamples(ctx, src)
+	if err != nil {
+		return err
 	}
-	next := make(chan int, 64)
-	var wg sync.WaitGroup
-	for _, dec := range decs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var img *decode.Image
-			var buf []byte
-			for i := range next {
-				buf, img, problems[i] = checkSample(src, dec, i, buf, img)
-			}
-		}()
-	}
-	for i := range n {
-		select {
-		case next <- i:
-		case <-ctx.Done():
-		}
-		if ctx.Err() != nil {
-			break
-		}
-	}
-	close(next)
-	wg.Wait()
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("%s: checking its samples: %w", name, err)
 	}
@@ -255,17 +222,18 @@ func verifyShards(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	for i, p := range problems {
 		if p != "" {
 			k := sort.SearchInts(ends, i+1)
-			s := where(k) + " " + strings.TrimPrefix(src.Path(i), shards[k]+"/")
+			s := sh.where(k) + " " + strings.TrimPrefix(src.Path(i), shards[k]+"/")
 			fmt.Fprintf(stdout, "bad %s: %s\n", s, p)
 			bad = append(bad, s)
 		}
 	}
+	n := src.Len()
 	fmt.Fprintf(stdout, "conveyor verify shards=%d samples=%d classes=%d bad=%d\n", len(src.Shards()), n, len(src.Classes()), len(bad))
-	if ds != nil && ds.Remote() {
+	if ds := sh.ds; ds != nil && ds.Remote() {
 		b := benchResult{store: ds}
 		b.fillStore()
 		if o := b.ObjStore; o != nil {
-			fmt.Fprintf(stderr, "conveyor: read %s: %d requests, %s fetched, %d retries\n", name, o.Requests, mb(o.BytesFetched), o.Retries)
+			fmt.Fprintf(stderr, "conveyor: read %s: %d requests, %s fetched, %d retries\n", name, o.Requests, units.Bytes(o.BytesFetched), o.Retries)
 		}
 	}
 	if len(bad) > 0 {
@@ -277,6 +245,93 @@ func verifyShards(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return fmt.Errorf("%d of %d samples are bad in %s: %s", len(bad), n, name, names)
 	}
 	return nil
+}
+
+// verifiedShards are the WebDataset shards verify checks, opened.
+type verifiedShards struct {
+	src   *source.WebDatasetSource
+	ds    *source.Dataset    // the dataset a URL opened; nil for shard files
+	where func(k int) string // shard k as the user knows it: its path or URL
+	close func()             // releases what opening took
+}
+
+// openVerifiedShards opens the shards args name, a dataset URL or shard files, with bad
+// samples left for verify to list.
+func openVerifiedShards(ctx context.Context, args []string) (*verifiedShards, error) {
+	logf := func(string, ...any) {} // bad samples are listed by verify, once each
+	if !datasetURL(args) {
+		s, err := openShards(args, logf)
+		if err != nil {
+			return nil, err
+		}
+		return &verifiedShards{src: s.(*source.WebDatasetSource), where: func(k int) string { return args[k] }, close: func() {}}, nil
+	}
+	d, err := source.Open(ctx, args[0], &source.OpenOptions{WebDataset: &source.WebDatasetOptions{Logf: logf}})
+	if err != nil {
+		return nil, err
+	}
+	stop := func() bool { return false }
+	if d.Store != nil {
+		stop = closeOnCancel(ctx, d.Store.Cache)
+	}
+	closeAll := func() { stop(); d.Close() }
+	w, ok := d.Source.(*source.WebDatasetSource)
+	if !ok {
+		closeAll()
+		return nil, fmt.Errorf("%s: not WebDataset shards", args[0])
+	}
+	where := func(k int) string {
+		if dir, ok := d.Store.Bucket.Local(); ok {
+			return filepath.Join(dir, filepath.FromSlash(w.Shards()[k]))
+		}
+		return d.Store.Bucket.URL(w.Shards()[k])
+	}
+	return &verifiedShards{src: w, ds: d, where: where, close: closeAll}, nil
+}
+
+// sampleChecker is one goroutine's decoder and buffers for checkSample.
+type sampleChecker struct {
+	dec *decode.Decoder
+	buf []byte
+	img *decode.Image
+}
+
+// checkSamples checks every sample of src on as many goroutines as Go may run, each
+// with a decoder of its own, and returns each sample's problem ("" when good) in
+// sample order. Cancelling ctx stops it starting more.
+func checkSamples(ctx context.Context, src *source.WebDatasetSource) ([]string, error) {
+	n := src.Len()
+	problems := make([]string, n)
+	// A buffered channel of checkers is both their free-list and the limit.
+	free := make(chan *sampleChecker, runtime.GOMAXPROCS(0))
+	defer func() {
+		close(free)
+		for c := range free {
+			c.dec.Close()
+		}
+	}()
+	for range cap(free) {
+		dec, err := decode.NewDecoder(&decode.Options{})
+		if err != nil {
+			return nil, err
+		}
+		free <- &sampleChecker{dec: dec}
+	}
+	var g errgroup.Group
+	g.SetLimit(cap(free))
+	for i := range n {
+		if ctx.Err() != nil {
+			break
+		}
+		g.Go(func() error {
+			c := <-free
+			c.buf, c.img, problems[i] = checkSample(src, c.dec, i, c.buf, c.img)
+			free <- c
+			return nil
+		})
+	}
+	g.Wait()
+	return problems, nil
 }
 
 // maxVerifyBytes is the largest image member verify reads (the loader refuses one larger
@@ -295,7 +350,7 @@ func checkSample(src *source.WebDatasetSource, dec *decode.Decoder, i int, buf [
 		return buf, img, err.Error()
 	}
 	if st.Size() > maxVerifyBytes {
-		return buf, img, fmt.Sprintf("image member of %d bytes, more than the %d verify reads", st.Size(), int64(maxVerifyBytes))
+		return buf, img, fmt.Sprintf("image member of %s, more than the %s verify reads", units.Bytes(st.Size()), units.Bytes(maxVerifyBytes))
 	}
 	buf = slices.Grow(buf[:0], int(st.Size()))[:st.Size()]
 	if _, err := io.ReadFull(f, buf); err != nil {

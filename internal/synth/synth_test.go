@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/disintegration/imaging"
@@ -420,6 +421,20 @@ func TestWriteTree(t *testing.T) {
 			t.Errorf("%+v: no error", bad)
 		}
 	}
+	// Every problem is reported, not only the first.
+	bad := &TreeOptions{Classes: -1, MinSide: 10, MaxSide: 5, Formats: []Format{-1}}
+	_, err = WriteTree(t.TempDir(), bad)
+	for _, want := range []string{"at least one class", "bad side range", "unknown format"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%+v: %v, want an error saying %q", bad, err, want)
+		}
+	}
+	if (*TreeOptions)(nil).EnsureDefaults().Validate() != nil || (*JPEGOptions)(nil).EnsureDefaults().Quality != 90 {
+		t.Error("the default options do not validate")
+	}
+	if err := (&JPEGOptions{Quality: 101}).Validate(); err == nil {
+		t.Error("JPEG quality 101: no error")
+	}
 }
 
 func TestImageNetLike(t *testing.T) {
@@ -578,4 +593,17 @@ func downscale(m *image.NRGBA, w, h int) []float64 {
 		}
 	}
 	return out
+}
+
+// A file that cannot be written fails WriteTree, naming it, and stops the other workers.
+func TestWriteTreeError(t *testing.T) {
+	dir := t.TempDir()
+	blocked := filepath.Join(dir, "class01", "00012.jpg") // a directory where the image goes
+	if err := os.MkdirAll(blocked, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, err := WriteTree(dir, &TreeOptions{Classes: 4, PerClass: 10})
+	if err == nil || !strings.Contains(err.Error(), blocked) {
+		t.Errorf("WriteTree with %s a directory: %v, want an error naming it", blocked, err)
+	}
 }

@@ -2,6 +2,8 @@ package synth
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"image"
 	"os"
@@ -9,8 +11,9 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // TreeOptions describes an ImageFolder tree for [WriteTree]. A nil
@@ -37,54 +40,68 @@ type TreeOptions struct {
 	Sizes []image.Point
 }
 
-func (o *TreeOptions) withDefaults() TreeOptions {
-	var opts TreeOptions
+// clone returns a copy of o that shares no slices with it, the zero value for nil.
+func (o *TreeOptions) clone() TreeOptions {
+	var c TreeOptions
 	if o != nil {
-		opts = *o
+		c = *o
 	}
-	if opts.Classes == 0 {
-		opts.Classes = 10
-	}
-	if opts.PerClass == 0 {
-		opts.PerClass = 10
-	}
-	opts.Formats = slices.Clone(opts.Formats)
-	if len(opts.Formats) == 0 {
-		opts.Formats = []Format{JPEG}
-	}
-	opts.Sizes = slices.Clone(opts.Sizes)
-	if opts.MinSide == 0 {
-		opts.MinSide = 64
-	}
-	if opts.MaxSide == 0 {
-		opts.MaxSide = max(256, opts.MinSide)
-	}
-	return opts
+	c.Formats = slices.Clone(c.Formats)
+	c.Sizes = slices.Clone(c.Sizes)
+	return c
 }
 
-func (o *TreeOptions) validate() error {
+// EnsureDefaults fills o's zero fields with their defaults and returns o; a nil o
+// becomes a new TreeOptions holding the defaults.
+func (o *TreeOptions) EnsureDefaults() *TreeOptions {
+	if o == nil {
+		o = &TreeOptions{}
+	}
+	if o.Classes == 0 {
+		o.Classes = 10
+	}
+	if o.PerClass == 0 {
+		o.PerClass = 10
+	}
+	if len(o.Formats) == 0 {
+		o.Formats = []Format{JPEG}
+	}
+	if o.MinSide == 0 {
+		o.MinSide = 64
+	}
+	if o.MaxSide == 0 {
+		o.MaxSide = max(256, o.MinSide)
+	}
+	return o
+}
+
+// Validate reports every invalid field of o, defaults filled (see EnsureDefaults),
+// joined into one error; nil when all are valid.
+func (o *TreeOptions) Validate() error {
+	var errs []error
 	if o.Classes < 1 || o.PerClass < 1 {
-		return fmt.Errorf("synth: tree needs at least one class and one image per class, not %d and %d", o.Classes, o.PerClass)
+		errs = append(errs, fmt.Errorf("synth: tree needs at least one class and one image per class, not %d and %d", o.Classes, o.PerClass))
 	}
 	for _, f := range o.Formats {
 		if !f.valid() {
-			return fmt.Errorf("synth: unknown format %v", f)
+			errs = append(errs, fmt.Errorf("synth: unknown format %v", f))
 		}
 	}
 	if o.MinSide < 1 || o.MaxSide < o.MinSide || o.MaxSide > 0xffff {
-		return fmt.Errorf("synth: bad side range [%d, %d]", o.MinSide, o.MaxSide)
+		errs = append(errs, fmt.Errorf("synth: bad side range [%d, %d]", o.MinSide, o.MaxSide))
 	}
 	for _, s := range o.Sizes {
 		if s.X < 1 || s.Y < 1 || s.X > 0xffff || s.Y > 0xffff {
-			return fmt.Errorf("synth: bad image size %v", s)
+			errs = append(errs, fmt.Errorf("synth: bad image size %v", s))
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // String prints the effective options.
 func (o *TreeOptions) String() string {
-	opts := o.withDefaults()
+	opts := o.clone()
+	opts.EnsureDefaults()
 	names := make([]string, len(opts.Formats))
 	for i, f := range opts.Formats {
 		names[i] = f.String()
@@ -115,8 +132,8 @@ var aspects = [...][2]int{{1, 1}, {4, 3}, {3, 2}, {16, 9}, {2, 1}}
 // Images are encoded on GOMAXPROCS goroutines; the bytes written depend only
 // on the options.
 func WriteTree(dir string, o *TreeOptions) ([]File, error) {
-	opts := o.withDefaults()
-	if err := opts.validate(); err != nil {
+	opts := o.clone()
+	if err := opts.EnsureDefaults().Validate(); err != nil {
 		return nil, err
 	}
 	classDigits := max(2, len(fmt.Sprint(opts.Classes-1)))
@@ -143,37 +160,25 @@ func WriteTree(dir string, o *TreeOptions) ([]File, error) {
 	}
 
 	// Each worker takes the next file number; the first error stops all.
-	var (
-		next   atomic.Int64
-		failed atomic.Bool
-		errMu  sync.Mutex
-		first  error
-		wg     sync.WaitGroup
-	)
+	var next atomic.Int64
+	g, ctx := errgroup.WithContext(context.Background())
 	for range min(runtime.GOMAXPROCS(0), total) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		g.Go(func() error {
 			var buf bytes.Buffer
-			for !failed.Load() {
+			for ctx.Err() == nil {
 				n := int(next.Add(1) - 1)
 				if n >= total {
-					return
+					return nil
 				}
 				if err := writeFile(&files[n], n%opts.PerClass, opts.Seed, &buf); err != nil {
-					errMu.Lock()
-					if first == nil {
-						first = err
-					}
-					errMu.Unlock()
-					failed.Store(true)
+					return err
 				}
 			}
-		}()
+			return nil
+		})
 	}
-	wg.Wait()
-	if first != nil {
-		return nil, first
+	if err := g.Wait(); err != nil {
+		return nil, err
 	}
 	return files, nil
 }
