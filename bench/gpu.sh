@@ -16,7 +16,7 @@
 #   gpu-report.json    that report: plain pinned cuMemcpyHtoD against the ring's uploads,
 #                      with and without conversion, and the driver and JIT libraries used
 #   pipeline-tests.txt the loader on cuda:0: a 20 ms step never waits on a copy, with and
-#                      without DeviceConvert, batches equal to the host's; Example_cuda
+#                      without Device.Cast, batches equal to the host's; Example_cuda
 #   bench.txt          conveyor bench on one synthetic set of JPEGs (written first), train
 #                      recipe, batch 256, 20 ms step: --device cuda:0, with --device-convert,
 #                      and --device cpu

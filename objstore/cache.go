@@ -57,14 +57,14 @@ type entry struct {
 	lru    *list.Element // in Cache.lru when ready and unreferenced
 }
 
-// A Cache is an [fs.FS] over a [Bucket] whose files are fetched whole into a local
+// A ShardCache is an [fs.FS] over a [Bucket] whose files are fetched whole into a local
 // directory of bounded size. Open blocks until its object is local; Prefetch starts
 // fetching objects before they are opened. Objects nobody holds open are evicted least
 // recently used first when space is needed (an object prefetched but not yet opened only
-// for an Open), or at once by Release. A Cache is safe for concurrent use; Close ends it.
-type Cache struct {
+// for an Open), or at once by Release. A ShardCache is safe for concurrent use; Close ends it.
+type ShardCache struct {
 	b    *Bucket
-	opts CacheOptions
+	opts ShardCacheOptions
 	dir  string // this cache's own directory, under opts.Dir; removed by Close
 
 	ctx    context.Context
@@ -98,12 +98,12 @@ type Cache struct {
 	refused map[string]refusal
 }
 
-// NewCache returns a cache of b's objects.
-func NewCache(b *Bucket, opts *CacheOptions) (*Cache, error) {
+// NewShardCache returns a cache of b's objects.
+func NewShardCache(b *Bucket, opts *ShardCacheOptions) (*ShardCache, error) {
 	if b == nil {
 		return nil, errors.New("objstore: NewCache: nil Bucket")
 	}
-	o := CacheOptions{}
+	o := ShardCacheOptions{}
 	if opts != nil {
 		o = *opts
 	}
@@ -117,16 +117,16 @@ func NewCache(b *Bucket, opts *CacheOptions) (*Cache, error) {
 	if err != nil {
 		return nil, fmt.Errorf("objstore: CacheOptions.Dir: %w", err)
 	}
-	c := &Cache{b: b, opts: o, dir: dir, entries: map[string]*entry{}, lru: list.New(), pins: map[string]Identity{}, refused: map[string]refusal{}}
+	c := &ShardCache{b: b, opts: o, dir: dir, entries: map[string]*entry{}, lru: list.New(), pins: map[string]Identity{}, refused: map[string]refusal{}}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	return c, nil
 }
 
 // Options returns the effective options.
-func (c *Cache) Options() CacheOptions { return c.opts }
+func (c *ShardCache) Options() ShardCacheOptions { return c.opts }
 
 // Bucket returns the bucket the cache reads.
-func (c *Cache) Bucket() *Bucket { return c.b }
+func (c *ShardCache) Bucket() *Bucket { return c.b }
 
 // ErrClosed is returned by a closed Cache.
 var ErrClosed = errors.New("objstore: cache closed")
@@ -134,7 +134,7 @@ var ErrClosed = errors.New("objstore: cache closed")
 // Prefetch starts fetching the named objects, in order, behind any object an Open is
 // waiting for. Names already local or on their way are left alone; a name whose last
 // fetch failed is tried again. It does not wait.
-func (c *Cache) Prefetch(names ...string) {
+func (c *ShardCache) Prefetch(names ...string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
@@ -166,7 +166,7 @@ func (c *Cache) Prefetch(names ...string) {
 	c.kick()
 }
 
-func (c *Cache) newEntry(name string) *entry {
+func (c *ShardCache) newEntry(name string) *entry {
 	sum := sha256.Sum256([]byte(name))
 	c.seq++
 	e := &entry{name: name, seq: c.seq, done: make(chan struct{}),
@@ -178,7 +178,7 @@ func (c *Cache) newEntry(name string) *entry {
 // Open returns the named object as a local file, fetching it first unless it is in the
 // cache. The file is an *os.File underneath (it implements io.ReaderAt and io.Seeker);
 // the object stays in the cache until it is closed.
-func (c *Cache) Open(name string) (fs.File, error) {
+func (c *ShardCache) Open(name string) (fs.File, error) {
 	f, err := c.OpenContext(context.Background(), name)
 	if err != nil {
 		return nil, err // not a nil *File in a non-nil fs.File
@@ -188,7 +188,7 @@ func (c *Cache) Open(name string) (fs.File, error) {
 
 // OpenContext is Open with a context: when ctx ends first, it returns ctx's error (the
 // fetch goes on for whoever else wants the object, or as a prefetch).
-func (c *Cache) OpenContext(ctx context.Context, name string) (*File, error) {
+func (c *ShardCache) OpenContext(ctx context.Context, name string) (*File, error) {
 	if !fs.ValidPath(name) {
 		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrInvalid}
 	}
@@ -264,7 +264,7 @@ func (c *Cache) OpenContext(ctx context.Context, name string) (*File, error) {
 }
 
 // unref drops one reference; an unreferenced ready entry becomes evictable. Locked.
-func (c *Cache) unref(e *entry) {
+func (c *ShardCache) unref(e *entry) {
 	e.refs--
 	if e.refs > 0 {
 		return
@@ -289,7 +289,7 @@ func (c *Cache) unref(e *entry) {
 
 // Stat reports an object's size without fetching it: from the cache when it is local,
 // else with one HEAD request.
-func (c *Cache) Stat(name string) (fs.FileInfo, error) {
+func (c *ShardCache) Stat(name string) (fs.FileInfo, error) {
 	if !fs.ValidPath(name) {
 		return nil, &fs.PathError{Op: "stat", Path: name, Err: fs.ErrInvalid}
 	}
@@ -322,7 +322,7 @@ func (o objectInfo) Sys() any           { return nil }
 
 // Release says the named object is not needed again soon: it is removed from the cache
 // once nobody holds it open, or dropped from the prefetch queue if not yet fetched.
-func (c *Cache) Release(names ...string) {
+func (c *ShardCache) Release(names ...string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, n := range names {
@@ -352,7 +352,7 @@ func (c *Cache) Release(names ...string) {
 // shard's last sample for now, so that a cache holding the shards in flight fetches
 // each once. A later Prefetch of the name undoes it, as does the second Open after it
 // (the object is read again).
-func (c *Cache) Done(names ...string) {
+func (c *ShardCache) Done(names ...string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, n := range names {
@@ -366,7 +366,7 @@ func (c *Cache) Done(names ...string) {
 }
 
 // evict removes a ready, unreferenced entry's file. Locked.
-func (c *Cache) evict(e *entry) {
+func (c *ShardCache) evict(e *entry) {
 	if e.lru != nil {
 		c.lru.Remove(e.lru)
 		e.lru = nil
@@ -378,7 +378,7 @@ func (c *Cache) evict(e *entry) {
 }
 
 // Stats returns the bucket's counters and the cache's.
-func (c *Cache) Stats() Stats {
+func (c *ShardCache) Stats() Stats {
 	s := c.b.Stats()
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -389,7 +389,7 @@ func (c *Cache) Stats() Stats {
 
 // Close stops the fetches, waits for them, fails Opens still waiting with ErrClosed and
 // removes the cache's own directory. Files still open stay readable.
-func (c *Cache) Close() error {
+func (c *ShardCache) Close() error {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -411,13 +411,13 @@ func (c *Cache) Close() error {
 	return os.RemoveAll(c.dir)
 }
 
-var _ fs.StatFS = (*Cache)(nil)
+var _ fs.StatFS = (*ShardCache)(nil)
 
 // A File is an object open in a [Cache]: an *os.File whose Close lets the cache evict
 // the object again.
 type File struct {
 	*os.File
-	c    *Cache
+	c    *ShardCache
 	e    *entry
 	once sync.Once
 }

@@ -13,7 +13,7 @@ import (
 // opened first, least recently used first; then, for an Open only (demand), objects
 // prefetched and not yet opened, the one asked for last first, since it is needed
 // furthest ahead. Locked.
-func (c *Cache) reserve(size int64, demand bool) bool {
+func (c *ShardCache) reserve(size int64, demand bool) bool {
 	if c.used+size <= c.opts.MaxBytes {
 		c.used += size
 		c.peak = max(c.peak, c.used)
@@ -52,7 +52,7 @@ func (c *Cache) reserve(size int64, demand bool) bool {
 
 // kick starts fetches while slots are free: parked objects that now fit, Opens before
 // prefetches, each queue in order. Locked.
-func (c *Cache) kick() {
+func (c *ShardCache) kick() {
 	if c.closed {
 		return
 	}
@@ -80,7 +80,7 @@ func (c *Cache) kick() {
 // only park again behind it, wasting a request). While an Open is parked no prefetch
 // starts, parked or queued: it would take the space the Open waits for, and the Open
 // would then evict it.
-func (c *Cache) next() *entry {
+func (c *ShardCache) next() *entry {
 	holdBack := false
 	for _, demand := range []bool{true, false} {
 		if !demand && holdBack {
@@ -133,7 +133,7 @@ func (c *Cache) next() *entry {
 }
 
 // evictableBytes is what a prefetch could evict. Locked.
-func (c *Cache) evictableBytes() int64 {
+func (c *ShardCache) evictableBytes() int64 {
 	var n int64
 	for el := c.lru.Back(); el != nil; el = el.Prev() {
 		if e := el.Value.(*entry); !e.hinted {
@@ -147,7 +147,7 @@ var errPark = errors.New("objstore: no room yet")
 
 // fetch downloads one entry into its file. A fetch that learns the object's size and
 // finds no room parks the entry, giving its slot back, until eviction makes room.
-func (c *Cache) fetch(e *entry) {
+func (c *ShardCache) fetch(e *entry) {
 	defer c.wg.Done()
 	c.mu.Lock()
 	wasParked := e.err == errPark // next reserved its space
@@ -160,7 +160,7 @@ func (c *Cache) fetch(e *entry) {
 // reservation is the cache space one fetch holds, reserved as it learns its object's
 // size (or, for a response of unknown size, as the bytes arrive).
 type reservation struct {
-	c     *Cache
+	c     *ShardCache
 	e     *entry
 	sized bool // the size is known, and no longer counted in c.unsized
 	held  bool // e.size bytes are reserved in c.used
@@ -226,7 +226,7 @@ func (r *reservation) onGrow(n int64) error {
 // download fetches e's object into its file (written as .part and renamed when whole
 // and checked against its pin), reserving space through r; on failure nothing is left
 // and nothing stays reserved, except for errPark, which keeps the entry's size.
-func (c *Cache) download(e *entry, r *reservation) error {
+func (c *ShardCache) download(e *entry, r *reservation) error {
 	f, err := os.OpenFile(e.file+".part", os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return fmt.Errorf("objstore: %s: creating the cache file: %w", c.b.URL(e.name), err)
@@ -263,7 +263,7 @@ func (c *Cache) download(e *entry, r *reservation) error {
 
 // settle records how e's fetch ended (parked, failed or ready), gives back its slot and
 // starts what can start now; sized says whether the fetch learnt the object's size.
-func (c *Cache) settle(e *entry, sized bool, err error) {
+func (c *ShardCache) settle(e *entry, sized bool, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.active--

@@ -19,7 +19,7 @@ type refusal struct {
 const maxRefusals = 2
 
 // An Identity is what tells one version of an object from another: its size, ETag and
-// the CRC-32C of its bytes. A shard index records it when it is made, and a [Cache]
+// the CRC-32C of its bytes. A shard index records it when it is made, and a [ShardCache]
 // checks every fetch against it. Empty fields are unknown and not checked.
 type Identity struct {
 	Size   int64  // bytes; 0: unknown
@@ -30,7 +30,7 @@ type Identity struct {
 // checkPin pins an object's Identity on its first fetch and refuses a fetch whose
 // known fields differ from the pin's; fields the pin lacks (one Expect left empty) are
 // filled from the first fetch that has them. Locked.
-func (c *Cache) checkPin(name string, got Identity) error {
+func (c *ShardCache) checkPin(name string, got Identity) error {
 	p, ok := c.pins[name]
 	if !ok {
 		c.pins[name] = got
@@ -76,7 +76,7 @@ func (id Identity) String() string {
 // index's size, ETag and checksum): its first fetch is checked against it as a later
 // fetch is against the first, and refused by name with [ErrChanged] when they differ.
 // An object already fetched keeps its pin.
-func (c *Cache) Expect(name string, id Identity) {
+func (c *ShardCache) Expect(name string, id Identity) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.pins[name]; !ok {
@@ -86,7 +86,7 @@ func (c *Cache) Expect(name string, id Identity) {
 
 // Identity returns an object's Identity as first fetched (or expected), and whether it
 // has one: an index made from the cache's files records it.
-func (c *Cache) Identity(name string) (Identity, bool) {
+func (c *ShardCache) Identity(name string) (Identity, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	id, ok := c.pins[name]

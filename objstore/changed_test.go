@@ -15,7 +15,7 @@ import (
 )
 
 // readCached opens name in c, reads it whole and closes it.
-func readCached(c *objstore.Cache, name string) ([]byte, error) {
+func readCached(c *objstore.ShardCache, name string) ([]byte, error) {
 	f, err := c.OpenContext(context.Background(), name)
 	if err != nil {
 		return nil, err
@@ -50,7 +50,7 @@ func TestCacheRefusesChangedObject(t *testing.T) {
 				}
 				w.Write(body)
 			})
-			c, err := objstore.NewCache(b, &objstore.CacheOptions{Dir: t.TempDir()})
+			c, err := objstore.NewShardCache(b, &objstore.ShardCacheOptions{Dir: t.TempDir()})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -103,7 +103,7 @@ func testS3CacheRefusesReplacedShard(t *testing.T, srv *s3test.Server) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	c, err := objstore.NewCache(b, &objstore.CacheOptions{Dir: t.TempDir(), MaxBytes: 1500})
+	c, err := objstore.NewShardCache(b, &objstore.ShardCacheOptions{Dir: t.TempDir(), MaxBytes: 1500})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +137,7 @@ func TestCacheExpectCatchesFlippedByte(t *testing.T) {
 		}
 		w.Write(good)
 	})
-	c, err := objstore.NewCache(b, &objstore.CacheOptions{Dir: t.TempDir()})
+	c, err := objstore.NewShardCache(b, &objstore.ShardCacheOptions{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 
 // A Dataset is a resolved dataset URL ready to read: a file system holding its shards and
 // their names. A local dataset is read in place (no copies, no cache); a remote one
-// through a [Cache]. Safe for concurrent use.
+// through a [ShardCache]. Safe for concurrent use.
 type Dataset struct {
 	// FS opens the shards by name; a *Cache for remote datasets.
 	FS fs.FS
@@ -20,12 +20,12 @@ type Dataset struct {
 	// Bucket is the dataset's root.
 	Bucket *Bucket
 	// Cache is the shard cache; nil for a local dataset.
-	Cache *Cache
+	Cache *ShardCache
 }
 
 // OpenDataset resolves spec (see [Resolve]) and opens it for reading. cache configures
 // the shard cache of a remote dataset; nil means defaults.
-func OpenDataset(ctx context.Context, spec string, opts *Options, cache *CacheOptions) (*Dataset, error) {
+func OpenDataset(ctx context.Context, spec string, opts *Options, cache *ShardCacheOptions) (*Dataset, error) {
 	b, names, err := Resolve(ctx, spec, opts)
 	if err != nil {
 		return nil, err
@@ -38,7 +38,7 @@ func OpenDataset(ctx context.Context, spec string, opts *Options, cache *CacheOp
 		d.FS = os.DirFS(dir)
 		return d, nil
 	}
-	c, err := NewCache(b, cache)
+	c, err := NewShardCache(b, cache)
 	if err != nil {
 		b.Close()
 		return nil, err
@@ -50,14 +50,14 @@ func OpenDataset(ctx context.Context, spec string, opts *Options, cache *CacheOp
 // URL names a shard for messages.
 func (d *Dataset) URL(name string) string { return d.Bucket.URL(name) }
 
-// Prefetch starts fetching shards of a remote dataset ahead of need; see [Cache.Prefetch].
+// Prefetch starts fetching shards of a remote dataset ahead of need; see [ShardCache.Prefetch].
 func (d *Dataset) Prefetch(names ...string) {
 	if d.Cache != nil {
 		d.Cache.Prefetch(names...)
 	}
 }
 
-// Release frees the disk of shards no longer needed; see [Cache.Release].
+// Release frees the disk of shards no longer needed; see [ShardCache.Release].
 func (d *Dataset) Release(names ...string) {
 	if d.Cache != nil {
 		d.Cache.Release(names...)

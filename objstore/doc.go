@@ -18,7 +18,7 @@
 // a listing that would not end (a continuation token given twice, more than
 // Options.MaxListPages pages).
 //
-// A [Cache] turns a Bucket into an [io/fs.FS] of whole local files: Prefetch hints which
+// A [ShardCache] turns a Bucket into an [io/fs.FS] of whole local files: Prefetch hints which
 // objects come next and they are fetched concurrently (bounded) into a cache directory
 // whose size stays under a byte limit; Open blocks until its object is local; objects
 // nobody holds are evicted least recently used first, or at once with Release. Stats

@@ -175,7 +175,7 @@ func TestCacheUnknownSize(t *testing.T) {
 		}
 	})
 	const limit = 100 << 10
-	c, err := objstore.NewCache(b, &objstore.CacheOptions{MaxBytes: limit})
+	c, err := objstore.NewShardCache(b, &objstore.ShardCacheOptions{MaxBytes: limit})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +214,7 @@ func TestCacheModTime(t *testing.T) {
 		w.Write([]byte("data"))
 	})
 	mtimes := func() (dated, undated time.Time) {
-		c, err := objstore.NewCache(b, nil)
+		c, err := objstore.NewShardCache(b, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -255,11 +255,11 @@ func TestCacheSharedDir(t *testing.T) {
 	data := shards(2, 10<<10, 20<<10, 9)
 	b := localBucket(t, data)
 	dir := t.TempDir()
-	c1, err := objstore.NewCache(b, &objstore.CacheOptions{Dir: dir})
+	c1, err := objstore.NewShardCache(b, &objstore.ShardCacheOptions{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c2, err := objstore.NewCache(b, &objstore.CacheOptions{Dir: dir})
+	c2, err := objstore.NewShardCache(b, &objstore.ShardCacheOptions{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,7 +296,7 @@ func TestCacheParkedOpenHoldsBackPrefetch(t *testing.T) {
 		"x.bin": bytes.Repeat([]byte{5}, 3*unit),
 	}
 	b := localBucket(t, data)
-	c, err := objstore.NewCache(b, &objstore.CacheOptions{MaxBytes: 4 * unit})
+	c, err := objstore.NewShardCache(b, &objstore.ShardCacheOptions{MaxBytes: 4 * unit})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -347,7 +347,7 @@ func TestCachePrefetchKeepsLocalObject(t *testing.T) {
 		data[n+".bin"] = bytes.Repeat([]byte(n), unit)
 	}
 	b := localBucket(t, data)
-	c, err := objstore.NewCache(b, &objstore.CacheOptions{MaxBytes: 3 * unit})
+	c, err := objstore.NewShardCache(b, &objstore.ShardCacheOptions{MaxBytes: 3 * unit})
 	if err != nil {
 		t.Fatal(err)
 	}

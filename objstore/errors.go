@@ -24,8 +24,8 @@ var errTooSlow = errors.New("too slow")
 // than the limit a capped download was given (Bucket.DownloadMax, Mirror).
 var ErrTooLarge = errors.New("objstore: object larger than the cache limit")
 
-// ErrChanged is wrapped by a [Cache] fetch of an object whose size, ETag or CRC-32C
-// differs from the first fetch's or from what [Cache.Expect] said: the object was
+// ErrChanged is wrapped by a [ShardCache] fetch of an object whose size, ETag or CRC-32C
+// differs from the first fetch's or from what [ShardCache.Expect] said: the object was
 // replaced in the store since it was indexed (or a byte of it changed at rest or on
 // the way), and offsets taken from the old version would read the wrong bytes. The
 // next Open fetches it again once; after a second refusal in a row the cache refuses

@@ -26,7 +26,7 @@ func Example() {
 		return
 	}
 	defer b.Close()
-	c, err := objstore.NewCache(b, &objstore.CacheOptions{MaxBytes: 1 << 20})
+	c, err := objstore.NewShardCache(b, &objstore.ShardCacheOptions{MaxBytes: 1 << 20})
 	if err != nil {
 		fmt.Println(err)
 		return

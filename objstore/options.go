@@ -125,8 +125,8 @@ func (o *Options) partTimeout(n int64) time.Duration {
 	return o.Retry.AttemptTimeout + time.Duration(n)*time.Second/(256<<10)
 }
 
-// CacheOptions configures a [Cache]. A nil *CacheOptions means defaults.
-type CacheOptions struct {
+// ShardCacheOptions configures a [ShardCache]. A nil *ShardCacheOptions means defaults.
+type ShardCacheOptions struct {
 	// Dir is where the cache keeps its files: each Cache makes its own new
 	// subdirectory of Dir (objstore-*) and removes it on Close, so several caches (the
 	// ranks on one node) may share a Dir without touching one another's files. The
@@ -142,9 +142,9 @@ type CacheOptions struct {
 
 // EnsureDefaults fills o's zero fields with their defaults and returns o; a nil o
 // becomes a new CacheOptions holding the defaults.
-func (o *CacheOptions) EnsureDefaults() *CacheOptions {
+func (o *ShardCacheOptions) EnsureDefaults() *ShardCacheOptions {
 	if o == nil {
-		o = &CacheOptions{}
+		o = &ShardCacheOptions{}
 	}
 	if o.Dir == "" {
 		o.Dir = os.TempDir()
@@ -160,7 +160,7 @@ func (o *CacheOptions) EnsureDefaults() *CacheOptions {
 
 // Validate reports every invalid field of o, defaults filled (see EnsureDefaults),
 // joined into one error; nil when all are valid.
-func (o *CacheOptions) Validate() error {
+func (o *ShardCacheOptions) Validate() error {
 	var errs []error
 	if o.MaxBytes < 0 {
 		errs = append(errs, fmt.Errorf("objstore: CacheOptions.MaxBytes %d is negative", o.MaxBytes))
@@ -172,6 +172,6 @@ func (o *CacheOptions) Validate() error {
 }
 
 // String prints the effective options.
-func (o CacheOptions) String() string {
-	return fmt.Sprintf("objstore.CacheOptions{Dir: %q, MaxBytes: %d, Concurrency: %d}", o.Dir, o.MaxBytes, o.Concurrency)
+func (o ShardCacheOptions) String() string {
+	return fmt.Sprintf("objstore.ShardCacheOptions{Dir: %q, MaxBytes: %d, Concurrency: %d}", o.Dir, o.MaxBytes, o.Concurrency)
 }

@@ -69,7 +69,7 @@ var fastRetry = &objstore.Options{Retry: objstore.RetryPolicy{BaseDelay: time.Mi
 
 // readAll reads every name through a cache, a few goroutines at a time, and checks the
 // bytes against want.
-func readAll(t *testing.T, c *objstore.Cache, names []string, want map[string][]byte) {
+func readAll(t *testing.T, c *objstore.ShardCache, names []string, want map[string][]byte) {
 	t.Helper()
 	c.Prefetch(names...)
 	var wg sync.WaitGroup
@@ -161,7 +161,7 @@ func testS3PutResolveRead(t *testing.T, srv *s3test.Server) {
 		t.Errorf("Resolve of nothing: %v, want ErrNotExist naming the URL", err)
 	}
 
-	c, err := objstore.NewCache(b, &objstore.CacheOptions{MaxBytes: 64 << 20})
+	c, err := objstore.NewShardCache(b, &objstore.ShardCacheOptions{MaxBytes: 64 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +206,7 @@ func testS3Faults(t *testing.T, srv *s3test.Server) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	c, err := objstore.NewCache(b, &objstore.CacheOptions{MaxBytes: 64 << 20, Concurrency: 4})
+	c, err := objstore.NewShardCache(b, &objstore.ShardCacheOptions{MaxBytes: 64 << 20, Concurrency: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,7 +283,7 @@ func testS3Errors(t *testing.T, srv *s3test.Server) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	c, err := objstore.NewCache(b, nil)
+	c, err := objstore.NewShardCache(b, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -311,7 +311,7 @@ func testS3Errors(t *testing.T, srv *s3test.Server) {
 		t.Fatal(err)
 	}
 	defer bad.Close()
-	bc, _ := objstore.NewCache(bad, nil)
+	bc, _ := objstore.NewShardCache(bad, nil)
 	defer bc.Close()
 	_, err = bc.Open("a.bin")
 	if !errors.Is(err, fs.ErrPermission) || !strings.Contains(err.Error(), srv.URL("d/a.bin")) {
@@ -355,7 +355,7 @@ func TestCacheEvictionKeepsDiskUnderLimit(t *testing.T) {
 	b := localBucket(t, data)
 	const limit = 350 << 10 // three shards
 	cdir := t.TempDir()
-	c, err := objstore.NewCache(b, &objstore.CacheOptions{Dir: cdir, MaxBytes: limit, Concurrency: 3})
+	c, err := objstore.NewShardCache(b, &objstore.ShardCacheOptions{Dir: cdir, MaxBytes: limit, Concurrency: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -390,7 +390,7 @@ func TestCacheEvictionKeepsDiskUnderLimit(t *testing.T) {
 	// An object larger than the whole cache fails naming it.
 	big := map[string][]byte{"huge.bin": make([]byte, limit+1)}
 	hb := localBucket(t, big)
-	hc, _ := objstore.NewCache(hb, &objstore.CacheOptions{MaxBytes: limit})
+	hc, _ := objstore.NewShardCache(hb, &objstore.ShardCacheOptions{MaxBytes: limit})
 	defer hc.Close()
 	if _, err := hc.Open("huge.bin"); !errors.Is(err, objstore.ErrTooLarge) || !strings.Contains(err.Error(), "huge.bin") {
 		t.Errorf("huge object: %v", err)
@@ -426,7 +426,7 @@ func TestCacheFirstOpenDoesNotWait(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	c, _ := objstore.NewCache(b, &objstore.CacheOptions{Concurrency: 2})
+	c, _ := objstore.NewShardCache(b, &objstore.ShardCacheOptions{Concurrency: 2})
 	defer c.Close()
 	c.Prefetch(names...)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -451,7 +451,7 @@ func TestCacheFirstOpenDoesNotWait(t *testing.T) {
 		t.Errorf("Open of the last name waited for %d fetches, want at most 3", st.Fetched)
 	}
 	// OpenContext gives up when its context ends, naming the URL.
-	c2, _ := objstore.NewCache(b, nil)
+	c2, _ := objstore.NewShardCache(b, nil)
 	defer c2.Close()
 	// (names[3] is held at the gate.)
 	dctx, dcancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
@@ -475,7 +475,7 @@ func TestHTTPFaultsAndResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	c, _ := objstore.NewCache(b, nil)
+	c, _ := objstore.NewShardCache(b, nil)
 	defer c.Close()
 	readAll(t, c, names, data)
 	st := c.Stats()
@@ -514,7 +514,7 @@ func testS3SharedConfigProfile(t *testing.T, srv *s3test.Server) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	c, _ := objstore.NewCache(b, nil)
+	c, _ := objstore.NewShardCache(b, nil)
 	defer c.Close()
 	readAll(t, c, names, map[string][]byte{"a.bin": []byte("profile")})
 }
@@ -537,7 +537,7 @@ func TestStalledBodyIsAbandoned(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	c, _ := objstore.NewCache(b, nil)
+	c, _ := objstore.NewShardCache(b, nil)
 	defer c.Close()
 	start := time.Now()
 	readAll(t, c, names, data)
@@ -593,7 +593,7 @@ func testS3MultipartResume(t *testing.T, srv *s3test.Server) {
 		t.Errorf("uploaded %d bytes, want %d: the finished part sent again?", st.BytesUploaded, len(big)-part)
 	}
 	// Stat without fetching.
-	c, _ := objstore.NewCache(b, nil)
+	c, _ := objstore.NewShardCache(b, nil)
 	defer c.Close()
 	fi, err := fs.Stat(c, "shard-000.bin")
 	if err != nil || fi.Size() != int64(len(big)) || fi.Name() != "shard-000.bin" {
@@ -628,7 +628,7 @@ func TestOpenDataset(t *testing.T) {
 	// Remote (HTTP): through a cache.
 	hs := httptest.NewServer(http.FileServer(http.Dir(dir)))
 	defer hs.Close()
-	d, err = objstore.OpenDataset(ctx, hs.URL+"/s-{000..002}.bin", fastRetry, &objstore.CacheOptions{Concurrency: 2})
+	d, err = objstore.OpenDataset(ctx, hs.URL+"/s-{000..002}.bin", fastRetry, &objstore.ShardCacheOptions{Concurrency: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -656,7 +656,7 @@ func benchShards(b *testing.B, spec func(b *testing.B, data map[string][]byte) s
 	b.SetBytes(total)
 	b.ResetTimer()
 	for range b.N {
-		d, err := objstore.OpenDataset(context.Background(), url, nil, &objstore.CacheOptions{Concurrency: 4})
+		d, err := objstore.OpenDataset(context.Background(), url, nil, &objstore.ShardCacheOptions{Concurrency: 4})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -803,7 +803,7 @@ func testS3NoUploadList(t *testing.T, srv *s3test.Server) {
 func TestCacheDoneThenReadAgain(t *testing.T) {
 	data := shards(4, 100<<10, 100<<10+1, 5)
 	b := localBucket(t, data)
-	c, err := objstore.NewCache(b, &objstore.CacheOptions{Dir: t.TempDir(), MaxBytes: 350 << 10, Concurrency: 1})
+	c, err := objstore.NewShardCache(b, &objstore.ShardCacheOptions{Dir: t.TempDir(), MaxBytes: 350 << 10, Concurrency: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

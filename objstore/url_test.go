@@ -186,7 +186,7 @@ func TestOptionsValidate(t *testing.T) {
 		}
 	}
 	b, _ := OpenBucket(context.Background(), t.TempDir(), nil)
-	_, err = NewCache(b, &CacheOptions{MaxBytes: -1, Concurrency: -1})
+	_, err = NewShardCache(b, &ShardCacheOptions{MaxBytes: -1, Concurrency: -1})
 	for _, want := range []string{"CacheOptions.MaxBytes", "CacheOptions.Concurrency"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("negative MaxBytes and Concurrency: %v, want an error naming %s", err, want)
@@ -203,7 +203,7 @@ func TestOptionsEnsureDefaults(t *testing.T) {
 	if given.EnsureDefaults() != given || given.MaxConns != 3 || given.PartSize != 64<<20 {
 		t.Errorf("EnsureDefaults changed a set field or did not return its receiver: %v", given)
 	}
-	c := (*CacheOptions)(nil).EnsureDefaults()
+	c := (*ShardCacheOptions)(nil).EnsureDefaults()
 	if c.Dir != os.TempDir() || c.MaxBytes != 16<<30 || c.Concurrency != 4 || c.Validate() != nil {
 		t.Errorf("cache defaults %v: %v", c, c.Validate())
 	}

@@ -55,10 +55,10 @@ type Batch struct {
 	BatchLen int
 
 	// Data is the batch in host memory: Len samples in Layout and DType, or, with
-	// Config.Device.Convert, the uint8 NHWC pixels the device converts from.
+	// Config.Device.Cast, the uint8 NHWC pixels the device converts from.
 	Data []byte
 	// Layout, DType and Shape describe the batch as delivered (in device memory with
-	// DeviceConvert). Shape is [Len, 3, Height, Width] for NCHW or [Len, Height, Width, 3]
+	// Device.Cast). Shape is [Len, 3, Height, Width] for NCHW or [Len, Height, Width, 3]
 	// for NHWC.
 	Layout pack.Layout
 	DType  pack.DType
@@ -276,7 +276,7 @@ func (b *Batch) name() string {
 	return fmt.Sprintf("batch %d of epoch %d", b.Number, b.Epoch)
 }
 
-// Float32 views the batch in host memory as float32 values: Data, or with DeviceConvert on
+// Float32 views the batch in host memory as float32 values: Data, or with Device.Cast on
 // the cpu device (Config.Device.Name "auto" without a usable GPU, say) the converted batch, which
 // is in host memory too. It panics unless DType is Float32, and for a batch converted on a
 // GPU, which is only in device memory (Stats.Device.Kind tells which).
@@ -308,5 +308,5 @@ func (b *Batch) hostView() []byte {
 			return data
 		}
 	}
-	panic("pipeline: with DeviceConvert on a GPU, Data holds uint8 NHWC pixels; the " + b.DType.String() + " batch is on the device (Stats.DeviceKind)")
+	panic("pipeline: with Device.Cast on a GPU, Data holds uint8 NHWC pixels; the " + b.DType.String() + " batch is on the device (Stats.DeviceKind)")
 }

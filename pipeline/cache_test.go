@@ -42,8 +42,8 @@ func TestCacheGivesSameBatches(t *testing.T) {
 	for _, codec := range []cache.Codec{cache.S2, cache.Raw, cache.Zstd} {
 		t.Run(string(codec), func(t *testing.T) {
 			cfg := testConfig(3)
-			cfg.Cache = openCache(t, t.TempDir(), codec)
-			cfg.CacheFill = 1
+			cfg.SampleCache = openCache(t, t.TempDir(), codec)
+			cfg.SampleCacheFill = 1
 			ld := newLoader(t, src, cfg)
 			for e := range 3 {
 				want := collect(t, plain, ctx, e, 0)
@@ -74,13 +74,13 @@ func TestCacheSharedAcrossLoadersAndSpecs(t *testing.T) {
 	dir := t.TempDir()
 	ctx := context.Background()
 	cfg := testConfig(2)
-	cfg.Cache = openCache(t, dir, cache.S2)
-	cfg.CacheFill = 1
+	cfg.SampleCache = openCache(t, dir, cache.S2)
+	cfg.SampleCacheFill = 1
 	first := newLoader(t, src, cfg)
 	collect(t, first, ctx, 0, 0)
 
 	cfg2 := testConfig(2)
-	cfg2.Cache = openCache(t, dir, cache.S2)
+	cfg2.SampleCache = openCache(t, dir, cache.S2)
 	second := newLoader(t, src, cfg2)
 	collect(t, second, ctx, 0, 0)
 	if st := second.Stats(); st.Cache.Hits != int64(src.Len()) || st.Cache.Stored != 0 {
@@ -89,8 +89,8 @@ func TestCacheSharedAcrossLoadersAndSpecs(t *testing.T) {
 
 	cfg3 := testConfig(2)
 	cfg3.Decode.Resize = decode.ResizePolicy{Mode: decode.ResizeShorter, Size: 30}
-	cfg3.Cache = openCache(t, dir, cache.S2)
-	cfg3.CacheFill = 1
+	cfg3.SampleCache = openCache(t, dir, cache.S2)
+	cfg3.SampleCacheFill = 1
 	third := newLoader(t, src, cfg3)
 	collect(t, third, ctx, 0, 0)
 	if st := third.Stats(); st.Cache.Hits != 0 || st.Cache.Stored != int64(src.Len()) {
@@ -113,7 +113,7 @@ func TestCacheSharedAtOnce(t *testing.T) {
 	for i := range loaders {
 		cfg := testConfig(2)
 		caches[i] = openCache(t, dir, cache.S2)
-		cfg.Cache, cfg.CacheFill = caches[i], 1
+		cfg.SampleCache, cfg.SampleCacheFill = caches[i], 1
 		loaders[i] = newLoader(t, src, cfg)
 	}
 	var wg sync.WaitGroup
@@ -160,8 +160,8 @@ func TestCacheChangedFileIsNotStale(t *testing.T) {
 	if err := ApplyRecipe(cfg, "eval", 24); err != nil {
 		t.Fatal(err)
 	}
-	cfg.Cache = openCache(t, t.TempDir(), cache.S2)
-	cfg.CacheFill = 1
+	cfg.SampleCache = openCache(t, t.TempDir(), cache.S2)
+	cfg.SampleCacheFill = 1
 	ld := newLoader(t, src, cfg)
 	before := collect(t, ld, ctx, 0, 0)
 
@@ -206,13 +206,13 @@ func TestCacheDamagedRecordFallsBackToSource(t *testing.T) {
 	dir := t.TempDir()
 	ctx := context.Background()
 	cfg := testConfig(2)
-	cfg.Cache = openCache(t, dir, cache.S2)
-	cfg.CacheFill = 1
+	cfg.SampleCache = openCache(t, dir, cache.S2)
+	cfg.SampleCacheFill = 1
 	ld := newLoader(t, src, cfg)
 	collect(t, ld, ctx, 0, 0)
 	want := collect(t, ld, ctx, 1, 0)
 	ld.Close()
-	cfg.Cache.Close()
+	cfg.SampleCache.Close()
 
 	// Flip one bit in the middle of every tenth record's payload.
 	c := openCache(t, dir, cache.S2)
@@ -226,7 +226,7 @@ func TestCacheDamagedRecordFallsBackToSource(t *testing.T) {
 	}
 	var logs logSink
 	cfg2 := testConfig(2)
-	cfg2.Cache, cfg2.CacheFill, cfg2.Logf = c, 1, logs.logf
+	cfg2.SampleCache, cfg2.SampleCacheFill, cfg2.Logf = c, 1, logs.logf
 	ld2 := newLoader(t, src, cfg2)
 	got := collect(t, ld2, ctx, 1, 0)
 	if !bytes.Equal(got.data, want.data) {
@@ -283,7 +283,7 @@ func flipBit(t *testing.T, shard string, r cache.Ref) {
 }
 
 // When the consumer is slower than the loader, the time the loader waits for it pays for
-// the fill: with the default CacheFill, the samples prepared after the first prefetch
+// the fill: with the default SampleCacheFill, the samples prepared after the first prefetch
 // window are stored on first sight (give or take the batch during which the first wait
 // is still being counted), and the next epochs store the rest.
 func TestCacheFillUsesIdleTime(t *testing.T) {
@@ -292,7 +292,7 @@ func TestCacheFillUsesIdleTime(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := testConfig(2)
-	cfg.Cache = openCache(t, t.TempDir(), cache.Zstd) // the slowest lossless codec
+	cfg.SampleCache = openCache(t, t.TempDir(), cache.Zstd) // the slowest lossless codec
 	ld := newLoader(t, src, cfg)
 	slow := func(e int) {
 		for b, err := range ld.Epoch(context.Background(), e) {

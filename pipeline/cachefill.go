@@ -8,11 +8,11 @@ import (
 	"github.com/conveyor-ml/conveyor/decode"
 )
 
-// lookup serves sample it from Config.Cache when it holds an intact record for the file
+// lookup serves sample it from Config.SampleCache when it holds an intact record for the file
 // fi describes, and reports whether it did; otherwise it marks the sample to be stored
 // once decoded. it.err is set when the read budget could not be had.
 func (r *run) lookup(it *readItem, fi fs.FileInfo, t0 time.Time) bool {
-	l, c := r.l, r.l.cfg.Cache
+	l, c := r.l, r.l.cfg.SampleCache
 	key := sampleKey(l.spec, l.src, it.idx, fi)
 	if ref, ok := c.Lookup(key); ok {
 		if it.err = r.reserve(it, int64(ref.Bytes)); it.err != nil {
@@ -50,7 +50,7 @@ func (w *worker) store(l *Loader, it readItem, img *decode.Image, t0 time.Time) 
 		l.stats.cacheDeferred.Add(1)
 		return t0, nil
 	}
-	err := w.coder(l.cfg.Cache).Put(it.key, l.src.Label(it.idx), img)
+	err := w.coder(l.cfg.SampleCache).Put(it.key, l.src.Label(it.idx), img)
 	t1 := time.Now()
 	l.fill.Filled(t1.Sub(t0))
 	switch {
@@ -68,7 +68,7 @@ func (w *worker) store(l *Loader, it readItem, img *decode.Image, t0 time.Time) 
 	return t1, nil
 }
 
-// filler is how the loader asks whether to store a decoded sample in Config.Cache, and
+// filler is how the loader asks whether to store a decoded sample in Config.SampleCache, and
 // tells it how the workers spend their time; the policy lives with the cache
 // (cache.FillPolicy).
 type filler interface {

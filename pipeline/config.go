@@ -77,14 +77,14 @@ type Config struct {
 	// Augment runs on every decoded sample; default none. Its output must have the size
 	// given in Pack. Ops on the packed sample (augment.TensorOp: RandomErasing) come
 	// last and run on each batch slot right after packing, with the sample's random
-	// stream; they cannot be combined with DeviceConvert.
+	// stream; they cannot be combined with Device.Cast.
 	Augment augment.Pipeline
 	// Pack says how samples are written into batches. Width and Height are required.
 	Pack pack.Options
 	// Mix mixes every batch after packing — MixUp, CutMix or timm's random switch between
 	// them — and smooths labels, giving each Batch soft Targets (see mixup.Options and
 	// Batch.Mix). The mix runs on the worker that finishes the batch, before its copy to
-	// the device, in the batch's host dtype and layout; with DeviceConvert that is uint8
+	// the device, in the batch's host dtype and layout; with Device.Cast that is uint8
 	// NHWC, where MixUp rounds to the nearest integer (ties to even) as timm's
 	// FastCollateMixup does, up to half a step (0.5/255 before normalisation) from
 	// mixing floats. The draw depends on (Seed, Rank, epoch, batch number) only; with
@@ -103,17 +103,17 @@ type Config struct {
 	// EXIF rotation) and within a mean of 2/255 with libjpeg-turbo's DCT scaling. Samples
 	// stored into or read from the cache always decode in full. Default false.
 	FullDecode bool
-	// Cache, when set, stores each decoded sample (after the resize-first step, before
+	// SampleCache, when set, stores each decoded sample (after the resize-first step, before
 	// augmentation) under its file's identity and the decode spec, and later epochs read
 	// it from there instead of decoding. Lossless codecs give the same batches as a
 	// loader without it and with FullDecode (samples stored or read decode in full). The loader refreshes it at each epoch's start and does not close it.
 	// Default nil: no cache.
-	Cache *cache.Cache
-	// CacheFill bounds the share of the workers' busy time that storing samples may take
+	SampleCache *cache.Cache
+	// SampleCacheFill bounds the share of the workers' busy time that storing samples may take
 	// while the loader is the bottleneck; time they spend waiting for the consumer or the
 	// disk is free for it. A sample not stored in one epoch is stored in a later one.
 	// 1 stores every sample on first sight, whatever it costs; in [0, 1]. Default 0.1.
-	CacheFill float64
+	SampleCacheFill float64
 	// Bad is what happens to samples that cannot be read or decoded.
 	Bad BadConfig
 	// StopAfter is for measuring stage ceilings (conveyor bench --stages): samples go
@@ -255,14 +255,14 @@ type DeviceConfig struct {
 	// GPU, when set, is a device the caller opened (gpu.Open, or gpu/cuinterop for a
 	// gorgonia.org/cu context); it overrides Device, and the loader does not close it.
 	GPU *gpu.Device
-	// DeviceConvert packs uint8 NHWC pixels on the host, copies those (a quarter of the
+	// Device.Cast packs uint8 NHWC pixels on the host, copies those (a quarter of the
 	// bytes of float32) and converts them on the device into Pack's dtype, layout and
 	// normalisation with a small kernel, bit for bit what the host would have written.
 	// Pack.DType must be a float type. On the cpu device the conversion runs on the CPU
 	// after batching, into a separate buffer. Augment ops on the packed sample
 	// (RandomErasing) are refused with it: uint8 pixels cannot hold normalised values.
 	// Default false.
-	Convert bool
+	Cast bool
 }
 
 // BadConfig is Config.Bad; see there.
@@ -334,8 +334,8 @@ func (c *Config) EnsureDefaults() {
 	if c.Bad.MaxFraction == 0 {
 		c.Bad.MaxFraction = 0.01
 	}
-	if c.CacheFill == 0 {
-		c.CacheFill = 0.1
+	if c.SampleCacheFill == 0 {
+		c.SampleCacheFill = 0.1
 	}
 	if c.Logf == nil {
 		c.Logf = log.Printf
@@ -409,19 +409,19 @@ func (c *Config) Validate() error {
 	if !(c.Bad.MaxFraction <= 1) { // NaN included
 		errs = append(errs, fmt.Errorf("MaxBadFraction %g: want a fraction ≤ 1 (negative: no limit)", c.Bad.MaxFraction))
 	}
-	if !(c.CacheFill >= 0 && c.CacheFill <= 1) {
-		errs = append(errs, fmt.Errorf("CacheFill %g not in [0, 1]", c.CacheFill))
+	if !(c.SampleCacheFill >= 0 && c.SampleCacheFill <= 1) {
+		errs = append(errs, fmt.Errorf("SampleCacheFill %g not in [0, 1]", c.SampleCacheFill))
 	}
 	if c.StopAfter < AllStages || c.StopAfter > AugmentStage {
 		errs = append(errs, fmt.Errorf("StopAfter %v", c.StopAfter))
 	}
-	if c.Device.Convert && c.Pack.DType == pack.Uint8 {
-		errs = append(errs, errors.New("DeviceConvert needs a float Pack.DType; uint8 batches need no conversion"))
+	if c.Device.Cast && c.Pack.DType == pack.Uint8 {
+		errs = append(errs, errors.New("Device.Cast needs a float Pack.DType; uint8 batches need no conversion"))
 	}
-	if c.Device.Convert && c.Augment.HasTensorOps() {
-		// With DeviceConvert the host holds uint8 pixels, which cannot store normalised
+	if c.Device.Cast && c.Augment.HasTensorOps() {
+		// With Device.Cast the host holds uint8 pixels, which cannot store normalised
 		// values such as normal noise or a value between two pixel levels.
-		errs = append(errs, errors.New("DeviceConvert packs uint8 pixels on the host, but Augment ends with ops on the normalised sample (RandomErasing); drop DeviceConvert, or erase on the device after the conversion"))
+		errs = append(errs, errors.New("Device.Cast packs uint8 pixels on the host, but Augment ends with ops on the normalised sample (RandomErasing); drop Device.Cast, or erase on the device after the conversion"))
 	}
 	if c.Tuning.MemoryBudget < 0 || c.Tuning.MemoryBudget > maxMemoryBudget {
 		errs = append(errs, fmt.Errorf("MemoryBudget %d not in [0, %d] (1 PiB)", c.Tuning.MemoryBudget, int64(maxMemoryBudget)))
@@ -456,10 +456,10 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-// hostPack is how samples are packed on the host: Pack, or with DeviceConvert uint8 NHWC
+// hostPack is how samples are packed on the host: Pack, or with Device.Cast uint8 NHWC
 // pixels of Pack's size.
 func (c *Config) hostPack() pack.Options {
-	if c.Device.Convert {
+	if c.Device.Cast {
 		return pack.Options{Width: c.Pack.Width, Height: c.Pack.Height, Layout: pack.NHWC, DType: pack.Uint8}
 	}
 	return c.Pack
@@ -491,7 +491,7 @@ func (c *Config) String() string {
 	if c.Batch.MicroBatches > 1 {
 		fmt.Fprintf(&b, " micro_batches=%d", c.Batch.MicroBatches)
 	}
-	if c.Device.Convert {
+	if c.Device.Cast {
 		b.WriteString(" device_convert=true")
 	}
 	if c.Mix.Dense() {
@@ -506,9 +506,9 @@ func (c *Config) String() string {
 	if c.StopAfter != AllStages {
 		fmt.Fprintf(&b, " stop_after=%v", c.StopAfter)
 	}
-	if c.Cache != nil {
-		o := c.Cache.Options()
-		fmt.Fprintf(&b, " cache={dir=%s %s fill=%g}", c.Cache.Dir(), o.String(), c.CacheFill)
+	if c.SampleCache != nil {
+		o := c.SampleCache.Options()
+		fmt.Fprintf(&b, " cache={dir=%s %s fill=%g}", c.SampleCache.Dir(), o.String(), c.SampleCacheFill)
 	}
 	return b.String()
 }

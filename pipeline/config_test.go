@@ -40,8 +40,8 @@ func TestConfigBounds(t *testing.T) {
 		{"cpu-limit-inf", func(c *Config) { c.Tuning.CPULimit = math.Inf(1) }, "CPULimit +Inf not in"},
 		{"max-bad-nan", func(c *Config) { c.Bad.MaxFraction = nan }, "MaxBadFraction NaN: want a fraction ≤ 1"},
 		{"max-bad-inf", func(c *Config) { c.Bad.MaxFraction = math.Inf(1) }, "MaxBadFraction +Inf"},
-		{"cache-fill-nan", func(c *Config) { c.CacheFill = nan }, "CacheFill NaN not in [0, 1]"},
-		{"cache-fill-inf", func(c *Config) { c.CacheFill = math.Inf(-1) }, "CacheFill -Inf not in [0, 1]"},
+		{"cache-fill-nan", func(c *Config) { c.SampleCacheFill = nan }, "SampleCacheFill NaN not in [0, 1]"},
+		{"cache-fill-inf", func(c *Config) { c.SampleCacheFill = math.Inf(-1) }, "SampleCacheFill -Inf not in [0, 1]"},
 		{"pack-overflow", func(c *Config) { c.Pack.Width, c.Pack.Height = 1<<31, 1<<31 }, "Pack: pack: pack size 2147483648x2147483648 is too large"},
 		{"pack-mean-nan", func(c *Config) {
 			c.Pack.Normalize, c.Pack.Mean, c.Pack.Std = true, [3]float32{float32(nan)}, pack.ImageNetStd
@@ -62,7 +62,7 @@ func TestConfigBounds(t *testing.T) {
 	}
 	// The bounds themselves are allowed, and -Inf is a negative MaxBadFraction: no limit.
 	cfg := &Config{Batch: BatchConfig{Size: 8}, Pack: pack.Options{Width: 24, Height: 24}, Logf: quiet,
-		Tuning: TuningConfig{Workers: maxWorkers, IOWorkers: maxWorkers, CPULimit: maxWorkers}, Bad: BadConfig{MaxFraction: math.Inf(-1)}, CacheFill: 1}
+		Tuning: TuningConfig{Workers: maxWorkers, IOWorkers: maxWorkers, CPULimit: maxWorkers}, Bad: BadConfig{MaxFraction: math.Inf(-1)}, SampleCacheFill: 1}
 	ld := newLoader(t, src, cfg)
 	if got := ld.Config(); got.Tuning.IOWorkers != maxWorkers || got.Bad.MaxFraction != math.Inf(-1) {
 		t.Errorf("config %v", &got)

@@ -181,9 +181,12 @@ func Convert(ctx context.Context, src Source, c *cache.Cache, opts *ConvertOptio
 	// Samples are stored, never packed: the batches only pace the stages and carry no
 	// pixels, so they are one byte a sample. Reads are budgeted for MaxFileBytes files.
 	cfg := &Config{
-		Batch: BatchConfig{Size: 64}, Tuning: TuningConfig{Workers: o.Workers, MemoryBudget: 5*(o.MaxFileBytes+1) + max(640*mib, 64*mib+int64(o.Workers)*64*mib)}, Order: OrderConfig{Sequential: true}, Decode: o.Decode, FullDecode: true,
-		Pack:  pack.Options{Width: 1, Height: 1, DType: pack.Uint8},
-		Cache: c, CacheFill: 1, Bad: BadConfig{MaxFraction: -1}, StopAfter: DecodeStage, Logf: o.Logf,
+		Batch:  BatchConfig{Size: 64},
+		Order:  OrderConfig{Sequential: true},
+		Tuning: TuningConfig{Workers: o.Workers, MemoryBudget: 5*(o.MaxFileBytes+1) + max(640*mib, 64*mib+int64(o.Workers)*64*mib)},
+		Decode: o.Decode, FullDecode: true,
+		Pack:        pack.Options{Width: 1, Height: 1, DType: pack.Uint8},
+		SampleCache: c, SampleCacheFill: 1, Bad: BadConfig{MaxFraction: -1}, StopAfter: DecodeStage, Logf: o.Logf,
 	}
 	if o.Decode.Exact {
 		cfg.Fidelity = Exact // stores Pillow's pixels

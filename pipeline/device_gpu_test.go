@@ -11,7 +11,7 @@ import (
 
 // On the GPU named by $CONVEYOR_TEST_DEVICE, with a simulated training step of 20 ms, the
 // consumer never waits on a copy after the first batch, and the batches equal the host
-// loader's (DeviceConvert included).
+// loader's (Device.Cast included).
 func TestGPUConsumerNeverWaits(t *testing.T) {
 	name := os.Getenv("CONVEYOR_TEST_DEVICE")
 	if name == "" {
@@ -24,7 +24,7 @@ func TestGPUConsumerNeverWaits(t *testing.T) {
 	want := collect(t, newLoader(t, src, testConfig(2)), context.Background(), 0, 0).data
 	for _, convert := range []bool{false, true} {
 		cfg := testConfig(2)
-		cfg.Device.Name, cfg.Device.Convert = name, convert
+		cfg.Device.Name, cfg.Device.Cast = name, convert
 		cfg.Logf = t.Logf
 		ld := newLoader(t, src, cfg)
 		blocked, measured, got := overlapEpoch(t, ld, 20*time.Millisecond, 2*time.Millisecond, true)

@@ -57,7 +57,7 @@ func TestDeviceStepNotOverwritten(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			f.Reset()
 			cfg := testConfig(2)
-			cfg.Device.Name, cfg.Device.Convert = "cuda:0", c.convert
+			cfg.Device.Name, cfg.Device.Cast = "cuda:0", c.convert
 			ld := newLoader(t, src, cfg)
 			var inRelease time.Duration
 			n := 0

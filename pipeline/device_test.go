@@ -67,7 +67,7 @@ func TestDeviceBatchesMatchHost(t *testing.T) {
 				name := fmt.Sprintf("%v-%v-%s-convert=%t", c.dtype, c.layout, dev, convert)
 				cfg := testConfig(2)
 				cfg.Pack.DType, cfg.Pack.Layout = c.dtype, c.layout
-				cfg.Device.Name, cfg.Device.Convert = dev, convert
+				cfg.Device.Name, cfg.Device.Cast = dev, convert
 				ld := newLoader(t, src, cfg)
 				if got := deviceEpoch(t, ld, 1); !bytes.Equal(got, want) {
 					t.Errorf("%s: device batches differ from the host loader's", name)
@@ -255,9 +255,9 @@ func TestDeviceOptions(t *testing.T) {
 	if _, err := New(src, cfg); err == nil {
 		t.Error("device tpu accepted")
 	}
-	cfg.Device.Name, cfg.Device.Convert, cfg.Pack.DType, cfg.Pack.Normalize = "cpu", true, pack.Uint8, false
-	if _, err := New(src, cfg); err == nil || !strings.Contains(err.Error(), "DeviceConvert needs a float") {
-		t.Errorf("DeviceConvert to uint8: %v", err)
+	cfg.Device.Name, cfg.Device.Cast, cfg.Pack.DType, cfg.Pack.Normalize = "cpu", true, pack.Uint8, false
+	if _, err := New(src, cfg); err == nil || !strings.Contains(err.Error(), "Device.Cast needs a float") {
+		t.Errorf("Device.Cast to uint8: %v", err)
 	}
 }
 

@@ -79,7 +79,7 @@ func TestBatchDigests(t *testing.T) {
 
 	conv := testConfig(2)
 	conv.Pack.DType = pack.Float16
-	conv.Device.Convert = true
+	conv.Device.Cast = true
 	run("device-convert-float16", src, conv, 0)
 
 	shard := testConfig(1)
@@ -97,8 +97,8 @@ func TestBatchDigests(t *testing.T) {
 	run("skip-bad-files", dsrc, skip, 0, 1)
 
 	cached := testConfig(2)
-	cached.Cache = openCache(t, t.TempDir(), cache.S2)
-	cached.CacheFill = 1
+	cached.SampleCache = openCache(t, t.TempDir(), cache.S2)
+	cached.SampleCacheFill = 1
 	run("cache-fill-then-read", src, cached, 0, 1)
 
 	dst := t.TempDir()

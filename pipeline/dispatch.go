@@ -50,7 +50,7 @@ func (r *run) dispatch(cursor int) {
 			Cursor: start + n, GlobalCursor: l.cfg.Order.World * (start + n), Len: n, BatchLen: whole,
 			Data: buf.Bytes()[:n*l.sampleBytes], Layout: l.cfg.Pack.Layout, DType: l.cfg.Pack.DType,
 			Labels: make([]int32, n), Indices: make([]int64, n),
-			buf: buf, ld: l, done: make(chan struct{}), hostU8: l.cfg.Device.Convert,
+			buf: buf, ld: l, done: make(chan struct{}), hostU8: l.cfg.Device.Cast,
 		}
 		b.Shape = l.shape(n)
 		if l.classes > 0 {

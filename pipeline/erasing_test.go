@@ -132,9 +132,9 @@ func TestRandomErasingConfigChecks(t *testing.T) {
 		want string
 	}{
 		{"device convert", func(c *Config) {
-			c.Device.Convert = true
+			c.Device.Cast = true
 			c.Augment = append(c.Augment, augment.NewRandomErasing(0.25))
-		}, "DeviceConvert packs uint8 pixels on the host, but Augment ends with ops on the normalised sample"},
+		}, "Device.Cast packs uint8 pixels on the host, but Augment ends with ops on the normalised sample"},
 		{"image op after", func(c *Config) {
 			c.Augment = append(c.Augment, augment.NewRandomErasing(0.25), augment.NewRandomHorizontalFlip(0.5))
 		}, "follows op"},

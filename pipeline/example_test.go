@@ -139,8 +139,8 @@ func Example_cuda() {
 		log.Fatal(err)
 	}
 
-	cfg.Device.Name = "auto"  // cuda:0 if usable, else cpu with one log line; or "cuda:0"
-	cfg.Device.Convert = true // optional: copy uint8, convert to float32 NCHW normalised on the GPU
+	cfg.Device.Name = "auto" // cuda:0 if usable, else cpu with one log line; or "cuda:0"
+	cfg.Device.Cast = true   // optional: copy uint8, convert to float32 NCHW normalised on the GPU
 	ld, err := pipeline.New(src, cfg)
 	if err != nil {
 		log.Fatal(err) // says what is missing when the driver or the GPU is not usable
@@ -183,7 +183,7 @@ func hostStep(x []float32, shape [4]int, labels []int32) {
 	}
 }
 
-// With Config.Cache set, epoch 0 decodes and stores every sample (CacheFill 1 stores
+// With Config.SampleCache set, epoch 0 decodes and stores every sample (SampleCacheFill 1 stores
 // them at once), and later epochs read them from the cache instead of decoding.
 func ExampleConfig_cache() {
 	ctx := context.Background()
@@ -198,7 +198,7 @@ func ExampleConfig_cache() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	cfg := &pipeline.Config{Batch: pipeline.BatchConfig{Size: 8}, Order: pipeline.OrderConfig{Seed: 1}, CacheFill: 1, Pack: pack.Options{DType: pack.Float32, Normalize: true}}
+	cfg := &pipeline.Config{Batch: pipeline.BatchConfig{Size: 8}, Order: pipeline.OrderConfig{Seed: 1}, SampleCacheFill: 1, Pack: pack.Options{DType: pack.Float32, Normalize: true}}
 	if err := pipeline.ApplyRecipe(cfg, "train", 32); err != nil {
 		log.Fatal(err)
 	}
@@ -208,7 +208,7 @@ func ExampleConfig_cache() {
 		log.Fatal(err)
 	}
 	defer c.Close()
-	cfg.Cache = c
+	cfg.SampleCache = c
 
 	ld, err := pipeline.New(src, cfg)
 	if err != nil {

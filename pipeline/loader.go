@@ -61,7 +61,7 @@ type Loader struct {
 	pixels  PixelSource  // src's stored pixels, when it has any
 	stored  *cache.Cache // the cache holding src's first sample, when it is stored pixels
 	spec    string       // the decode spec, with the backend in use: part of every cache key
-	fill    filler       // when to store into Config.Cache
+	fill    filler       // when to store into Config.SampleCache
 	conv    *converting  // set when the loader runs Convert
 
 	mu      sync.Mutex
@@ -111,7 +111,7 @@ func build(src Source, cfg *Config, conv *converting) (*Loader, error) {
 	}
 	hostPack := c.hostPack()
 	var devConv *gpu.Converter
-	if c.Device.Convert {
+	if c.Device.Cast {
 		var err error
 		if devConv, err = gpu.NewConverter(&c.Pack); err != nil {
 			return nil, fmt.Errorf("pipeline: %w", err)
@@ -133,7 +133,7 @@ func build(src Source, cfg *Config, conv *converting) (*Loader, error) {
 	l.nbuf = maxPrefetch + 1
 	l.tensorOps = c.Augment.HasTensorOps()
 	l.augment, l.mirror = foldMirror(c.Augment)
-	l.fill = cache.NewFillPolicy(c.CacheFill)
+	l.fill = cache.NewFillPolicy(c.SampleCacheFill)
 	if l.classes, err = denseClasses(src, &c, conv); err != nil {
 		return nil, err
 	}

@@ -16,7 +16,7 @@ import (
 // microEpoch runs epoch e from cursor and returns what it delivered, concatenated, with
 // each micro-batch's numbering checked against the positions it holds. The pixels are
 // read from the device when the loader has one (not the cpu device without
-// DeviceConvert, whose batches are the host bytes).
+// Device.Cast, whose batches are the host bytes).
 func microEpoch(t *testing.T, ld *Loader, e, cursor int) (d epochData, numbers []string) {
 	t.Helper()
 	bs, k := ld.cfg.Batch.Size, ld.cfg.Batch.MicroBatches
@@ -109,7 +109,7 @@ func TestMicroBatchesEqualWholeBatches(t *testing.T) {
 				cfg := testConfig(2)
 				cfg.Batch.Size, cfg.Batch.MicroBatches, cfg.Batch.DropLast = 16, micro, c.dropLast
 				cfg.Order.Rank, cfg.Order.World = c.rank, c.world
-				cfg.Device.Name, cfg.Device.Convert = c.device, c.convert
+				cfg.Device.Name, cfg.Device.Cast = c.device, c.convert
 				return cfg
 			}
 			whole := newLoader(t, src, config(1))

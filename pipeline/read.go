@@ -65,7 +65,7 @@ type readItem struct {
 
 	buf    *[]byte      // the buffer data was read into, from readBufs; put back after decoding
 	hit    bool         // data is the payload of ref, in cache
-	pixels bool         // ref is the source's own stored pixels, not Config.Cache's copy
+	pixels bool         // ref is the source's own stored pixels, not Config.SampleCache's copy
 	cache  *cache.Cache // the cache ref is in
 	ref    cache.Ref    // the record, when hit
 	store  bool         // a miss to store under key once decoded
@@ -201,7 +201,7 @@ func (r *run) loadStored(it *readItem) bool {
 	return true
 }
 
-// loadFile reads sample it.idx's file whole, or its record in Config.Cache when that
+// loadFile reads sample it.idx's file whole, or its record in Config.SampleCache when that
 // holds it, charging the size to the read budget. It always reports true.
 func (r *run) loadFile(it *readItem) bool {
 	l := r.l
@@ -222,7 +222,7 @@ func (r *run) loadFile(it *readItem) bool {
 		it.err = fmt.Errorf("%w: file of %d bytes exceeds MaxFileBytes %d", decode.ErrTooLarge, size, l.conv.maxFileBytes)
 		return true
 	}
-	if l.cfg.Cache != nil && !t.noCache && r.lookup(it, fi, t0) {
+	if l.cfg.SampleCache != nil && !t.noCache && r.lookup(it, fi, t0) {
 		return true
 	}
 	if it.err != nil {

@@ -23,7 +23,7 @@ import (
 // torchvision's stock ImageFolder does not apply it). randaugment is
 // the timm/torchvision v2 style training recipe; RandomErasing runs on the packed sample,
 // so it erases to 0 in normalised units (the mean colour) with Pack.Normalize, and it
-// cannot be combined with DeviceConvert (New says so). MixUp/CutMix and label smoothing
+// cannot be combined with Device.Cast (New says so). MixUp/CutMix and label smoothing
 // are batch-level and set apart, in Config.Mix.
 var Recipes = []string{"train", "eval", "randaugment"}
 

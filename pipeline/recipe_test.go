@@ -12,7 +12,7 @@ import (
 // TestRecipes runs every recipe for an epoch: each builds a loader whose batches have the
 // recipe's size, the randaugment recipe's batches are the same for 1 and 2 workers and
 // differ from the train recipe's (its ops change the pixels), and its RandomErasing is
-// refused with DeviceConvert.
+// refused with Device.Cast.
 func TestRecipes(t *testing.T) {
 	src, err := Dir(treetest.Shared(t))
 	if err != nil {
@@ -60,12 +60,12 @@ func TestRecipes(t *testing.T) {
 		t.Error("randaugment gives the train recipe's batches: its ops did nothing")
 	}
 
-	cfg := &Config{Batch: BatchConfig{Size: 8}, Device: DeviceConfig{Convert: true}, Pack: pack.Options{DType: pack.Float32, Normalize: true}}
+	cfg := &Config{Batch: BatchConfig{Size: 8}, Device: DeviceConfig{Cast: true}, Pack: pack.Options{DType: pack.Float32, Normalize: true}}
 	if err := ApplyRecipe(cfg, "randaugment", 32); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := New(src, cfg); err == nil || !strings.Contains(err.Error(), "DeviceConvert") {
-		t.Errorf("randaugment with DeviceConvert: New = %v, want an error naming DeviceConvert", err)
+	if _, err := New(src, cfg); err == nil || !strings.Contains(err.Error(), "Device.Cast") {
+		t.Errorf("randaugment with Device.Cast: New = %v, want an error naming Device.Cast", err)
 	}
 	if err := ApplyRecipe(&Config{}, "autoaugment", 32); err == nil || !strings.Contains(err.Error(), "randaugment") {
 		t.Errorf("unknown recipe: %v, want an error listing the recipes", err)

@@ -91,7 +91,7 @@ func (l *Loader) start(ctx context.Context, e, cursor int) (*run, error) {
 			return nil, err
 		}
 	}
-	if c := l.cfg.Cache; c != nil {
+	if c := l.cfg.SampleCache; c != nil {
 		// Pick up what other loaders sharing the directory stored since.
 		if err := c.Refresh(); err != nil {
 			l.cfg.Logf("pipeline: %v", err)

@@ -53,9 +53,9 @@ type Stats struct {
 		Recent         []SampleError
 	}
 
-	// Cache: samples read from the decoded-sample cache (Config.Cache) or a converted
+	// Cache: samples read from the decoded-sample cache (Config.SampleCache) or a converted
 	// dataset, stored into the cache, and not stored because filling had used its share
-	// of the workers' time (Config.CacheFill). Store is the store's own snapshot, nil
+	// of the workers' time (Config.SampleCacheFill). Store is the store's own snapshot, nil
 	// without one.
 	Cache struct {
 		Hits, Stored, Deferred int64
@@ -80,7 +80,7 @@ type Stats struct {
 	// the host, DevicePtr is GPU memory on CUDA). Name says where ("cpu", "cuda:0
 	// (NVIDIA ...)"); Bytes is the device memory the loader holds, fixed from New to
 	// Close: its ring of buffers, each sized for one delivered batch (one micro-batch),
-	// plus Config.Device.Convert's staging buffer; 0 on the cpu device without Convert,
+	// plus Config.Device.Cast's staging buffer; 0 on the cpu device without Convert,
 	// whose batches stay in the pinned buffers. Slots is the ring's buffers and SlotBytes
 	// one buffer's size (both 0 when Bytes is). Copies counts batches copied; CopyWaits
 	// and CopyWaitTime the consumer's Wait calls that found their copy still running and
@@ -174,8 +174,8 @@ func (l *Loader) Stats() Stats {
 	s.Device.CopyWaits, s.Device.CopyWaitTime, s.Device.SlotWait = rs.Blocked, rs.BlockedTime, time.Duration(l.stats.slotWait.Load())
 	s.Cache.Hits, s.Cache.Stored, s.Cache.Deferred = l.stats.cacheHits.Load(), l.stats.cacheStored.Load(), l.stats.cacheDeferred.Load()
 	switch {
-	case l.cfg.Cache != nil:
-		cs := l.cfg.Cache.Stats()
+	case l.cfg.SampleCache != nil:
+		cs := l.cfg.SampleCache.Stats()
 		s.Cache.Store = &cs
 	case l.stored != nil:
 		cs := l.stored.Stats()

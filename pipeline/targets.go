@@ -102,7 +102,7 @@ func (w *worker) mixBatch(r *run, b *Batch) {
 	if p.Unmixed() {
 		return // Prob left it as it is: nothing to do, nothing to count
 	}
-	o := l.packer.Options() // the host's layout and dtype: uint8 NHWC with DeviceConvert
+	o := l.packer.Options() // the host's layout and dtype: uint8 NHWC with Device.Cast
 	if err := w.mixer.Pixels(b.Data, b.Len, o.Layout, o.DType, h, wd, p); err != nil {
 		b.setErr(-1, fmt.Errorf("pipeline: %s: %w", b.name(), err))
 		return

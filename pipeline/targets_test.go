@@ -60,7 +60,7 @@ func wantTargets(t *testing.T, labels []int32, classes int, eps float64, p mixup
 
 // TestMixedBatches checks that a loader with Config.Mix delivers exactly the batches of
 // one without it, mixed as Batch.Mix says, in every dtype and layout the packer writes
-// and with DeviceConvert (mixed on the host in uint8), with timm's targets. The batch size
+// and with Device.Cast (mixed on the host in uint8), with timm's targets. The batch size
 // is odd, so the middle sample pairs with itself.
 func TestMixedBatches(t *testing.T) {
 	src, err := Dir(treetest.Shared(t))
@@ -84,7 +84,7 @@ func TestMixedBatches(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := testConfig(2)
 			cfg.Batch.Size = 7
-			cfg.Pack.DType, cfg.Pack.Layout, cfg.Device.Convert = c.dtype, c.layout, c.deviceConvert
+			cfg.Pack.DType, cfg.Pack.Layout, cfg.Device.Cast = c.dtype, c.layout, c.deviceConvert
 			cfg.Pack.Normalize = c.dtype != pack.Uint8
 			plain := collectBatches(t, newLoader(t, src, cfg), 3, 0)
 			cfg.Mix = mix
@@ -245,7 +245,7 @@ func TestSmoothingOnly(t *testing.T) {
 }
 
 // TestMixBeforeDeviceCopy checks where the mix happens with a device: on the host,
-// before the copy. Without DeviceConvert the device holds the host loader's mixed batch;
+// before the copy. Without Device.Cast the device holds the host loader's mixed batch;
 // with it, the conversion of the mixed uint8 pixels.
 func TestMixBeforeDeviceCopy(t *testing.T) {
 	gputest.Use(t)
@@ -256,7 +256,7 @@ func TestMixBeforeDeviceCopy(t *testing.T) {
 	mix := mixup.Options{MixUp: 0.5, CutMix: 1}
 	for _, convert := range []bool{false, true} {
 		host := testConfig(2)
-		host.Mix, host.Device.Convert = mix, convert
+		host.Mix, host.Device.Cast = mix, convert
 		var want []byte
 		conv, err := gpu.NewConverter(&host.Pack)
 		if err != nil {
@@ -275,9 +275,9 @@ func TestMixBeforeDeviceCopy(t *testing.T) {
 			want = append(want, out...)
 		}
 		cfg := testConfig(2)
-		cfg.Mix, cfg.Device.Convert, cfg.Device.Name = mix, convert, "cuda:0"
+		cfg.Mix, cfg.Device.Cast, cfg.Device.Name = mix, convert, "cuda:0"
 		if got := deviceEpoch(t, newLoader(t, src, cfg), 1); !bytes.Equal(got, want) {
-			t.Errorf("DeviceConvert %t: the device batches are not the host's mixed batches", convert)
+			t.Errorf("Device.Cast %t: the device batches are not the host's mixed batches", convert)
 		}
 	}
 }

@@ -50,7 +50,7 @@ type ConvertedOptions struct {
 	// 1 GiB). Not used by a local dataset.
 	PrefetchShards int
 
-	shards *objstore.Cache // where the shard files are, when not in the directory
+	shards *objstore.ShardCache // where the shard files are, when not in the directory
 }
 
 // OpenConverted opens the converted dataset in dir, read-only. Its samples are the
@@ -151,7 +151,7 @@ func OpenConverted(dir string, opts ...ConvertedOptions) (*Converted, error) {
 }
 
 // plan sets up the prefetches of a dataset whose shards are in object storage.
-func (s *Converted) plan(shards *objstore.Cache, ahead int, logf func(string, ...any)) {
+func (s *Converted) plan(shards *objstore.ShardCache, ahead int, logf func(string, ...any)) {
 	at := map[string]int32{}
 	var names []string
 	var sizes []int64

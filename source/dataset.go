@@ -24,8 +24,8 @@ type OpenOptions struct {
 	Store *objstore.Options
 	// Cache configures the local shard cache of a remote dataset: its directory, byte
 	// limit and concurrent fetches. Default nil: a temporary directory removed by Close,
-	// 16 GiB, 4 fetches at a time (objstore.CacheOptions' defaults).
-	Cache *objstore.CacheOptions
+	// 16 GiB, 4 fetches at a time (objstore.ShardCacheOptions' defaults).
+	Cache *objstore.ShardCacheOptions
 	// WebDataset configures WebDataset shards; set ShardSamples and Classes in it to
 	// index lazily, so that the first batch waits for its own shards only. Default nil:
 	// every shard is indexed (and, when remote, fetched once) before Open returns.
@@ -37,7 +37,7 @@ type OpenOptions struct {
 
 // String prints the effective options.
 func (o OpenOptions) String() string {
-	c := objstore.CacheOptions{}
+	c := objstore.ShardCacheOptions{}
 	if o.Cache != nil {
 		c = *o.Cache
 	}

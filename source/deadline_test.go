@@ -49,7 +49,7 @@ func TestOpenDatasetDeadline(t *testing.T) {
 			done := make(chan result, 1)
 			start := time.Now()
 			go func() {
-				d, err := Open(ctx, url, &OpenOptions{Cache: &objstore.CacheOptions{Dir: t.TempDir()}})
+				d, err := Open(ctx, url, &OpenOptions{Cache: &objstore.ShardCacheOptions{Dir: t.TempDir()}})
 				done <- result{d, err}
 			}()
 			var r result

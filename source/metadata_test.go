@@ -78,7 +78,7 @@ func TestConvertedHTTPEndlessFiles(t *testing.T) {
 			hs := endlessServer(t, dir, endless, &requests)
 			cacheDir := t.TempDir()
 			start := time.Now()
-			d, err := Open(ctx, hs.URL+"/", &OpenOptions{Store: fastStore, Cache: &objstore.CacheOptions{Dir: cacheDir}, Converted: ConvertedOptions{Logf: quiet}})
+			d, err := Open(ctx, hs.URL+"/", &OpenOptions{Store: fastStore, Cache: &objstore.ShardCacheOptions{Dir: cacheDir}, Converted: ConvertedOptions{Logf: quiet}})
 			if endless == "" {
 				if err != nil {
 					t.Fatal(err)
@@ -129,7 +129,7 @@ func TestConvertedTooManyParts(t *testing.T) {
 
 	var requests atomic.Int64
 	hs := endlessServer(t, dir, "", &requests)
-	_, err = Open(context.Background(), hs.URL+"/", &OpenOptions{Store: fastStore, Cache: &objstore.CacheOptions{Dir: t.TempDir()}, Converted: ConvertedOptions{Logf: quiet}})
+	_, err = Open(context.Background(), hs.URL+"/", &OpenOptions{Store: fastStore, Cache: &objstore.ShardCacheOptions{Dir: t.TempDir()}, Converted: ConvertedOptions{Logf: quiet}})
 	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), hs.URL+"/"+cache.InfoName) {
 		t.Errorf("over HTTP: %v", err)
 	}
@@ -150,7 +150,7 @@ func TestConvertedHTTPManyPartsAbsent(t *testing.T) {
 	}
 	var requests atomic.Int64
 	hs := endlessServer(t, dir, "", &requests)
-	_, err := Open(context.Background(), hs.URL+"/", &OpenOptions{Store: fastStore, Cache: &objstore.CacheOptions{Dir: t.TempDir()}, Converted: ConvertedOptions{Logf: quiet}})
+	_, err := Open(context.Background(), hs.URL+"/", &OpenOptions{Store: fastStore, Cache: &objstore.ShardCacheOptions{Dir: t.TempDir()}, Converted: ConvertedOptions{Logf: quiet}})
 	if !errors.Is(err, ErrIncomplete) || !strings.Contains(err.Error(), hs.URL) || !strings.Contains(err.Error(), "part records") {
 		t.Errorf("over HTTP, %d parts none run: %v", parts, err)
 	}
@@ -200,7 +200,7 @@ func testConvertedS3FetchesItsFilesOnly(t *testing.T, srv *s3test.Server) {
 	if st := b.Stats(); st.BytesFetched >= unrelated {
 		t.Errorf("fetched %d bytes", st.BytesFetched)
 	}
-	d, err := Open(ctx, srv.URL("conv/"), &OpenOptions{Store: fastStore, Cache: &objstore.CacheOptions{Dir: t.TempDir()}, Converted: ConvertedOptions{Logf: quiet}})
+	d, err := Open(ctx, srv.URL("conv/"), &OpenOptions{Store: fastStore, Cache: &objstore.ShardCacheOptions{Dir: t.TempDir()}, Converted: ConvertedOptions{Logf: quiet}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -76,11 +76,13 @@ type shardPlan struct {
 }
 
 // bound gives p the shards' sizes (0: unknown) and, when fsys is a shard cache with a
-// byte limit (objstore.Cache), that limit, so that the window stays within the cache;
+// byte limit (objstore.ShardCache), that limit, so that the window stays within the cache;
 // logf and desc name the source in the notices build logs.
 func (p *shardPlanner) bound(fsys any, sizes []int64, logf func(string, ...any), desc string) {
 	p.sizes, p.logf, p.desc = sizes, logf, desc
-	if c, ok := fsys.(interface{ Options() objstore.CacheOptions }); ok {
+	if c, ok := fsys.(interface {
+		Options() objstore.ShardCacheOptions
+	}); ok {
 		p.limit = c.Options().MaxBytes
 	}
 }

@@ -28,7 +28,7 @@ func datasetFile(name string) bool {
 // shards: dataset.json, the part records it names and the indexes of the shards their
 // manifests record, concurrency objects at a time, and nothing else under the prefix. A
 // ReadOnly cache.Open of dir with Options.Remote set to a shard cache of b
-// (objstore.NewCache) then lists every record and reads each from its shard, fetched
+// (objstore.NewShardCache) then lists every record and reads each from its shard, fetched
 // whole when first read. Open reads a dataset URL this way; so do conveyor
 // inspect (indexes only) and verify.
 //
@@ -196,7 +196,7 @@ func openRemoteConverted(ctx context.Context, url string, store *objstore.Datase
 		store.Close()
 		return nil, err
 	}
-	var co objstore.CacheOptions
+	var co objstore.ShardCacheOptions
 	if o.Cache != nil {
 		co = *o.Cache
 	}
@@ -419,7 +419,7 @@ func openHTTPConverted(ctx context.Context, url string, o *OpenOptions) (*Datase
 		}
 		return nil, fmt.Errorf("source: %w", err)
 	}
-	c, err := objstore.NewCache(b, o.Cache)
+	c, err := objstore.NewShardCache(b, o.Cache)
 	if err != nil {
 		b.Close()
 		return nil, fmt.Errorf("source: %w", err)

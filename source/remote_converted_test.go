@@ -142,7 +142,7 @@ func testConvertedS3Streaming(t *testing.T, srv *s3test.Server) {
 	limit := 4 * largest
 	var logs lines
 	cacheDir := t.TempDir()
-	d, err := Open(ctx, srv.URL("conv/"), &OpenOptions{Store: fastStore, Cache: &objstore.CacheOptions{Dir: cacheDir, MaxBytes: limit, Concurrency: 1},
+	d, err := Open(ctx, srv.URL("conv/"), &OpenOptions{Store: fastStore, Cache: &objstore.ShardCacheOptions{Dir: cacheDir, MaxBytes: limit, Concurrency: 1},
 		Converted: ConvertedOptions{Logf: logs.logf}})
 	if err != nil {
 		t.Fatal(err)
@@ -207,7 +207,7 @@ func testConvertedS3Streaming(t *testing.T, srv *s3test.Server) {
 	}
 	// Through a cache that holds the whole dataset, the sample order reads it, each
 	// shard fetched once.
-	whole, err := Open(ctx, srv.URL("conv/"), &OpenOptions{Store: fastStore, Cache: &objstore.CacheOptions{Dir: t.TempDir(), MaxBytes: total}, Converted: ConvertedOptions{Logf: quiet}})
+	whole, err := Open(ctx, srv.URL("conv/"), &OpenOptions{Store: fastStore, Cache: &objstore.ShardCacheOptions{Dir: t.TempDir(), MaxBytes: total}, Converted: ConvertedOptions{Logf: quiet}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +221,7 @@ func testConvertedS3Streaming(t *testing.T, srv *s3test.Server) {
 	}
 
 	srv.Env(t, "")
-	_, err = Open(ctx, srv.URL("conv/"), &OpenOptions{Store: fastStore, Cache: &objstore.CacheOptions{MaxBytes: largest - 1}, Converted: ConvertedOptions{Logf: quiet}})
+	_, err = Open(ctx, srv.URL("conv/"), &OpenOptions{Store: fastStore, Cache: &objstore.ShardCacheOptions{MaxBytes: largest - 1}, Converted: ConvertedOptions{Logf: quiet}})
 	if err == nil || !strings.Contains(err.Error(), "more than the shard cache's limit") || !strings.Contains(err.Error(), srv.URL("conv/")) {
 		t.Errorf("a shard larger than the cache: %v", err)
 	}
@@ -361,7 +361,7 @@ func testConvertedS3FetchOnce(t *testing.T, srv *s3test.Server) {
 	const epochs = 3
 	ran := 0
 	for mult := int64(2); mult <= 6; mult++ {
-		d, err := Open(ctx, srv.URL("once/"), &OpenOptions{Store: fastStore, Cache: &objstore.CacheOptions{Dir: t.TempDir(), MaxBytes: mult * largest}, Converted: ConvertedOptions{Logf: quiet}})
+		d, err := Open(ctx, srv.URL("once/"), &OpenOptions{Store: fastStore, Cache: &objstore.ShardCacheOptions{Dir: t.TempDir(), MaxBytes: mult * largest}, Converted: ConvertedOptions{Logf: quiet}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -73,7 +73,7 @@ func testOpenDatasetS3(t *testing.T, srv *s3test.Server) {
 	check := func(name, url string) objstore.Stats {
 		t.Helper()
 		limit := 4 * largest
-		d, err := Open(ctx, url, &OpenOptions{Store: fastStore, Cache: &objstore.CacheOptions{MaxBytes: limit, Concurrency: 3}, WebDataset: &WebDatasetOptions{Logf: quiet}})
+		d, err := Open(ctx, url, &OpenOptions{Store: fastStore, Cache: &objstore.ShardCacheOptions{MaxBytes: limit, Concurrency: 3}, WebDataset: &WebDatasetOptions{Logf: quiet}})
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -166,7 +166,7 @@ func testOpenDatasetS3FirstBatch(t *testing.T, srv *s3test.Server) {
 
 	p := s3test.NewProxy(t, srv.Endpoint, s3test.Faults{Latency: 60 * time.Millisecond})
 	srv.Env(t, p.URL)
-	d, err := Open(ctx, srv.URL("wds/train-{000000..000011}.tar"), &OpenOptions{Store: fastStore, Cache: &objstore.CacheOptions{Concurrency: 1},
+	d, err := Open(ctx, srv.URL("wds/train-{000000..000011}.tar"), &OpenOptions{Store: fastStore, Cache: &objstore.ShardCacheOptions{Concurrency: 1},
 		WebDataset: &WebDatasetOptions{ShardSamples: counts, Classes: eager.Classes(), Logf: quiet}})
 	if err != nil {
 		t.Fatal(err)
@@ -217,7 +217,7 @@ func TestOpenDatasetHTTP(t *testing.T) {
 	hs := httptest.NewServer(http.FileServer(http.Dir(dir)))
 	defer hs.Close()
 	ctx := context.Background()
-	o := &OpenOptions{Store: fastStore, Cache: &objstore.CacheOptions{MaxBytes: 1 << 20}, WebDataset: &WebDatasetOptions{Classes: folder.Classes(), Logf: quiet}}
+	o := &OpenOptions{Store: fastStore, Cache: &objstore.ShardCacheOptions{MaxBytes: 1 << 20}, WebDataset: &WebDatasetOptions{Classes: folder.Classes(), Logf: quiet}}
 	d, err := Open(ctx, hs.URL+"/train-{000000..000003}.tar", o)
 	if err != nil {
 		t.Fatal(err)

@@ -49,7 +49,7 @@ type ShardEntry struct {
 }
 
 // identifier is an fs.FS that knows the Identity of the files it has opened: an
-// *objstore.Cache.
+// *objstore.ShardCache.
 type identifier interface {
 	Identity(name string) (objstore.Identity, bool)
 }

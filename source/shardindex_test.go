@@ -139,7 +139,7 @@ func testOpenShardIndexS3(t *testing.T, srv *s3test.Server) {
 	srv.Put(t, "wds/train.json", writeIndex(t, filepath.Join(t.TempDir(), "train.json"), x))
 	p := s3test.NewProxy(t, srv.Endpoint, s3test.Faults{Latency: 30 * time.Millisecond})
 	srv.Env(t, p.URL)
-	d, err := Open(ctx, srv.URL("wds/train.json"), &OpenOptions{Store: fastStore, Cache: &objstore.CacheOptions{Concurrency: 1},
+	d, err := Open(ctx, srv.URL("wds/train.json"), &OpenOptions{Store: fastStore, Cache: &objstore.ShardCacheOptions{Concurrency: 1},
 		WebDataset: &WebDatasetOptions{Logf: quiet}})
 	if err != nil {
 		t.Fatal(err)
@@ -369,7 +369,7 @@ func testShardReplacedBetweenEpochs(t *testing.T, srv *s3test.Server) {
 	srv.Env(t, srv.Endpoint)
 	ctx := context.Background()
 	d, err := Open(ctx, srv.URL("wds/train-{000000..000003}.tar"), &OpenOptions{Store: fastStore,
-		Cache: &objstore.CacheOptions{MaxBytes: 3 * largest, Concurrency: 1}, WebDataset: &WebDatasetOptions{Logf: quiet}})
+		Cache: &objstore.ShardCacheOptions{MaxBytes: 3 * largest, Concurrency: 1}, WebDataset: &WebDatasetOptions{Logf: quiet}})
 	if err != nil {
 		t.Fatal(err)
 	}

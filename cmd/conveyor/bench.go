@@ -152,7 +152,7 @@ func startProfiles(cpuPath, memPath string, stderr io.Writer) (stop func(), err 
 func (f *benchFlags) run(ctx context.Context, stdout io.Writer, res *benchResult, src pipeline.Source, base pipeline.Config, pr *progress) error {
 	opts := runOptions{epochs: f.epochs, pr: pr}
 	if !f.jsonOut {
-		opts.epochLine = func(er epochResult) { printEpoch(stdout, er, base.Cache != nil) }
+		opts.epochLine = func(er epochResult) { printEpoch(stdout, er, base.SampleCache != nil) }
 	}
 	run := func(cfg pipeline.Config, label string, step time.Duration) (*runReport, error) {
 		o := opts

@@ -219,9 +219,14 @@ func (f *benchFlags) checkRanges(npos int, policyOK bool) error {
 // opens --cache; closeCache closes it once the loaders are closed.
 func (f *benchFlags) config(logf func(string, ...any)) (base pipeline.Config, closeCache func(), err error) {
 	base = pipeline.Config{
-		Tuning: pipeline.TuningConfig{IOWorkers: f.ioWorkers, NoAutotune: f.noAutotune, CPULimit: f.cpuLimit, MemoryBudget: int64(f.budget)}, Batch: pipeline.BatchConfig{MicroBatches: f.micro}, Order: pipeline.OrderConfig{Seed: f.seed, Mode: f.ord, Partitions: f.partitions, ShuffleBlock: f.shuffleBlock, RanksFromEnv: f.rankFromEnv}, Pack: pack.Options{Width: f.size, Height: f.size, DType: f.dt, Layout: f.lay, Normalize: f.normalize && f.dt != pack.Uint8},
-		CacheFill: f.cacheFill, FullDecode: f.fullDecode, Device: pipeline.DeviceConfig{Name: f.device, Convert: f.deviceConvert}, Bad: pipeline.BadConfig{Fail: f.fail, MaxFraction: f.maxBad}, Logf: logf,
-		Mix: mixup.Options{MixUp: f.mixUp, CutMix: f.cutMix, SwitchProb: f.mixSwitch, Prob: f.mixProb, Smoothing: f.smoothing},
+		Batch:           pipeline.BatchConfig{MicroBatches: f.micro},
+		Order:           pipeline.OrderConfig{Seed: f.seed, Mode: f.ord, Partitions: f.partitions, ShuffleBlock: f.shuffleBlock, RanksFromEnv: f.rankFromEnv},
+		Tuning:          pipeline.TuningConfig{IOWorkers: f.ioWorkers, NoAutotune: f.noAutotune, CPULimit: f.cpuLimit, MemoryBudget: int64(f.budget)},
+		Pack:            pack.Options{Width: f.size, Height: f.size, DType: f.dt, Layout: f.lay, Normalize: f.normalize && f.dt != pack.Uint8},
+		Mix:             mixup.Options{MixUp: f.mixUp, CutMix: f.cutMix, SwitchProb: f.mixSwitch, Prob: f.mixProb, Smoothing: f.smoothing},
+		Device:          pipeline.DeviceConfig{Name: f.device, Cast: f.deviceConvert},
+		Bad:             pipeline.BadConfig{Fail: f.fail, MaxFraction: f.maxBad},
+		SampleCacheFill: f.cacheFill, FullDecode: f.fullDecode, Logf: logf,
 	}
 	closeCache = func() {}
 	if f.cacheDir != "" {
@@ -230,7 +235,7 @@ func (f *benchFlags) config(logf func(string, ...any)) (base pipeline.Config, cl
 			return base, nil, err
 		}
 		closeCache = func() { c.Close() }
-		base.Cache = c
+		base.SampleCache = c
 	}
 	if err := pipeline.ApplyRecipe(&base, f.recipe, f.size); err != nil {
 		closeCache()

@@ -73,7 +73,7 @@ func measure(ctx context.Context, src pipeline.Source, cfg *pipeline.Config, opt
 	}
 	rep.Loader = metrics.Snap(st)
 	rep.CacheHits, rep.CacheStored, rep.CacheDeferred = st.Cache.Hits, st.Cache.Stored, st.Cache.Deferred
-	if c := cfg.Cache; c != nil {
+	if c := cfg.SampleCache; c != nil {
 		cs := c.Stats()
 		rep.Cache = &cacheState{Dir: c.Dir(), Codec: string(c.Options().Codec), Records: cs.Records, Shards: cs.Shards,
 			Bytes: cs.Bytes, Full: cs.Full, Disabled: cs.Disabled}

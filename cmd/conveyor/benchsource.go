@@ -86,7 +86,7 @@ func (f *benchFlags) openShardSource(ctx context.Context, pos []string, logf fun
 		}
 	}
 	ds, err := source.Open(ctx, pos[0], &source.OpenOptions{
-		Cache:      &objstore.CacheOptions{Dir: f.shardCache, MaxBytes: int64(f.shardCacheMax), Concurrency: f.shardFetches},
+		Cache:      &objstore.ShardCacheOptions{Dir: f.shardCache, MaxBytes: int64(f.shardCacheMax), Concurrency: f.shardFetches},
 		WebDataset: wo,
 		Converted:  source.ConvertedOptions{AllowIncomplete: f.allowIncomplete, Logf: logf, PrefetchShards: f.shardPrefetch},
 	})

@@ -90,8 +90,8 @@ func openShards(args []string, logf func(string, ...any)) (pipeline.Source, erro
 type remoteDataset struct {
 	url    string
 	dir    string
-	remote *objstore.Cache  // nil for a local dataset
-	bucket *objstore.Bucket // the prefix remote reads from
+	remote *objstore.ShardCache // nil for a local dataset
+	bucket *objstore.Bucket     // the prefix remote reads from
 	close  func()
 }
 
@@ -118,7 +118,7 @@ func openRemoteIndex(ctx context.Context, arg string) (*remoteDataset, error) {
 		}
 		return nil, err
 	}
-	sc, err := objstore.NewCache(b, nil)
+	sc, err := objstore.NewShardCache(b, nil)
 	if err != nil {
 		b.Close()
 		return nil, err

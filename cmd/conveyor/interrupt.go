@@ -38,7 +38,7 @@ func signalsKill() { signal.Reset(os.Interrupt, syscall.SIGTERM) }
 // being fetched without a context of its own (a loader's reader, a check reading
 // records: fs.FS has no context) is then failed at once, and the fetches stop. The
 // function returned stops watching.
-func closeOnCancel(ctx context.Context, c *objstore.Cache) (stop func() bool) {
+func closeOnCancel(ctx context.Context, c *objstore.ShardCache) (stop func() bool) {
 	if c == nil {
 		return func() bool { return false }
 	}

@@ -96,7 +96,7 @@ func testConvertS3(t *testing.T, srv *s3test.Server) {
 	if _, err := os.Stat(filepath.Join(src, "..", "s3:")); err == nil {
 		t.Error("convert wrote a local s3: directory")
 	}
-	data, labels, st := s3Epoch(t, whole, &source.OpenOptions{Store: fastS3, Cache: &objstore.CacheOptions{Dir: t.TempDir()}})
+	data, labels, st := s3Epoch(t, whole, &source.OpenOptions{Store: fastS3, Cache: &objstore.ShardCacheOptions{Dir: t.TempDir()}})
 	if !bytes.Equal(data, wantData) || !slices.Equal(labels, wantLabels) || st.BytesFetched == 0 {
 		t.Fatalf("the dataset read from %s trains to other batches than the local conversion (%d vs %d bytes; %v)", whole, len(data), len(wantData), st)
 	}

@@ -152,8 +152,8 @@ func New(ctx context.Context, ld *pipeline.Loader, opts *Options) (*Dataset, err
 		return nil, errors.New("gomlx: Options.Labels soft needs Options.NumClasses, the width of the one-hot rows, for a loader that does not mix or smooth")
 	case o.Labels == LabelsIndices && cfg.Mix.Dense():
 		return nil, fmt.Errorf("gomlx: Options.Labels indices with a loader that mixes or smooths (%v): mixed images need soft targets; use LabelsSoft or LabelsAuto", cfg.Mix)
-	case cfg.Device.Convert && ld.Stats().Device.Kind == gpu.CUDA:
-		return nil, errors.New("gomlx: the loader converts batches on the GPU (DeviceConvert), where GoMLX cannot take them: GoMLX v0.26 makes tensors from host memory only; use DeviceConvert false or the cpu device")
+	case cfg.Device.Cast && ld.Stats().Device.Kind == gpu.CUDA:
+		return nil, errors.New("gomlx: the loader converts batches on the GPU (Device.Cast), where GoMLX cannot take them: GoMLX v0.26 makes tensors from host memory only; use Device.Cast false or the cpu device")
 	}
 	dt, err := dtypeOf(cfg.Pack.DType)
 	if err != nil {

@@ -9,7 +9,7 @@ import (
 	"github.com/conveyor-ml/conveyor/objstore"
 )
 
-// ShardSource is what a ShardCollector reads: an *objstore.Cache or *objstore.Bucket.
+// ShardSource is what a ShardCollector reads: an *objstore.ShardCache or *objstore.Bucket.
 type ShardSource interface {
 	Stats() objstore.Stats
 }
