@@ -9,10 +9,10 @@ import (
 	"github.com/conveyor-ml/conveyor/internal/units"
 )
 
-// A Dataset is a resolved dataset URL ready to read: a file system holding its shards and
+// A Shards is a resolved dataset URL ready to read: a file system holding its shards and
 // their names. A local dataset is read in place (no copies, no cache); a remote one
 // through a [ShardCache]. Safe for concurrent use.
-type Dataset struct {
+type Shards struct {
 	// FS opens the shards by name; a *Cache for remote datasets.
 	FS fs.FS
 	// Names are the shards the URL selected, in its order (brace order, or sorted).
@@ -23,14 +23,14 @@ type Dataset struct {
 	Cache *ShardCache
 }
 
-// OpenDataset resolves spec (see [Resolve]) and opens it for reading. cache configures
+// OpenShards resolves spec (see [Resolve]) and opens it for reading. cache configures
 // the shard cache of a remote dataset; nil means defaults.
-func OpenDataset(ctx context.Context, spec string, opts *Options, cache *ShardCacheOptions) (*Dataset, error) {
+func OpenShards(ctx context.Context, spec string, opts *Options, cache *ShardCacheOptions) (*Shards, error) {
 	b, names, err := Resolve(ctx, spec, opts)
 	if err != nil {
 		return nil, err
 	}
-	d := &Dataset{Bucket: b, Names: names}
+	d := &Shards{Bucket: b, Names: names}
 	if dir, ok := b.Local(); ok {
 		if _, err := os.Stat(dir); err != nil {
 			return nil, fmt.Errorf("objstore: %q: %w", spec, err)
@@ -48,24 +48,24 @@ func OpenDataset(ctx context.Context, spec string, opts *Options, cache *ShardCa
 }
 
 // URL names a shard for messages.
-func (d *Dataset) URL(name string) string { return d.Bucket.URL(name) }
+func (d *Shards) URL(name string) string { return d.Bucket.URL(name) }
 
 // Prefetch starts fetching shards of a remote dataset ahead of need; see [ShardCache.Prefetch].
-func (d *Dataset) Prefetch(names ...string) {
+func (d *Shards) Prefetch(names ...string) {
 	if d.Cache != nil {
 		d.Cache.Prefetch(names...)
 	}
 }
 
 // Release frees the disk of shards no longer needed; see [ShardCache.Release].
-func (d *Dataset) Release(names ...string) {
+func (d *Shards) Release(names ...string) {
 	if d.Cache != nil {
 		d.Cache.Release(names...)
 	}
 }
 
 // Stats returns the counters of the bucket and the cache.
-func (d *Dataset) Stats() Stats {
+func (d *Shards) Stats() Stats {
 	if d.Cache != nil {
 		return d.Cache.Stats()
 	}
@@ -74,7 +74,7 @@ func (d *Dataset) Stats() Stats {
 
 // Close closes the cache (removing its cache directory) and the bucket's idle
 // connections.
-func (d *Dataset) Close() error {
+func (d *Shards) Close() error {
 	var err error
 	if d.Cache != nil {
 		err = d.Cache.Close()

@@ -24,7 +24,7 @@
 // nobody holds are evicted least recently used first, or at once with Release. Stats
 // counts requests, bytes, retries, hits, misses and evictions.
 //
-// [OpenDataset] puts the two together: a dataset URL becomes an fs.FS and its shard
+// [OpenShards] puts the two together: a dataset URL becomes an fs.FS and its shard
 // names, read in place when local and through a Cache when remote.
 //
 // S3 goes through aws-sdk-go-v2 with config.LoadDefaultConfig, so credentials and region

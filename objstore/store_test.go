@@ -612,7 +612,7 @@ func TestOpenDataset(t *testing.T) {
 	}
 	ctx := context.Background()
 	// Local: read in place, no cache.
-	d, err := objstore.OpenDataset(ctx, dir+"/s-*.bin", nil, nil)
+	d, err := objstore.OpenShards(ctx, dir+"/s-*.bin", nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -628,7 +628,7 @@ func TestOpenDataset(t *testing.T) {
 	// Remote (HTTP): through a cache.
 	hs := httptest.NewServer(http.FileServer(http.Dir(dir)))
 	defer hs.Close()
-	d, err = objstore.OpenDataset(ctx, hs.URL+"/s-{000..002}.bin", fastRetry, &objstore.ShardCacheOptions{Concurrency: 2})
+	d, err = objstore.OpenShards(ctx, hs.URL+"/s-{000..002}.bin", fastRetry, &objstore.ShardCacheOptions{Concurrency: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -656,7 +656,7 @@ func benchShards(b *testing.B, spec func(b *testing.B, data map[string][]byte) s
 	b.SetBytes(total)
 	b.ResetTimer()
 	for range b.N {
-		d, err := objstore.OpenDataset(context.Background(), url, nil, &objstore.ShardCacheOptions{Concurrency: 4})
+		d, err := objstore.OpenShards(context.Background(), url, nil, &objstore.ShardCacheOptions{Concurrency: 4})
 		if err != nil {
 			b.Fatal(err)
 		}

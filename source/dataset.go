@@ -57,7 +57,7 @@ type Dataset struct {
 	// Store holds the shards of a WebDataset dataset or of a converted dataset in object
 	// storage, read in place when local and through the shard cache when remote; nil for
 	// folders and local converted datasets.
-	Store *objstore.Dataset
+	Store *objstore.Shards
 
 	closer func() error
 	desc   string // when the source's own name is a local copy's
@@ -140,7 +140,7 @@ func Open(ctx context.Context, url string, opts *OpenOptions) (*Dataset, error) 
 			return d, err
 		}
 	}
-	store, err := objstore.OpenDataset(ctx, url, o.Store, o.Cache)
+	store, err := objstore.OpenShards(ctx, url, o.Store, o.Cache)
 	if err != nil {
 		return nil, fmt.Errorf("source: %w", err)
 	}
@@ -192,7 +192,7 @@ func incompleteConversion(names []string) string {
 
 // openShards makes the WebDataset source of shards in store, named by url; indexing
 // gives up when ctx ends.
-func openShards(ctx context.Context, url string, store *objstore.Dataset, shards []string, wo *WebDatasetOptions) (*Dataset, error) {
+func openShards(ctx context.Context, url string, store *objstore.Shards, shards []string, wo *WebDatasetOptions) (*Dataset, error) {
 	src, err := webDataset(ctx, store.FS, shards, wo)
 	if err != nil {
 		store.Close()
@@ -211,7 +211,7 @@ const maxShardIndexBytes = 1 << 30
 
 // openShardIndex opens the WebDataset shards that the ShardIndex at url lists.
 func openShardIndex(ctx context.Context, url string, o *OpenOptions) (*Dataset, error) {
-	store, err := objstore.OpenDataset(ctx, url, o.Store, o.Cache)
+	store, err := objstore.OpenShards(ctx, url, o.Store, o.Cache)
 	if err != nil {
 		return nil, fmt.Errorf("source: %w", err)
 	}

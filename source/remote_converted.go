@@ -190,7 +190,7 @@ func fetchError(err error) error {
 // (or ahead of need, as the loader plans its epochs; see Converted.PlanEpoch) and evicts
 // it, least recently used, when space is needed. Close removes the directory and the
 // cache. A shard larger than the cache's limit is refused here.
-func openRemoteConverted(ctx context.Context, url string, store *objstore.Dataset, o *OpenOptions) (*Dataset, error) {
+func openRemoteConverted(ctx context.Context, url string, store *objstore.Shards, o *OpenOptions) (*Dataset, error) {
 	name := strings.TrimSuffix(url, "/")
 	fail := func(err error) (*Dataset, error) {
 		store.Close()
@@ -424,7 +424,7 @@ func openHTTPConverted(ctx context.Context, url string, o *OpenOptions) (*Datase
 		b.Close()
 		return nil, fmt.Errorf("source: %w", err)
 	}
-	return openRemoteConverted(ctx, url, &objstore.Dataset{Bucket: b, FS: c, Cache: c}, o)
+	return openRemoteConverted(ctx, url, &objstore.Shards{Bucket: b, FS: c, Cache: c}, o)
 }
 
 // renamedError is an error with its message rewritten (a local path replaced by the URL
