@@ -3,6 +3,7 @@
 //	conveyor bench [DIR] [flags]      loader throughput on an ImageFolder tree or a converted dataset
 //	conveyor convert SRC DST [flags]  decode and resize an ImageFolder tree into a cache directory
 //	conveyor inspect DIR [--json]     describe a cache directory, or WebDataset shards by URL
+//	conveyor show DATASET [flags]     a contact sheet PNG of a batch after the recipe's augmentations
 //	conveyor verify DIR               check every record of a cache directory, or every sample of WebDataset shards
 //	conveyor version                  the module version, VCS revision and Go version
 //
@@ -37,6 +38,8 @@ commands:
                     resumable, bad files listed in DST/%s
   inspect DIR       describe a cache directory: spec, codec, samples, classes, sizes, bytes;
                     or WebDataset shards by URL: shards, samples, per-shard counts
+  show DATASET      write a contact sheet PNG: a batch after the recipe's augmentations
+                    (and mixing), each sample with its label
   verify DIR        read every record of a cache directory and list the damaged ones;
                     or every sample of WebDataset shards (files, pattern or URL): the bad ones
   version           print the module version, VCS revision and Go version
@@ -54,12 +57,13 @@ var commands = map[string]func(args []string, stdout, stderr io.Writer) error{
 	"bench":   benchTo,
 	"convert": convert,
 	"inspect": inspect,
+	"show":    show,
 	"verify":  verify,
 	"version": version,
 }
 
 // commandNames lists the commands in the order usage gives them.
-const commandNames = "bench, convert, inspect, verify, version, help"
+const commandNames = "bench, convert, inspect, show, verify, version, help"
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
