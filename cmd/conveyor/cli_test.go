@@ -99,10 +99,10 @@ func TestUsageErrors(t *testing.T) {
 		args       []string
 		line, hint string
 	}{
-		{nil, "conveyor: missing command (one of bench, convert, inspect, verify, version, help)", topHint},
-		{[]string{"frob"}, `conveyor: unknown command "frob" (commands: bench, convert, inspect, verify, version, help)`, topHint},
-		{[]string{"--frob"}, `conveyor: unknown command "--frob" (commands: bench, convert, inspect, verify, version, help)`, topHint},
-		{[]string{"help", "frob"}, `conveyor: help: no command "frob" (commands: bench, convert, inspect, verify, version, help)`, topHint},
+		{nil, "conveyor: missing command (one of bench, convert, inspect, show, verify, version, help)", topHint},
+		{[]string{"frob"}, `conveyor: unknown command "frob" (commands: bench, convert, inspect, show, verify, version, help)`, topHint},
+		{[]string{"--frob"}, `conveyor: unknown command "--frob" (commands: bench, convert, inspect, show, verify, version, help)`, topHint},
+		{[]string{"help", "frob"}, `conveyor: help: no command "frob" (commands: bench, convert, inspect, show, verify, version, help)`, topHint},
 		{[]string{"version", "now"}, `conveyor version: version takes no arguments, got ["now"]`, topHint},
 		{[]string{"bench", "--frob"}, "conveyor bench: unknown flag --frob", cmdHint},
 		{[]string{"bench", "-frob=1"}, "conveyor bench: unknown flag --frob", cmdHint},
