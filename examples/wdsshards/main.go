@@ -3,8 +3,13 @@
 // prints the sample count of each shard: the WebDatasetOptions.ShardSamples that let a
 // loader index the shards lazily.
 //
-//	go run ./examples/wdsshards -src DIR -dst SHARDS [-per 1000] [-prefix train] [-seed 1]
+//	go run ./examples/wdsshards [-src DIR] -dst SHARDS [-per 1000] [-prefix train] [-seed 1]
 //	conveyor bench 'SHARDS/train-*.tar'
+//
+// Without -src it writes the examples' generated set. A file's key is its path without
+// the extension; when a folder holds the same name in several formats (a.jpg, a.png),
+// WriteWebDataset keeps the keys apart. Shards are written under temporary names and
+// renamed when all are done: a run that fails leaves nothing in SHARDS.
 package main
 
 import (
@@ -17,13 +22,14 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/conveyor-ml/conveyor/examples/toy"
 	"github.com/conveyor-ml/conveyor/source"
 
 	"github.com/conveyor-ml/conveyor/pipeline"
 )
 
 func main() {
-	src := flag.String("src", "", "ImageFolder tree DIR/CLASS/*.jpg (JPEG, PNG or WebP files)")
+	src := flag.String("src", "", "ImageFolder tree DIR/CLASS/*.jpg (JPEG, PNG or WebP files); default: the examples' generated set")
 	dst := flag.String("dst", "", "folder the shards are written into (created)")
 	per := flag.Int("per", 1000, "samples per shard")
 	prefix := flag.String("prefix", "train", "shard names: PREFIX-000000.tar, …")
@@ -35,12 +41,17 @@ func main() {
 }
 
 func run(srcDir, dst, prefix string, per int, seed uint64) error {
-	if srcDir == "" || dst == "" {
-		return errors.New("wdsshards: -src and -dst are required")
+	if dst == "" {
+		return errors.New("wdsshards: -dst is required")
 	}
 	if per <= 0 {
 		return fmt.Errorf("wdsshards: -per %d is not positive", per)
 	}
+	srcDir, cleanup, err := toy.DataDir(srcDir)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
 	folder, err := source.Dir(srcDir)
 	if err != nil {
 		return err
@@ -61,21 +72,35 @@ func run(srcDir, dst, prefix string, per int, seed uint64) error {
 		return err
 	}
 	var counts []int
+	var written []string // temporary files, renamed to their shard names at the end
+	defer func() {
+		for _, tmp := range written {
+			os.Remove(tmp) // gone already when renamed
+		}
+	}()
 	for from := 0; from < src.Len(); from += per {
 		to := min(from+per, src.Len())
 		name := filepath.Join(dst, fmt.Sprintf("%s-%06d.tar", prefix, len(counts)))
-		if err := writeShard(name, src, from, to); err != nil {
+		tmp := filepath.Join(dst, "."+filepath.Base(name)+".partial")
+		written = append(written, tmp)
+		if err := writeShard(tmp, name, src, from, to); err != nil {
 			return err
 		}
 		counts = append(counts, to-from)
+	}
+	for k, tmp := range written {
+		if err := os.Rename(tmp, filepath.Join(dst, fmt.Sprintf("%s-%06d.tar", prefix, k))); err != nil {
+			return err
+		}
 	}
 	fmt.Printf("%d samples of %d classes in %d shards in %s\nShardSamples: %v\nClasses: %q\n", src.Len(), len(src.Classes()), len(counts), dst, counts, src.Classes())
 	return nil
 }
 
-// writeShard writes samples [from, to) of src to the shard file name.
-func writeShard(name string, src pipeline.FileSource, from, to int) error {
-	f, err := os.Create(name)
+// writeShard writes samples [from, to) of src to the file tmp, the shard name's
+// temporary name.
+func writeShard(tmp, name string, src pipeline.FileSource, from, to int) error {
+	f, err := os.Create(tmp)
 	if err != nil {
 		return err
 	}
