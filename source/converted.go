@@ -1,7 +1,6 @@
 package source
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -33,7 +32,7 @@ type Converted struct {
 	planner *shardPlanner
 }
 
-// ConvertedOptions configures OpenConverted.
+// ConvertedOptions configures OpenConverted. A nil pointer means the defaults.
 type ConvertedOptions struct {
 	// AllowIncomplete opens a dataset that is not known to be complete, to train on the
 	// samples it holds: one whose conversion failed, was interrupted or is still running;
@@ -53,9 +52,41 @@ type ConvertedOptions struct {
 	shards *objstore.ShardCache // where the shard files are, when not in the directory
 }
 
+func (o *ConvertedOptions) clone() *ConvertedOptions {
+	if o == nil {
+		return &ConvertedOptions{}
+	}
+	c := *o
+	return &c
+}
+
+// EnsureDefaults fills o's zero fields with their defaults and returns o; a nil o
+// becomes a new ConvertedOptions holding the defaults.
+func (o *ConvertedOptions) EnsureDefaults() *ConvertedOptions {
+	if o == nil {
+		o = &ConvertedOptions{}
+	}
+	if o.Logf == nil {
+		o.Logf = log.Printf
+	}
+	if o.PrefetchShards == 0 {
+		o.PrefetchShards = 2
+	}
+	return o
+}
+
+// Validate reports every invalid field of o, defaults filled (see EnsureDefaults),
+// joined into one error; nil when all are valid.
+func (o *ConvertedOptions) Validate() error {
+	if o.PrefetchShards < 0 {
+		return fmt.Errorf("source: ConvertedOptions.PrefetchShards %d is negative", o.PrefetchShards)
+	}
+	return nil
+}
+
 // OpenConverted opens the converted dataset in dir, read-only. Its samples are the
-// records stored under the dataset's spec, one per source path, in path order. opts,
-// at most one, defaults to the zero ConvertedOptions.
+// records stored under the dataset's spec, one per source path, in path order. opts nil
+// means the defaults.
 //
 // It checks the directory against the manifest the conversion recorded (cache.Info,
 // cache.Cache.CheckDataset), reading shard headers and indexes but no record, and logs
@@ -64,20 +95,10 @@ type ConvertedOptions struct {
 // a Loader counts them as bad samples (Config.Bad.MaxFraction applies) and logs each with
 // its shard. A dataset whose samples cannot all be listed, like one whose conversion did
 // not complete, is refused unless opts.AllowIncomplete. conveyor verify reads every record.
-func OpenConverted(dir string, opts ...ConvertedOptions) (*Converted, error) {
-	var o ConvertedOptions
-	switch len(opts) {
-	case 0:
-	case 1:
-		o = opts[0]
-	default:
-		return nil, fmt.Errorf("source: OpenConverted takes one ConvertedOptions at most, got %d", len(opts))
-	}
-	if o.Logf == nil {
-		o.Logf = log.Printf
-	}
-	if o.PrefetchShards < 0 {
-		return nil, fmt.Errorf("source: ConvertedOptions.PrefetchShards %d is negative", o.PrefetchShards)
+func OpenConverted(dir string, opts *ConvertedOptions) (*Converted, error) {
+	o := opts.clone().EnsureDefaults()
+	if err := o.Validate(); err != nil {
+		return nil, err
 	}
 	info, err := cache.ReadInfo(dir)
 	if err != nil {
@@ -145,7 +166,7 @@ func OpenConverted(dir string, opts ...ConvertedOptions) (*Converted, error) {
 	}
 	conv := &Converted{cache: c, info: info, refs: refs, problems: problems, classes: classes}
 	if o.shards != nil {
-		conv.plan(o.shards, cmp.Or(o.PrefetchShards, 2), o.Logf)
+		conv.plan(o.shards, o.PrefetchShards, o.Logf)
 	}
 	return conv, nil
 }

@@ -229,9 +229,9 @@ func openRemoteConverted(ctx context.Context, url string, store *objstore.Datase
 		remove()
 		return fail(err)
 	}
-	cfg := o.Converted
+	cfg := *o.Converted
 	cfg.shards = store.Cache
-	c, err := OpenConverted(dir, cfg)
+	c, err := OpenConverted(dir, &cfg)
 	if err != nil {
 		remove()
 		// Name the URL where OpenConverted named the local copy; errors.Is still

@@ -82,9 +82,8 @@ func (o *WebDatasetOptions) keeps(ext string) bool {
 	return slices.Contains(o.MetadataKeys, ext)
 }
 
-// withDefaults returns a copy of o (nil: the zero options) with defaults filled in,
-// validated.
-func (o *WebDatasetOptions) withDefaults() (WebDatasetOptions, error) {
+// clone copies o (nil: the zero options), its slices too.
+func (o *WebDatasetOptions) clone() *WebDatasetOptions {
 	var c WebDatasetOptions
 	if o != nil {
 		c = *o
@@ -93,41 +92,62 @@ func (o *WebDatasetOptions) withDefaults() (WebDatasetOptions, error) {
 	c.ShardSamples = slices.Clone(c.ShardSamples)
 	c.ShardBytes = slices.Clone(c.ShardBytes)
 	c.MetadataKeys = slices.Clone(c.MetadataKeys)
-	if c.Concurrency == 0 {
-		c.Concurrency = 8
+	return &c
+}
+
+// EnsureDefaults fills o's zero fields with their defaults and returns o; a nil o
+// becomes a new WebDatasetOptions holding the defaults.
+func (o *WebDatasetOptions) EnsureDefaults() *WebDatasetOptions {
+	if o == nil {
+		o = &WebDatasetOptions{}
 	}
-	if c.MaxMetadataBytes == 0 {
-		c.MaxMetadataBytes = 64 << 10
+	if o.Concurrency == 0 {
+		o.Concurrency = 8
 	}
-	if c.PrefetchShards == 0 {
-		c.PrefetchShards = 4
+	if o.MaxMetadataBytes == 0 {
+		o.MaxMetadataBytes = 64 << 10
 	}
-	if c.Logf == nil {
-		c.Logf = log.Printf
+	if o.PrefetchShards == 0 {
+		o.PrefetchShards = 4
 	}
-	switch {
-	case c.Concurrency < 0:
-		return c, fmt.Errorf("source: WebDatasetOptions.Concurrency %d is negative", c.Concurrency)
-	case c.PrefetchShards < 0:
-		return c, fmt.Errorf("source: WebDatasetOptions.PrefetchShards %d is negative", c.PrefetchShards)
-	case c.MaxMetadataBytes < 0:
-		return c, fmt.Errorf("source: WebDatasetOptions.MaxMetadataBytes %d is negative", c.MaxMetadataBytes)
-	case c.ShardBytes != nil && len(c.ShardBytes) != len(c.ShardSamples):
-		return c, fmt.Errorf("source: WebDatasetOptions.ShardBytes has %d sizes for %d ShardSamples", len(c.ShardBytes), len(c.ShardSamples))
+	if o.Logf == nil {
+		o.Logf = log.Printf
 	}
-	for k, b := range c.ShardBytes {
+	return o
+}
+
+// Validate reports every invalid field of o, defaults filled (see EnsureDefaults),
+// joined into one error; nil when all are valid. What depends on the shards (one
+// ShardSamples count per shard) is checked by WebDataset.
+func (o *WebDatasetOptions) Validate() error {
+	var errs []error
+	if o.Concurrency < 0 {
+		errs = append(errs, fmt.Errorf("source: WebDatasetOptions.Concurrency %d is negative", o.Concurrency))
+	}
+	if o.PrefetchShards < 0 {
+		errs = append(errs, fmt.Errorf("source: WebDatasetOptions.PrefetchShards %d is negative", o.PrefetchShards))
+	}
+	if o.MaxMetadataBytes < 0 {
+		errs = append(errs, fmt.Errorf("source: WebDatasetOptions.MaxMetadataBytes %d is negative", o.MaxMetadataBytes))
+	}
+	if o.ShardBytes != nil && len(o.ShardBytes) != len(o.ShardSamples) {
+		errs = append(errs, fmt.Errorf("source: WebDatasetOptions.ShardBytes has %d sizes for %d ShardSamples", len(o.ShardBytes), len(o.ShardSamples)))
+	}
+	for k, b := range o.ShardBytes {
 		if b < 0 {
-			return c, fmt.Errorf("source: WebDatasetOptions.ShardBytes[%d] is %d", k, b)
+			errs = append(errs, fmt.Errorf("source: WebDatasetOptions.ShardBytes[%d] is %d", k, b))
+			break
 		}
 	}
 	seen := map[string]bool{}
-	for _, n := range c.Classes {
+	for _, n := range o.Classes {
 		if seen[n] {
-			return c, fmt.Errorf("source: WebDatasetOptions.Classes names %q twice", n)
+			errs = append(errs, fmt.Errorf("source: WebDatasetOptions.Classes names %q twice", n))
+			break
 		}
 		seen[n] = true
 	}
-	return c, nil
+	return errors.Join(errs...)
 }
 
 // String prints the effective options.
@@ -252,8 +272,8 @@ func WebDataset(fsys fs.FS, shards []string, opts *WebDatasetOptions) (*WebDatas
 // webDataset is WebDataset, giving up when ctx ends while it waits for a shard to open
 // (a remote one fetched by objstore's shard cache).
 func webDataset(ctx context.Context, fsys fs.FS, shards []string, opts *WebDatasetOptions) (*WebDatasetSource, error) {
-	o, err := opts.withDefaults()
-	if err != nil {
+	o := opts.clone().EnsureDefaults()
+	if err := o.Validate(); err != nil {
 		return nil, err
 	}
 	if fsys == nil {
@@ -263,7 +283,7 @@ func webDataset(ctx context.Context, fsys fs.FS, shards []string, opts *WebDatas
 		return nil, errors.New("source: webdataset: no shards")
 	}
 	if o.ShardSamples != nil {
-		return lazy(fsys, shards, &o)
+		return lazy(fsys, shards, o)
 	}
 	parts := make([]*wdsShard, len(shards))
 	errs := make([]error, len(shards))
@@ -274,7 +294,7 @@ func webDataset(ctx context.Context, fsys fs.FS, shards []string, opts *WebDatas
 		go func() {
 			defer wg.Done()
 			for k := range next {
-				parts[k], errs[k] = indexShard(ctx, fsys, shards[k], &o)
+				parts[k], errs[k] = indexShard(ctx, fsys, shards[k], o)
 			}
 		}()
 	}
@@ -301,7 +321,7 @@ func webDataset(ctx context.Context, fsys fs.FS, shards []string, opts *WebDatas
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	return assemble(fsys, shards, parts, &o)
+	return assemble(fsys, shards, parts, o)
 }
 
 // WebDatasetGlob is WebDatasetFiles over the local shards that pattern (filepath.Match

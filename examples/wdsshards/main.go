@@ -41,7 +41,7 @@ func run(srcDir, dst, prefix string, per int, seed uint64) error {
 	if per <= 0 {
 		return fmt.Errorf("wdsshards: -per %d is not positive", per)
 	}
-	folder, err := source.Dir(srcDir)
+	folder, err := source.Dir(srcDir, nil)
 	if err != nil {
 		return err
 	}
