@@ -219,18 +219,14 @@ type wdsPart struct {
 
 // wdsPacked is one shard's samples, labels numbered.
 type wdsPacked struct {
-	index             // paths ("shard/key") and first labels
-	mod     time.Time // the shard's modification time, for cache keys
-	off     []int64   // the image member's data offset in the shard
-	size    []int64   // and its size
-	imgExt  []uint8   // index into wdsImageExts
-	bad     map[int32]string
-	lends   []uint32 // multi-label: lends[j] is the end of sample j's labels in lvals; nil: one label each
-	lvals   []int32
-	keyID   map[string]int // metadata key -> its id in mfields
-	mends   []uint32       // mends[j] is the end of sample j's fields in mfields; nil: no metadata
-	mfields []metaField
-	marena  []byte
+	index            // paths ("shard/key") and first labels
+	mod    time.Time // the shard's modification time, for cache keys
+	off    []int64   // the image member's data offset in the shard
+	size   []int64   // and its size
+	imgExt []uint8   // index into wdsImageExts
+	bad    map[int32]string
+	multi  labelTable // multi-label sources only; empty: one label each
+	meta   metaTable
 }
 
 // WebDataset indexes the WebDataset tar shards named by shards inside fsys (in that
@@ -971,36 +967,22 @@ func (s *WebDatasetSource) pack(k int, raw *wdsShard, n int) (*wdsPacked, error)
 		p.imgExt = append(p.imgExt, raw.imgExt[j])
 		if s.multi {
 			for _, id := range ids {
-				p.lvals = append(p.lvals, int32(id))
+				p.multi.push(int32(id))
 			}
-			p.lends = append(p.lends, uint32(len(p.lvals)))
+			if err := p.multi.end(); err != nil {
+				return nil, fmt.Errorf("source: webdataset shard %s: %w", sh, err)
+			}
 		}
 		for _, m := range raw.meta[j] {
-			if p.keyID == nil {
-				p.keyID = map[string]int{}
-			}
-			id, ok := p.keyID[m.key]
-			if !ok {
-				id = len(p.keyID)
-				p.keyID[m.key] = id
-			}
-			for len(p.mends) < j { // samples before the first with metadata have none
-				p.mends = append(p.mends, 0)
-			}
-			if len(p.marena)+len(m.data) > 1<<32-1 {
-				return nil, fmt.Errorf("source: webdataset shard %s: more than 4 GiB of metadata", sh)
-			}
-			p.marena = append(p.marena, m.data...)
-			p.mfields = append(p.mfields, metaField{uint32(id), uint32(len(p.marena))})
+			addField(&p.meta, p.meta.key(m.key), m.data)
 		}
-		if p.keyID != nil {
-			for len(p.mends) <= j {
-				p.mends = append(p.mends, uint32(len(p.mfields)))
-			}
+		if err := p.meta.endSample(j); err != nil {
+			return nil, fmt.Errorf("source: webdataset shard %s: %w", sh, err)
 		}
 	}
 	p.trim()
-	p.mfields, p.marena = slices.Clip(p.mfields), slices.Clip(p.marena)
+	p.multi.clip()
+	p.meta.clip()
 	return p, nil
 }
 
@@ -1130,17 +1112,10 @@ func (s *WebDatasetSource) Labels(dst []int, i int) []int {
 		return dst
 	case j < 0:
 		return append(dst, 0)
-	case p.lends == nil:
+	case p.multi.ends == nil:
 		return append(dst, p.Label(j))
 	}
-	start := uint32(0)
-	if j > 0 {
-		start = p.lends[j-1]
-	}
-	for _, l := range p.lvals[start:p.lends[j]] {
-		dst = append(dst, int(l))
-	}
-	return dst
+	return p.multi.appendTo(dst, j)
 }
 
 // MetadataKeys lists the extensions of the members other than images, in order of first
@@ -1150,24 +1125,10 @@ func (s *WebDatasetSource) MetadataKeys() []string { return s.keys }
 // Metadata returns the bytes of sample i's member with extension key.
 func (s *WebDatasetSource) Metadata(i int, key string) ([]byte, bool) {
 	_, p, j := s.at(i)
-	id, ok := p.keyID[key]
-	if !ok || j < 0 || p.mends == nil {
+	if j < 0 {
 		return nil, false
 	}
-	start := uint32(0)
-	if j > 0 {
-		start = p.mends[j-1]
-	}
-	for k := start; k < p.mends[j]; k++ {
-		if f := p.mfields[k]; int(f.key) == id {
-			from := uint32(0)
-			if k > 0 {
-				from = p.mfields[k-1].end
-			}
-			return p.marena[from:f.end:f.end], true
-		}
-	}
-	return nil, false
+	return p.meta.get(j, key)
 }
 
 // Open opens sample i's image member: its bytes, read from the shard at the offset the
