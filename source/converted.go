@@ -28,8 +28,9 @@ type Converted struct {
 	problems []cache.Problem
 	classes  []string
 	// A dataset in object storage: its shards' prefetches, in the order the loader
-	// reads them (the planner knows the shard cache's byte limit).
-	planner *shardPlanner
+	// reads them (the planner knows the shard cache's byte limit). A local dataset
+	// plans nothing.
+	planned
 }
 
 // ConvertedOptions configures OpenConverted. A nil pointer means the defaults.
@@ -194,27 +195,6 @@ func (s *Converted) plan(shards *objstore.ShardCache, ahead int, logf func(strin
 	s.planner.bound(shards, sizes, logf, s.cache.Dir())
 }
 
-// PlanEpoch implements EpochPlanner: for a dataset in object storage (Open), the
-// shards the epoch reads are fetched in the order it first reads them, a window ahead
-// (ConvertedOptions.PrefetchShards). A local dataset plans nothing.
-func (s *Converted) PlanEpoch(epoch int, order []int32) error {
-	if s.planner != nil {
-		return s.planner.PlanEpoch(epoch, order)
-	}
-	return nil
-}
-
-// PlanNext implements EpochPlanner: the window runs on into the next epoch's first
-// shards.
-func (s *Converted) PlanNext(epoch int, order []int32) {
-	if s.planner != nil {
-		s.planner.PlanNext(epoch, order)
-	}
-}
-
-// PlansReads reports whether the shards are in object storage.
-func (s *Converted) PlansReads() bool { return s.planner != nil }
-
 // incomplete says why the dataset in dir is not known to be complete, and what to do;
 // "" when it is.
 func incomplete(dir string, info *cache.Info, listed int, problems []cache.Problem) string {
@@ -285,9 +265,7 @@ func (s *Converted) Path(i int) string { return s.refs[i].Path }
 
 // Stored returns the record holding sample i's pixels.
 func (s *Converted) Stored(i int) (*cache.Cache, cache.Ref, bool) {
-	if s.planner != nil {
-		s.planner.opened(i) // before the read waits for the shard
-	}
+	s.opening(i)
 	return s.cache, s.refs[i], true
 }
 

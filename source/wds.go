@@ -177,34 +177,9 @@ type WebDatasetSource struct {
 	keys     []string
 	o        WebDatasetOptions
 	desc     string
-	planner  *shardPlanner // when fsys prefetches
-	bytes    []int64       // each shard's size when known (indexed up front, or ShardBytes)
+	planned          // when fsys prefetches
+	bytes    []int64 // each shard's size when known (indexed up front, or ShardBytes)
 }
-
-// PlanEpoch implements EpochPlanner: when the file system prefetches (objstore's shard
-// cache), it asks for the epoch's shards in the order their first samples come, a window
-// ahead of the shards being read (see WebDatasetOptions.PrefetchShards), so the cache
-// fetches each before it is needed without filling its disk with shards needed much
-// later (which would push out the shards being read). Shards read stay in the cache until
-// its least-recently-used eviction needs their room. Over a file system that does not
-// prefetch it does nothing.
-func (s *WebDatasetSource) PlanEpoch(epoch int, order []int32) error {
-	if s.planner != nil {
-		return s.planner.PlanEpoch(epoch, order)
-	}
-	return nil
-}
-
-// PlanNext implements EpochPlanner: the window runs on into the next epoch's first
-// shards as this one's last are read.
-func (s *WebDatasetSource) PlanNext(epoch int, order []int32) {
-	if s.planner != nil {
-		s.planner.PlanNext(epoch, order)
-	}
-}
-
-// PlansReads reports whether the shards are read through a file system that prefetches.
-func (s *WebDatasetSource) PlansReads() bool { return s.planner != nil }
 
 // wdsPart is one shard's index, made once: at construction, or on first use when
 // WebDatasetOptions.ShardSamples makes the source lazy. A lazy shard keeps only a
@@ -1135,9 +1110,7 @@ func (s *WebDatasetSource) Metadata(i int, key string) ([]byte, bool) {
 // index recorded. Its Stat has the member's size and the shard's modification time. A
 // sample indexing found bad fails here, saying why.
 func (s *WebDatasetSource) Open(i int) (fs.File, error) {
-	if s.planner != nil {
-		s.planner.opened(i) // before the shard's index or bytes are waited for
-	}
+	s.opening(i)
 	k, p, j := s.at(i)
 	if why := p.bad[-1]; why != "" {
 		return nil, errors.New(why)
