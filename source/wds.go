@@ -25,6 +25,7 @@ import (
 	"github.com/conveyor-ml/conveyor/internal/files"
 	"github.com/conveyor-ml/conveyor/objstore"
 	"github.com/conveyor-ml/conveyor/pipeline"
+	"golang.org/x/sync/errgroup"
 )
 
 // WebDatasetOptions configures WebDataset. A nil pointer means the defaults.
@@ -256,30 +257,30 @@ func webDataset(ctx context.Context, fsys fs.FS, shards []string, opts *WebDatas
 	if o.ShardSamples != nil {
 		return lazy(fsys, shards, o)
 	}
+	parts, err := indexAll(ctx, fsys, shards, o)
+	if err != nil {
+		return nil, err
+	}
+	return assemble(fsys, shards, parts, o)
+}
+
+// indexAll indexes shards, o.Concurrency at a time, until ctx ends. Every shard's error
+// is returned, in shard order; when ctx ends, one shard's error says so.
+func indexAll(ctx context.Context, fsys fs.FS, shards []string, o *WebDatasetOptions) ([]*wdsShard, error) {
 	parts := make([]*wdsShard, len(shards))
 	errs := make([]error, len(shards))
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range min(o.Concurrency, len(shards)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for k := range next {
-				parts[k], errs[k] = indexShard(ctx, fsys, shards[k], o)
-			}
-		}()
-	}
+	var g errgroup.Group
+	g.SetLimit(o.Concurrency) // at least 1: EnsureDefaults and Validate
 	for k := range shards {
-		select {
-		case next <- k:
-		case <-ctx.Done():
-		}
 		if ctx.Err() != nil {
 			break
 		}
+		g.Go(func() error {
+			parts[k], errs[k] = indexShard(ctx, fsys, shards[k], o)
+			return nil // reported below, every shard's, in order
+		})
 	}
-	close(next)
-	wg.Wait()
+	g.Wait()
 	if err := ctx.Err(); err != nil {
 		// One shard's error says it (naming the shard); every other one says the same.
 		for _, e := range errs {
@@ -289,10 +290,7 @@ func webDataset(ctx context.Context, fsys fs.FS, shards []string, opts *WebDatas
 		}
 		return nil, fmt.Errorf("source: webdataset: indexing %d shards: %w", len(shards), err)
 	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	return assemble(fsys, shards, parts, o)
+	return parts, errors.Join(errs...)
 }
 
 // WebDatasetGlob is WebDatasetFiles over the local shards that pattern (filepath.Match
