@@ -115,11 +115,43 @@ func openContext(ctx context.Context, fsys fs.FS, name string) (fs.File, error) 
 
 // indexShard reads shard name's headers and small members.
 func indexShard(ctx context.Context, fsys fs.FS, name string, o *WebDatasetOptions) (*wdsShard, error) {
-	f, err := openContext(ctx, fsys, name)
+	f, fi, err := openShard(ctx, fsys, name)
 	if err != nil {
-		return nil, ioFailure(name, err)
+		return nil, err
 	}
 	defer f.Close()
+	x := newShardIndexer(f, fi, name, o)
+	if err := x.members(); err != nil {
+		return nil, err
+	}
+	x.flush()
+	if x.pr.err != nil {
+		// A member's data failed to read (its sample is marked bad): the file, not
+		// the shard, is at fault.
+		return nil, ioFailure(name, x.pr.err)
+	}
+	if x.sh.dropped > 0 {
+		o.Logf("source: webdataset shard %s: %d members over MaxMetadataBytes %d left out of the metadata", name, x.sh.dropped, o.MaxMetadataBytes)
+	}
+	return x.sh, nil
+}
+
+// openShard opens shard name, a regular file that is not empty.
+func openShard(ctx context.Context, fsys fs.FS, name string) (fs.File, fs.FileInfo, error) {
+	f, err := openContext(ctx, fsys, name)
+	if err != nil {
+		return nil, nil, ioFailure(name, err)
+	}
+	fi, err := statShard(f, name)
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return f, fi, nil
+}
+
+// statShard is the open shard f's FileInfo, when it is a regular file that is not empty.
+func statShard(f fs.File, name string) (fs.FileInfo, error) {
 	fi, err := f.Stat()
 	if err != nil {
 		return nil, ioFailure(name, err)
@@ -127,147 +159,179 @@ func indexShard(ctx context.Context, fsys fs.FS, name string, o *WebDatasetOptio
 	if err := files.Regular(fi); err != nil {
 		return nil, fmt.Errorf("source: webdataset shard %s: %w", name, err)
 	}
-	total := fi.Size()
-	if total == 0 {
+	if fi.Size() == 0 {
 		return nil, fmt.Errorf("source: webdataset shard %s: empty file, not a tar file", name)
 	}
-	pr := &posReader{r: f}
-	var r io.Reader = pr
+	return fi, nil
+}
+
+// shardIndexer is the state of indexing one shard: the tar reader over it, and the
+// samples found so far.
+type shardIndexer struct {
+	name  string
+	o     *WebDatasetOptions
+	total int64      // the shard's size
+	pr    *posReader // the position in the shard, below tr
+	tr    *tar.Reader
+	sh    *wdsShard
+	seen  map[string]bool // sample keys
+	cur   *wdsSample      // the sample being collected
+	count int             // members read
+	last  string          // the last member's name
+}
+
+func newShardIndexer(f fs.File, fi fs.FileInfo, name string, o *WebDatasetOptions) *shardIndexer {
+	x := &shardIndexer{name: name, o: o, total: fi.Size(), seen: map[string]bool{},
+		sh: &wdsShard{mod: fi.ModTime(), bytes: fi.Size(), bad: map[int]string{}, names: map[string]bool{}}}
+	x.pr = &posReader{r: f}
+	var r io.Reader = x.pr
 	if s, ok := f.(io.Seeker); ok {
 		sr := &seekPosReader{posReader: posReader{r: f}, s: s}
-		pr, r = &sr.posReader, sr
+		x.pr, r = &sr.posReader, sr
 	}
-	tr := tar.NewReader(r)
-	sh := &wdsShard{mod: fi.ModTime(), bytes: total, bad: map[int]string{}, names: map[string]bool{}}
-	seen := map[string]bool{}
-	var cur *wdsSample
-	flush := func() {
-		if cur == nil {
-			return
-		}
-		sh.add(cur, o)
-		cur = nil
+	x.tr = tar.NewReader(r)
+	return x
+}
+
+// flush adds the sample being collected, if any.
+func (x *shardIndexer) flush() {
+	if x.cur != nil {
+		x.sh.add(x.cur, x.o)
+		x.cur = nil
 	}
-	members, last := 0, ""
+}
+
+// members reads every member's header, and the members it keeps, until the end of the
+// shard or a damaged header (which keeps the samples before it).
+func (x *shardIndexer) members() error {
 	for {
-		h, err := tr.Next()
+		h, err := x.tr.Next()
 		if err == io.EOF {
-			break
+			return nil
 		}
 		if err != nil {
-			if pr.err != nil && errors.Is(err, pr.err) {
-				// The file failed to read, not the tar format: keeping the samples
-				// before it would drop the rest of the shard for good.
-				return nil, ioFailure(name, err)
-			}
-			if members == 0 {
-				return nil, fmt.Errorf("source: webdataset shard %s: not a readable tar file: %w", name, err)
-			}
-			why := fmt.Sprintf("shard damaged after member %s: %v", last, err)
-			o.Logf("source: webdataset shard %s: damaged after member %s (%v); keeping the %d samples before it", name, last, err, len(sh.keys))
-			if cur != nil {
-				cur.bad = why
-			}
-			break
+			return x.damaged(err)
 		}
-		members++
-		last = h.Name
-		if h.Typeflag != tar.TypeReg {
-			continue
+		x.count++
+		x.last = h.Name
+		x.member(h)
+	}
+}
+
+// damaged handles err, met reading the header after member x.last: an error when the
+// file failed or the shard is not a tar file; otherwise the shard is cut short there.
+func (x *shardIndexer) damaged(err error) error {
+	if x.pr.err != nil && errors.Is(err, x.pr.err) {
+		// The file failed to read, not the tar format: keeping the samples
+		// before it would drop the rest of the shard for good.
+		return ioFailure(x.name, err)
+	}
+	if x.count == 0 {
+		return fmt.Errorf("source: webdataset shard %s: not a readable tar file: %w", x.name, err)
+	}
+	why := fmt.Sprintf("shard damaged after member %s: %v", x.last, err)
+	x.o.Logf("source: webdataset shard %s: damaged after member %s (%v); keeping the %d samples before it", x.name, x.last, err, len(x.sh.keys))
+	if x.cur != nil {
+		x.cur.bad = why
+	}
+	return nil
+}
+
+// member adds the member h to its sample, starting a new sample when its key changes.
+func (x *shardIndexer) member(h *tar.Header) {
+	if h.Typeflag != tar.TypeReg {
+		return
+	}
+	if !strings.Contains(h.Name, "/") && strings.HasPrefix(h.Name, "__") && strings.HasSuffix(h.Name, "__") {
+		return
+	}
+	key, ext, ok := basePlusExt(h.Name)
+	if !ok {
+		return
+	}
+	ext = strings.ToLower(ext)
+	if x.cur == nil || key != x.cur.key {
+		x.flush()
+		x.cur = &wdsSample{key: key, img: -1}
+		if x.seen[key] {
+			x.cur.bad = "its key repeats an earlier sample of the shard"
 		}
-		if !strings.Contains(h.Name, "/") && strings.HasPrefix(h.Name, "__") && strings.HasSuffix(h.Name, "__") {
-			continue
+		x.seen[key] = true
+	}
+	cur := x.cur
+	off, size := x.pr.pos, h.Size
+	if size < 0 || size > x.total-off { // not off+size > total: a hostile size overflows it
+		cur.bad = fmt.Sprintf("member %s runs past the end of the shard (%d bytes)", h.Name, x.total)
+		return
+	}
+	if sparse(h) {
+		// Its data in the shard is a sparse map and fragments, not the file: the
+		// offset and size would read the wrong bytes.
+		cur.setBad("member %s is a sparse file, which webdataset shards do not use", h.Name)
+		return
+	}
+	if slices.Contains(cur.exts, ext) {
+		cur.setBad("member %s repeats extension %q in the sample", h.Name, ext)
+		return
+	}
+	cur.exts = append(cur.exts, ext)
+	if i := slices.Index(wdsImageExts, ext); i >= 0 && cur.img < 0 {
+		cur.img, cur.off, cur.size = i, off, size
+		return
+	}
+	x.small(h, ext)
+}
+
+// small reads member h, other than the sample's image, when it is a label or kept as
+// metadata, and parses a label.
+func (x *shardIndexer) small(h *tar.Header, ext string) {
+	cur, o := x.cur, x.o
+	label := ext == "cls" || ext == "json"
+	if !label && !o.keeps(ext) {
+		return
+	}
+	if h.Size > int64(o.MaxMetadataBytes) {
+		if label {
+			cur.setBad("label member %s has %d bytes, more than MaxMetadataBytes %d", h.Name, h.Size, o.MaxMetadataBytes)
+		} else {
+			x.sh.dropped++
 		}
-		key, ext, ok := basePlusExt(h.Name)
-		if !ok {
-			continue
+		return
+	}
+	data := make([]byte, h.Size)
+	if _, err := io.ReadFull(x.tr, data); err != nil {
+		cur.setBad("member %s: %v", h.Name, err)
+		return
+	}
+	if o.keeps(ext) {
+		cur.meta = append(cur.meta, wdsMeta{ext, data})
+	}
+	switch ext {
+	case "cls":
+		cur.hasCls = true
+		n, err := strconv.Atoi(string(bytes.TrimSpace(data)))
+		if err != nil || n < 0 || n > maxLabel {
+			cur.setBad("member %s: label %q is not an integer in [0, %d]", h.Name, abbrevBytes(data), maxLabel)
+			return
 		}
-		ext = strings.ToLower(ext)
-		if cur == nil || key != cur.key {
-			flush()
-			cur = &wdsSample{key: key, img: -1}
-			if seen[key] {
-				cur.bad = "its key repeats an earlier sample of the shard"
-			}
-			seen[key] = true
-		}
-		off, size := pr.pos, h.Size
-		if size < 0 || size > total-off { // not off+size > total: a hostile size overflows it
-			cur.bad = fmt.Sprintf("member %s runs past the end of the shard (%d bytes)", h.Name, total)
-			continue
-		}
-		if sparse(h) {
-			// Its data in the shard is a sparse map and fragments, not the file: the
-			// offset and size would read the wrong bytes.
-			cur.setBad("member %s is a sparse file, which webdataset shards do not use", h.Name)
-			continue
-		}
-		if slices.Contains(cur.exts, ext) {
-			cur.setBad("member %s repeats extension %q in the sample", h.Name, ext)
-			continue
-		}
-		cur.exts = append(cur.exts, ext)
-		if i := slices.Index(wdsImageExts, ext); i >= 0 && cur.img < 0 {
-			cur.img, cur.off, cur.size = i, off, size
-			continue
-		}
-		label := ext == "cls" || ext == "json"
-		if !label && !o.keeps(ext) {
-			continue
-		}
-		if size > int64(o.MaxMetadataBytes) {
-			if label {
-				cur.setBad("label member %s has %d bytes, more than MaxMetadataBytes %d", h.Name, size, o.MaxMetadataBytes)
-			} else {
-				sh.dropped++
-			}
-			continue
-		}
-		data := make([]byte, size)
-		if _, err := io.ReadFull(tr, data); err != nil {
+		cur.cls = []wdsLabel{{n: n}}
+	case "json":
+		ls, multi, err := jsonLabel(data)
+		if err != nil {
 			cur.setBad("member %s: %v", h.Name, err)
-			continue
+			return
 		}
-		if o.keeps(ext) {
-			cur.meta = append(cur.meta, wdsMeta{ext, data})
-		}
-		switch ext {
-		case "cls":
-			cur.hasCls = true
-			n, err := strconv.Atoi(string(bytes.TrimSpace(data)))
-			if err != nil || n < 0 || n > maxLabel {
-				cur.setBad("member %s: label %q is not an integer in [0, %d]", h.Name, abbrevBytes(data), maxLabel)
-				continue
-			}
-			cur.cls = []wdsLabel{{n: n}}
-		case "json":
-			ls, multi, err := jsonLabel(data)
-			if err != nil {
-				cur.setBad("member %s: %v", h.Name, err)
-				continue
-			}
-			cur.json, cur.multi = ls, multi
-		}
-		for _, l := range cur.labels() {
-			if l.name != "" {
-				sh.names[l.name] = true
-				sh.where[0] = h.Name
-			} else {
-				sh.hasInt = true
-				sh.where[1] = h.Name
-			}
+		cur.json, cur.multi = ls, multi
+	}
+	for _, l := range cur.labels() {
+		if l.name != "" {
+			x.sh.names[l.name] = true
+			x.sh.where[0] = h.Name
+		} else {
+			x.sh.hasInt = true
+			x.sh.where[1] = h.Name
 		}
 	}
-	flush()
-	if pr.err != nil {
-		// A member's data failed to read (its sample is marked bad): the file, not
-		// the shard, is at fault.
-		return nil, ioFailure(name, pr.err)
-	}
-	if sh.dropped > 0 {
-		o.Logf("source: webdataset shard %s: %d members over MaxMetadataBytes %d left out of the metadata", name, sh.dropped, o.MaxMetadataBytes)
-	}
-	return sh, nil
 }
 
 // sparse says whether h is a GNU sparse file in PAX form (a 'S' header is not
