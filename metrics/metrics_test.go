@@ -248,7 +248,7 @@ func TestPublishTwice(t *testing.T) {
 // newLoader builds a loader over dir the way a training job would.
 func newLoader(t *testing.T, dir string, cfg *pipeline.Config) *pipeline.Loader {
 	t.Helper()
-	src, err := source.Dir(dir)
+	src, err := source.Dir(dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

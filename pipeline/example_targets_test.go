@@ -18,7 +18,7 @@ import (
 func ExampleConfig_mix() {
 	dir := imageFolder(3, 4)
 	defer os.RemoveAll(dir)
-	src, err := source.Dir(dir)
+	src, err := source.Dir(dir, nil)
 	if err != nil {
 		log.Fatal(err)
 	}

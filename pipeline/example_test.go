@@ -26,7 +26,7 @@ func Example() {
 		log.Fatal(err)
 	}
 
-	src, err := source.Dir(dir)
+	src, err := source.Dir(dir, nil)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func imageFolder(classes, perClass int) string {
 func ExampleConfig_microBatches() {
 	dir := imageFolder(3, 7) // 21 images: batches of 8, 8 and 5
 	defer os.RemoveAll(dir)
-	src, err := source.Dir(dir)
+	src, err := source.Dir(dir, nil)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -127,7 +127,7 @@ func Example_cuda() {
 	ctx := context.Background()
 	dir := imageFolder(3, 7) // 21 images
 	defer os.RemoveAll(dir)
-	src, err := source.Dir(dir)
+	src, err := source.Dir(dir, nil)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -194,7 +194,7 @@ func ExampleConfig_cache() {
 		log.Fatal(err)
 	}
 	defer os.RemoveAll(cacheDir)
-	src, err := source.Dir(tree)
+	src, err := source.Dir(tree, nil)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 )
 
 func TestSubsetConcatSplit(t *testing.T) {
-	src, err := Dir(treetest.Shared(t))
+	src, err := Dir(treetest.Shared(t), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func TestSubsetConcatSplit(t *testing.T) {
 // in a user's type is still read as stored pixels: no bad samples. A type that hides the
 // capability fails New, saying what is missing.
 func TestWrappedConvertedDataset(t *testing.T) {
-	src, err := Dir(treetest.Shared(t))
+	src, err := Dir(treetest.Shared(t), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +104,7 @@ func TestWrappedConvertedDataset(t *testing.T) {
 	if _, err := pipeline.Convert(context.Background(), src, c, opts); err != nil {
 		t.Fatal(err)
 	}
-	conv, err := OpenConverted(dst)
+	conv, err := OpenConverted(dst, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +196,7 @@ func TestDirErrors(t *testing.T) {
 		"/nonexistent/photos": {"/nonexistent/photos", "no such file"},
 		flat:                  {flat, "no class folders, only 1 images directly inside", "DIR/CLASS/*.jpg"},
 	} {
-		_, err := Dir(dir)
+		_, err := Dir(dir, nil)
 		for _, w := range want {
 			if err == nil || !strings.Contains(err.Error(), w) {
 				t.Errorf("Dir(%q): %v; want it to say %q", dir, err, w)
@@ -211,10 +211,10 @@ func TestEmptyClassFolder(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(dir, "class02", "sub"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Dir(dir); err == nil || !strings.Contains(err.Error(), `class folder "class02" holds no image files`) {
+	if _, err := Dir(dir, nil); err == nil || !strings.Contains(err.Error(), `class folder "class02" holds no image files`) {
 		t.Fatalf("Dir with an empty class folder: %v", err)
 	}
-	src, err := FolderOptions{AllowEmptyClasses: true}.Dir(dir)
+	src, err := Dir(dir, &FolderOptions{AllowEmptyClasses: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +247,7 @@ func TestConcatClassPrefixAndNil(t *testing.T) {
 // Convert refuses a view whose samples include stored pixels: they have no files to
 // convert, and skipping them would write a short dataset.
 func TestConvertRefusesStoredSamples(t *testing.T) {
-	src, err := Dir(treetest.Shared(t))
+	src, err := Dir(treetest.Shared(t), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +256,7 @@ func TestConvertRefusesStoredSamples(t *testing.T) {
 	if _, err := pipeline.Convert(context.Background(), src, openCache(t, dst, cache.S2), opts); err != nil {
 		t.Fatal(err)
 	}
-	conv, err := OpenConverted(dst)
+	conv, err := OpenConverted(dst, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

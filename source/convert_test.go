@@ -24,7 +24,7 @@ func TestConvertResumesAndRepairs(t *testing.T) {
 			bad[rel] = true
 		}
 	}
-	src, err := Dir(dir)
+	src, err := Dir(dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func TestConvertResumesAndRepairs(t *testing.T) {
 		t.Fatalf("rerun: %+v; want 1 stored (repaired), %d skipped", *rep2, good-1)
 	}
 
-	conv, err := OpenConverted(dst)
+	conv, err := OpenConverted(dst, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package source
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -29,11 +28,12 @@ type Converted struct {
 	problems []cache.Problem
 	classes  []string
 	// A dataset in object storage: its shards' prefetches, in the order the loader
-	// reads them (the planner knows the shard cache's byte limit).
-	planner *shardPlanner
+	// reads them (the planner knows the shard cache's byte limit). A local dataset
+	// plans nothing.
+	planned
 }
 
-// ConvertedOptions configures OpenConverted.
+// ConvertedOptions configures OpenConverted. A nil pointer means the defaults.
 type ConvertedOptions struct {
 	// AllowIncomplete opens a dataset that is not known to be complete, to train on the
 	// samples it holds: one whose conversion failed, was interrupted or is still running;
@@ -53,9 +53,41 @@ type ConvertedOptions struct {
 	shards *objstore.ShardCache // where the shard files are, when not in the directory
 }
 
+func (o *ConvertedOptions) clone() *ConvertedOptions {
+	if o == nil {
+		return &ConvertedOptions{}
+	}
+	c := *o
+	return &c
+}
+
+// EnsureDefaults fills o's zero fields with their defaults and returns o; a nil o
+// becomes a new ConvertedOptions holding the defaults.
+func (o *ConvertedOptions) EnsureDefaults() *ConvertedOptions {
+	if o == nil {
+		o = &ConvertedOptions{}
+	}
+	if o.Logf == nil {
+		o.Logf = log.Printf
+	}
+	if o.PrefetchShards == 0 {
+		o.PrefetchShards = 2
+	}
+	return o
+}
+
+// Validate reports every invalid field of o, defaults filled (see EnsureDefaults),
+// joined into one error; nil when all are valid.
+func (o *ConvertedOptions) Validate() error {
+	if o.PrefetchShards < 0 {
+		return fmt.Errorf("source: ConvertedOptions.PrefetchShards %d is negative", o.PrefetchShards)
+	}
+	return nil
+}
+
 // OpenConverted opens the converted dataset in dir, read-only. Its samples are the
-// records stored under the dataset's spec, one per source path, in path order. opts,
-// at most one, defaults to the zero ConvertedOptions.
+// records stored under the dataset's spec, one per source path, in path order. opts nil
+// means the defaults.
 //
 // It checks the directory against the manifest the conversion recorded (cache.Info,
 // cache.Cache.CheckDataset), reading shard headers and indexes but no record, and logs
@@ -64,20 +96,10 @@ type ConvertedOptions struct {
 // a Loader counts them as bad samples (Config.Bad.MaxFraction applies) and logs each with
 // its shard. A dataset whose samples cannot all be listed, like one whose conversion did
 // not complete, is refused unless opts.AllowIncomplete. conveyor verify reads every record.
-func OpenConverted(dir string, opts ...ConvertedOptions) (*Converted, error) {
-	var o ConvertedOptions
-	switch len(opts) {
-	case 0:
-	case 1:
-		o = opts[0]
-	default:
-		return nil, fmt.Errorf("source: OpenConverted takes one ConvertedOptions at most, got %d", len(opts))
-	}
-	if o.Logf == nil {
-		o.Logf = log.Printf
-	}
-	if o.PrefetchShards < 0 {
-		return nil, fmt.Errorf("source: ConvertedOptions.PrefetchShards %d is negative", o.PrefetchShards)
+func OpenConverted(dir string, opts *ConvertedOptions) (*Converted, error) {
+	o := opts.clone().EnsureDefaults()
+	if err := o.Validate(); err != nil {
+		return nil, err
 	}
 	info, err := cache.ReadInfo(dir)
 	if err != nil {
@@ -145,7 +167,7 @@ func OpenConverted(dir string, opts ...ConvertedOptions) (*Converted, error) {
 	}
 	conv := &Converted{cache: c, info: info, refs: refs, problems: problems, classes: classes}
 	if o.shards != nil {
-		conv.plan(o.shards, cmp.Or(o.PrefetchShards, 2), o.Logf)
+		conv.plan(o.shards, o.PrefetchShards, o.Logf)
 	}
 	return conv, nil
 }
@@ -172,27 +194,6 @@ func (s *Converted) plan(shards *objstore.ShardCache, ahead int, logf func(strin
 	s.planner = newScatteredPlanner(shards, names, of, ahead)
 	s.planner.bound(shards, sizes, logf, s.cache.Dir())
 }
-
-// PlanEpoch implements EpochPlanner: for a dataset in object storage (Open), the
-// shards the epoch reads are fetched in the order it first reads them, a window ahead
-// (ConvertedOptions.PrefetchShards). A local dataset plans nothing.
-func (s *Converted) PlanEpoch(epoch int, order []int32) error {
-	if s.planner != nil {
-		return s.planner.PlanEpoch(epoch, order)
-	}
-	return nil
-}
-
-// PlanNext implements EpochPlanner: the window runs on into the next epoch's first
-// shards.
-func (s *Converted) PlanNext(epoch int, order []int32) {
-	if s.planner != nil {
-		s.planner.PlanNext(epoch, order)
-	}
-}
-
-// PlansReads reports whether the shards are in object storage.
-func (s *Converted) PlansReads() bool { return s.planner != nil }
 
 // incomplete says why the dataset in dir is not known to be complete, and what to do;
 // "" when it is.
@@ -264,9 +265,7 @@ func (s *Converted) Path(i int) string { return s.refs[i].Path }
 
 // Stored returns the record holding sample i's pixels.
 func (s *Converted) Stored(i int) (*cache.Cache, cache.Ref, bool) {
-	if s.planner != nil {
-		s.planner.opened(i) // before the read waits for the shard
-	}
+	s.opening(i)
 	return s.cache, s.refs[i], true
 }
 

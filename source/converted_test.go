@@ -29,7 +29,7 @@ func convertOpts(t *testing.T) *pipeline.ConvertOptions {
 // shards of 64 KiB (several, for a hundred images), and returns the directory.
 func convertTree(t *testing.T, classes, perClass int) string {
 	t.Helper()
-	src, err := Dir(treetest.New(t, classes, perClass))
+	src, err := Dir(treetest.New(t, classes, perClass), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func biggestShard(conv *Converted) (string, int) {
 // loader counts them as bad samples naming the shard, so MaxBadFraction ends the epoch.
 func TestConvertedDamagedShardHeader(t *testing.T) {
 	dst := convertTree(t, 5, 20)
-	conv, err := OpenConverted(dst)
+	conv, err := OpenConverted(dst, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +107,7 @@ func TestConvertedDamagedShardHeader(t *testing.T) {
 	f.Close()
 
 	var log lines
-	conv, err = OpenConverted(dst, ConvertedOptions{Logf: log.logf})
+	conv, err = OpenConverted(dst, &ConvertedOptions{Logf: log.logf})
 	if err != nil {
 		t.Fatalf("open with a damaged shard header: %v", err)
 	}
@@ -154,7 +154,7 @@ func TestConvertedDamagedShardHeader(t *testing.T) {
 // refuses, saying how many, unless AllowIncomplete.
 func TestConvertedLostShard(t *testing.T) {
 	dst := convertTree(t, 5, 20)
-	conv, err := OpenConverted(dst)
+	conv, err := OpenConverted(dst, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,12 +166,12 @@ func TestConvertedLostShard(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	_, err = OpenConverted(dst, ConvertedOptions{Logf: t.Logf})
+	_, err = OpenConverted(dst, &ConvertedOptions{Logf: t.Logf})
 	if !errors.Is(err, ErrIncomplete) || !strings.Contains(err.Error(), fmt.Sprintf("%d of its %d samples are lost", inVictim, n)) ||
 		!strings.Contains(err.Error(), "missing shard "+victim) {
 		t.Fatalf("open with a lost shard: %v", err)
 	}
-	conv, err = OpenConverted(dst, ConvertedOptions{AllowIncomplete: true, Logf: t.Logf})
+	conv, err = OpenConverted(dst, &ConvertedOptions{AllowIncomplete: true, Logf: t.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +184,7 @@ func TestConvertedLostShard(t *testing.T) {
 // An incomplete conversion, stopped or still running, is refused by default, saying
 // which; AllowIncomplete trains on what it holds.
 func TestConvertedIncomplete(t *testing.T) {
-	src, err := Dir(treetest.New(t, 2, 40)) // over one of Convert's batches of 64
+	src, err := Dir(treetest.New(t, 2, 40), nil) // over one of Convert's batches of 64
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +197,7 @@ func TestConvertedIncomplete(t *testing.T) {
 	opts.Workers = 1
 	opts.Progress = func(p pipeline.ConvertReport) {
 		if during == nil && p.Done < p.Total {
-			_, during = OpenConverted(dst, ConvertedOptions{Logf: t.Logf})
+			_, during = OpenConverted(dst, &ConvertedOptions{Logf: t.Logf})
 			if during == nil {
 				during = errors.New("opened while converting")
 			}
@@ -221,13 +221,13 @@ func TestConvertedIncomplete(t *testing.T) {
 	if _, err := pipeline.Convert(context.Background(), src, c2, convertOpts(t)); !errors.Is(err, cache.ErrFull) {
 		t.Fatalf("Convert into a small cache: %v, want ErrFull", err)
 	}
-	_, err = OpenConverted(dst2, ConvertedOptions{Logf: t.Logf})
+	_, err = OpenConverted(dst2, &ConvertedOptions{Logf: t.Logf})
 	t.Logf("after a stopped conversion: %v", err)
 	if !errors.Is(err, ErrIncomplete) || !strings.Contains(err.Error(), "its conversion stopped with ") || !strings.Contains(err.Error(), "full") {
 		t.Errorf("open after a stopped conversion: %v", err)
 	}
 	var log lines
-	conv, err := OpenConverted(dst2, ConvertedOptions{AllowIncomplete: true, Logf: log.logf})
+	conv, err := OpenConverted(dst2, &ConvertedOptions{AllowIncomplete: true, Logf: log.logf})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +245,7 @@ func TestConvertedIncomplete(t *testing.T) {
 	if err := cache.WriteInfo(dst, info); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := OpenConverted(dst, ConvertedOptions{Logf: t.Logf}); !errors.Is(err, ErrIncomplete) || !strings.Contains(err.Error(), "did not finish") {
+	if _, err := OpenConverted(dst, &ConvertedOptions{Logf: t.Logf}); !errors.Is(err, ErrIncomplete) || !strings.Contains(err.Error(), "did not finish") {
 		t.Errorf("open after a killed conversion: %v", err)
 	}
 }
@@ -253,7 +253,7 @@ func TestConvertedIncomplete(t *testing.T) {
 // A dataset.json written before manifests is refused until a rerun of Convert, which
 // decodes nothing, records one.
 func TestConvertedWithoutManifest(t *testing.T) {
-	src, err := Dir(treetest.New(t, 2, 6))
+	src, err := Dir(treetest.New(t, 2, 6), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,14 +270,14 @@ func TestConvertedWithoutManifest(t *testing.T) {
 	if err := cache.WriteInfo(dst, info); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := OpenConverted(dst, ConvertedOptions{Logf: t.Logf}); !errors.Is(err, ErrIncomplete) || !strings.Contains(err.Error(), "older conveyor") {
+	if _, err := OpenConverted(dst, &ConvertedOptions{Logf: t.Logf}); !errors.Is(err, ErrIncomplete) || !strings.Contains(err.Error(), "older conveyor") {
 		t.Fatalf("open of a version 1 dataset: %v", err)
 	}
 	rep, err := pipeline.Convert(context.Background(), src, c, convertOpts(t))
 	if err != nil || rep.Stored != 0 || rep.Skipped != src.Len()-rep.Bad {
 		t.Fatalf("rerun: %+v, %v; want everything skipped", rep, err)
 	}
-	conv, err := OpenConverted(dst)
+	conv, err := OpenConverted(dst, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,7 +287,7 @@ func TestConvertedWithoutManifest(t *testing.T) {
 // Two Converts into one directory at once: one runs, the other fails at once naming
 // it, and every file is stored once.
 func TestConcurrentConverts(t *testing.T) {
-	src, err := Dir(treetest.New(t, 3, 10))
+	src, err := Dir(treetest.New(t, 3, 10), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -343,7 +343,7 @@ func TestConcurrentConverts(t *testing.T) {
 func TestConvertedTruncatedMidEpoch(t *testing.T) {
 	dst := convertTree(t, 5, 20)
 	var log lines
-	conv, err := OpenConverted(dst, ConvertedOptions{Logf: log.logf})
+	conv, err := OpenConverted(dst, &ConvertedOptions{Logf: log.logf})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -387,7 +387,7 @@ func TestConvertedCropReadsBands(t *testing.T) {
 	if _, err := synth.WriteTree(dir, &synth.TreeOptions{Classes: 2, PerClass: 8, Seed: 5, MinSide: 200, MaxSide: 420, Formats: synth.AllFormats()}); err != nil {
 		t.Fatal(err)
 	}
-	src, err := Dir(dir)
+	src, err := Dir(dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -402,7 +402,7 @@ func TestConvertedCropReadsBands(t *testing.T) {
 				t.Fatal(err)
 			}
 			c.Close()
-			conv, err := OpenConverted(dst)
+			conv, err := OpenConverted(dst, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -446,7 +446,7 @@ func TestConvertedSymlinks(t *testing.T) {
 			}
 		}
 	}
-	conv, err := OpenConverted(farm, ConvertedOptions{Logf: t.Logf})
+	conv, err := OpenConverted(farm, &ConvertedOptions{Logf: t.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -454,7 +454,7 @@ func TestConvertedSymlinks(t *testing.T) {
 	if conv.Len() != 20 || len(conv.Problems()) != 0 {
 		t.Fatalf("%d samples, problems %+v", conv.Len(), conv.Problems())
 	}
-	local, err := OpenConverted(dst, ConvertedOptions{Logf: t.Logf})
+	local, err := OpenConverted(dst, &ConvertedOptions{Logf: t.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -478,7 +478,7 @@ func TestConvertedLostWithoutDamage(t *testing.T) {
 	if err := cache.WriteInfo(dst, info); err != nil {
 		t.Fatal(err)
 	}
-	_, err = OpenConverted(dst, ConvertedOptions{Logf: t.Logf})
+	_, err = OpenConverted(dst, &ConvertedOptions{Logf: t.Logf})
 	if !errors.Is(err, ErrIncomplete) || strings.Contains(err.Error(), "()") || !strings.Contains(err.Error(), "counts 25 stored and its shards hold 20") {
 		t.Errorf("open: %v", err)
 	}

@@ -30,9 +30,52 @@ type OpenOptions struct {
 	// index lazily, so that the first batch waits for its own shards only. Default nil:
 	// every shard is indexed (and, when remote, fetched once) before Open returns.
 	WebDataset *WebDatasetOptions
-	// Converted configures a converted dataset, local or in object storage. Default: the
-	// zero ConvertedOptions.
-	Converted ConvertedOptions
+	// Converted configures a converted dataset, local or in object storage. Default nil:
+	// ConvertedOptions' defaults.
+	Converted *ConvertedOptions
+}
+
+// clone copies o (nil: the zero options) and the source's own options in it; Store and
+// Cache are objstore's, which copies them itself.
+func (o *OpenOptions) clone() *OpenOptions {
+	var c OpenOptions
+	if o != nil {
+		c = *o
+	}
+	if c.WebDataset != nil {
+		c.WebDataset = c.WebDataset.clone()
+	}
+	c.Converted = c.Converted.clone()
+	return &c
+}
+
+// EnsureDefaults fills o's zero fields with their defaults and returns o; a nil o
+// becomes a new OpenOptions holding the defaults. WebDataset stays nil when nil (every
+// shard is indexed), and Store and Cache are left to objstore, which fills their
+// defaults when it opens the store.
+func (o *OpenOptions) EnsureDefaults() *OpenOptions {
+	if o == nil {
+		o = &OpenOptions{}
+	}
+	if o.WebDataset != nil {
+		o.WebDataset.EnsureDefaults()
+	}
+	o.Converted = o.Converted.EnsureDefaults()
+	return o
+}
+
+// Validate reports every invalid field of o and of its WebDataset and Converted options,
+// defaults filled (see EnsureDefaults), joined into one error; nil when all are valid.
+// Store and Cache are validated when the store is opened.
+func (o *OpenOptions) Validate() error {
+	var errs []error
+	if o.WebDataset != nil {
+		errs = append(errs, o.WebDataset.Validate())
+	}
+	if o.Converted != nil {
+		errs = append(errs, o.Converted.Validate())
+	}
+	return errors.Join(errs...)
 }
 
 // String prints the effective options.
@@ -45,7 +88,11 @@ func (o OpenOptions) String() string {
 	if o.WebDataset != nil {
 		w = *o.WebDataset
 	}
-	return fmt.Sprintf("pipeline.OpenOptions{Cache: %v, WebDataset: %v, Converted: {AllowIncomplete: %v, PrefetchShards: %d}}", c, w, o.Converted.AllowIncomplete, o.Converted.PrefetchShards)
+	v := ConvertedOptions{}
+	if o.Converted != nil {
+		v = *o.Converted
+	}
+	return fmt.Sprintf("source.OpenOptions{Cache: %v, WebDataset: %v, Converted: {AllowIncomplete: %v, PrefetchShards: %d}}", c, w, v.AllowIncomplete, v.PrefetchShards)
 }
 
 // A Dataset is a dataset URL opened for training: its Source, and for WebDataset shards
@@ -119,24 +166,24 @@ func (d *Dataset) Close() error {
 //     Converted.ByShard() when it is larger than the cache: the sample order reads
 //     every shard at once, and fetches shards again and again (it says so, once).
 //
-// Errors name the URL as given.
+// opts nil means the defaults. Errors name the URL as given.
 func Open(ctx context.Context, url string, opts *OpenOptions) (*Dataset, error) {
-	var o OpenOptions
-	if opts != nil {
-		o = *opts
+	o := opts.clone().EnsureDefaults()
+	if err := o.Validate(); err != nil {
+		return nil, err
 	}
 	loc, err := objstore.ParseURL(url)
 	if err != nil {
 		return nil, fmt.Errorf("source: %w", err)
 	}
 	if isJSON(loc.Path) && !isPattern(loc.Path) {
-		return openShardIndex(ctx, url, &o)
+		return openShardIndex(ctx, url, o)
 	}
 	if !loc.Remote() && !isPattern(loc.Path) && !isTar(loc.Path) {
-		return openLocal(url, loc.Path, &o)
+		return openLocal(url, loc.Path, o)
 	}
 	if (loc.Scheme == "http" || loc.Scheme == "https") && !isPattern(loc.Path) && !isTar(loc.Path) {
-		if d, err := openHTTPConverted(ctx, url, &o); d != nil || err != nil {
+		if d, err := openHTTPConverted(ctx, url, o); d != nil || err != nil {
 			return d, err
 		}
 	}
@@ -145,7 +192,7 @@ func Open(ctx context.Context, url string, opts *OpenOptions) (*Dataset, error) 
 		return nil, fmt.Errorf("source: %w", err)
 	}
 	if slices.Contains(store.Names, cache.InfoName) {
-		return openRemoteConverted(ctx, url, store, &o)
+		return openRemoteConverted(ctx, url, store, o)
 	}
 	shards := slices.DeleteFunc(slices.Clone(store.Names), func(n string) bool { return !isTar(n) })
 	if len(shards) == 0 {
@@ -289,7 +336,7 @@ func openLocal(url, dir string, o *OpenOptions) (*Dataset, error) {
 		}
 		return &Dataset{Source: c, closer: c.Close}, nil
 	}
-	src, err := Dir(dir)
+	src, err := Dir(dir, nil)
 	if err != nil {
 		return nil, err
 	}

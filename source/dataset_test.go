@@ -86,7 +86,7 @@ func mostAtOnce(ends []int, order []int64) int {
 // a start at a cursor plans again.
 func TestWebDatasetPlanEpoch(t *testing.T) {
 	tree := wdsTree(t, 3, 20)
-	folder, err := Dir(tree)
+	folder, err := Dir(tree, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -295,7 +295,7 @@ func TestWebDatasetPlanEpoch(t *testing.T) {
 // cannot.
 func TestOpenDatasetLocal(t *testing.T) {
 	tree := wdsTree(t, 2, 6)
-	folder, err := Dir(tree)
+	folder, err := Dir(tree, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,7 +346,7 @@ func TestOpenDatasetLocal(t *testing.T) {
 
 	// A converted dataset, with its options.
 	conv := convertTree(t, 2, 5)
-	d, err = Open(ctx, conv, &OpenOptions{Converted: ConvertedOptions{Logf: t.Logf}})
+	d, err = Open(ctx, conv, &OpenOptions{Converted: &ConvertedOptions{Logf: t.Logf}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -52,7 +52,7 @@ func ExampleOpenConverted() {
 	defer os.RemoveAll(dir)
 
 	// Once: what conveyor convert TREE DIR --size 64 does.
-	images, err := source.Dir(tree)
+	images, err := source.Dir(tree, nil)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func ExampleOpenConverted() {
 	if err := pipeline.ApplyRecipe(cfg, "train", 32); err != nil {
 		log.Fatal(err)
 	}
-	src, err := source.OpenConverted(dir) // a Source of stored pixels
+	src, err := source.OpenConverted(dir, nil) // a Source of stored pixels
 	if err != nil {
 		log.Fatal(err)
 	}

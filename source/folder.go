@@ -89,18 +89,32 @@ func (s *fsSource) String() string { return s.desc }
 //
 // fsys may be os.DirFS, an embed.FS, a *zip.Reader or any other fs.FS; root is "." for
 // the whole file system. Only regular files are samples: a named pipe, device or socket
-// with an image name is a bad sample, found without opening it.
-func ImageFolder(fsys fs.FS, root string) (pipeline.FileSource, error) {
-	return FolderOptions{}.ImageFolder(fsys, root)
+// with an image name is a bad sample, found without opening it. opts nil means the
+// defaults.
+func ImageFolder(fsys fs.FS, root string, opts *FolderOptions) (pipeline.FileSource, error) {
+	o := opts.clone().EnsureDefaults()
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	return o.imageFolder(fsTree{fsys, root}, root)
 }
 
-// Dir opens the ImageFolder tree at dir on the local file system. It reads the folder
-// with the os package, so every name Linux allows works, not only valid UTF-8. Errors
-// name dir as given.
-func Dir(dir string) (pipeline.FileSource, error) { return FolderOptions{}.Dir(dir) }
+// Dir opens the ImageFolder tree at dir on the local file system, as ImageFolder does
+// (opts nil: the defaults). It reads the folder with the os package, so every name Linux
+// allows works, not only valid UTF-8. Errors name dir as given.
+func Dir(dir string, opts *FolderOptions) (pipeline.FileSource, error) {
+	o := opts.clone().EnsureDefaults()
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(dir); err != nil {
+		return nil, fmt.Errorf("source: image folder: %w", err)
+	}
+	return o.imageFolder(osTree{dir}, dir)
+}
 
-// FolderOptions configures listing an ImageFolder tree: FolderOptions{...}.Dir(path) or
-// .ImageFolder(fsys, root). The zero value is what Dir and ImageFolder use.
+// FolderOptions configures listing an ImageFolder tree (Dir, ImageFolder). A nil pointer
+// means the defaults.
 type FolderOptions struct {
 	// AllowEmptyClasses accepts class folders without image files: their labels have no
 	// samples. Default false: such a folder is an error naming it, as torchvision's
@@ -108,24 +122,33 @@ type FolderOptions struct {
 	AllowEmptyClasses bool
 }
 
-// Dir is the package's Dir with these options.
-func (o FolderOptions) Dir(dir string) (pipeline.FileSource, error) {
-	if _, err := os.Stat(dir); err != nil {
-		return nil, fmt.Errorf("source: image folder: %w", err)
+func (o *FolderOptions) clone() *FolderOptions {
+	if o == nil {
+		return &FolderOptions{}
 	}
-	return o.imageFolder(osTree{dir}, dir)
+	c := *o
+	return &c
 }
 
-// ImageFolder is the package's ImageFolder with these options.
-func (o FolderOptions) ImageFolder(fsys fs.FS, root string) (pipeline.FileSource, error) {
-	return o.imageFolder(fsTree{fsys, root}, root)
+// EnsureDefaults fills o's zero fields with their defaults and returns o; a nil o
+// becomes a new FolderOptions holding the defaults. (Every field's zero value is its
+// default.)
+func (o *FolderOptions) EnsureDefaults() *FolderOptions {
+	if o == nil {
+		o = &FolderOptions{}
+	}
+	return o
 }
+
+// Validate reports every invalid field of o joined into one error; nil when all are
+// valid, as every FolderOptions is.
+func (o *FolderOptions) Validate() error { return nil }
 
 // folderLayout is what an error about an ImageFolder tree tells the user to give.
 const folderLayout = "expected an ImageFolder tree DIR/CLASS/*.jpg (one folder per class)"
 
 // imageFolder lists the ImageFolder tree t, naming it name in errors.
-func (o FolderOptions) imageFolder(t tree, name string) (pipeline.FileSource, error) {
+func (o *FolderOptions) imageFolder(t tree, name string) (pipeline.FileSource, error) {
 	ents, err := t.readDir(".")
 	if err != nil {
 		return nil, fmt.Errorf("source: image folder %s: %w", name, err)
@@ -161,7 +184,7 @@ func (o FolderOptions) imageFolder(t tree, name string) (pipeline.FileSource, er
 		return nil, fmt.Errorf("source: image folder %s: no image files in its %d class folders (%s); %s", name, len(s.classes), strings.Join(imageExts, " "), folderLayout)
 	}
 	if len(empty) > 0 && !o.AllowEmptyClasses {
-		return nil, fmt.Errorf("source: image folder %s: class folder %q holds no image files (%s)%s; remove it, or list with FolderOptions{AllowEmptyClasses: true}",
+		return nil, fmt.Errorf("source: image folder %s: class folder %q holds no image files (%s)%s; remove it, or list with &FolderOptions{AllowEmptyClasses: true}",
 			name, empty[0], strings.Join(imageExts, " "), more(len(empty)-1, "other empty class folder"))
 	}
 	s.trim()

@@ -328,11 +328,11 @@ func TestMultiHotBatches(t *testing.T) {
 // TestClassesOnEverySource checks that every built-in source names its classes.
 func TestClassesOnEverySource(t *testing.T) {
 	dir := treetest.New(t, 3, 2)
-	folder, err := Dir(dir)
+	folder, err := Dir(dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	fsFolder, err := ImageFolder(os.DirFS(dir), ".")
+	fsFolder, err := ImageFolder(os.DirFS(dir), ".", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -352,7 +352,7 @@ func TestClassesOnEverySource(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conv, err := OpenConverted(convertTree(t, 2, 3))
+	conv, err := OpenConverted(convertTree(t, 2, 3), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -407,7 +407,7 @@ func (s badLabels) Label(i int) int { return 7 }
 // TestLabelOutsideClasses checks that a label without a class ends the epoch naming the
 // sample when the batch needs target rows, instead of writing outside the row.
 func TestLabelOutsideClasses(t *testing.T) {
-	src, err := Dir(treetest.Shared(t))
+	src, err := Dir(treetest.Shared(t), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -61,10 +61,8 @@ func Manifest(fsys fs.FS, name string) (pipeline.FileSource, error) {
 	} else {
 		err = m.readCSV(r)
 	}
-	if err == nil && len(m.keys) > 0 {
-		for len(m.mends) < m.Len() { // samples after the last with metadata have none
-			m.mends = append(m.mends, uint32(len(m.mfields)))
-		}
+	if err == nil {
+		m.meta.finish(m.Len())
 	}
 	if err == nil && m.Len() == 0 {
 		err = fmt.Errorf("source: manifest %s: no samples", name)
@@ -76,8 +74,8 @@ func Manifest(fsys fs.FS, name string) (pipeline.FileSource, error) {
 		return nil, err
 	}
 	m.trim()
-	m.lends, m.lvals = slices.Clip(m.lends), slices.Clip(m.lvals)
-	m.mends, m.mfields, m.marena = slices.Clip(m.mends), slices.Clip(m.mfields), slices.Clip(m.marena)
+	m.multi.clip()
+	m.meta.clip()
 	return &m.manifestSource, nil
 }
 
@@ -85,63 +83,28 @@ func Manifest(fsys fs.FS, name string) (pipeline.FileSource, error) {
 // every label of multi-label samples and the metadata, each only when the file has any.
 type manifestSource struct {
 	fsSource
-	lends []uint32 // lends[i] is the end of sample i's labels in lvals; nil: one label each
-	lvals []int32
-
-	keys    []string       // metadata keys, in order of first appearance
-	keyID   map[string]int // key -> its index in keys
-	mends   []uint32       // mends[i] is the end of sample i's fields in mfields
-	mfields []metaField
-	marena  []byte
+	multi labelTable // empty: one label each
+	meta  metaTable
 }
 
-// metaField is one sample's value under key: marena from the previous field's end to end.
-type metaField struct{ key, end uint32 }
-
 // MultiLabel reports whether some sample has other than one label.
-func (m *manifestSource) MultiLabel() bool { return m.lends != nil }
+func (m *manifestSource) MultiLabel() bool { return m.multi.ends != nil }
 
 // Labels appends sample i's labels, ascending, to dst.
 func (m *manifestSource) Labels(dst []int, i int) []int {
-	if m.lends == nil {
+	if m.multi.ends == nil {
 		return append(dst, m.Label(i))
 	}
-	start := uint32(0)
-	if i > 0 {
-		start = m.lends[i-1]
-	}
-	for _, l := range m.lvals[start:m.lends[i]] {
-		dst = append(dst, int(l))
-	}
-	return dst
+	return m.multi.appendTo(dst, i)
 }
 
 // MetadataKeys lists the metadata keys: CSV columns after the label, in column order;
 // JSONL fields other than path and label(s), in order of first appearance (sorted within
 // a line).
-func (m *manifestSource) MetadataKeys() []string { return m.keys }
+func (m *manifestSource) MetadataKeys() []string { return m.meta.keys }
 
 // Metadata returns sample i's value under key.
-func (m *manifestSource) Metadata(i int, key string) ([]byte, bool) {
-	id, ok := m.keyID[key]
-	if !ok || m.mends == nil {
-		return nil, false
-	}
-	start := uint32(0)
-	if i > 0 {
-		start = m.mends[i-1]
-	}
-	for f := start; f < m.mends[i]; f++ {
-		if m.mfields[f].key == uint32(id) {
-			var from uint32
-			if f > 0 {
-				from = m.mfields[f-1].end
-			}
-			return m.marena[from:m.mfields[f].end:m.mfields[f].end], true
-		}
-	}
-	return nil, false
-}
+func (m *manifestSource) Metadata(i int, key string) ([]byte, bool) { return m.meta.get(i, key) }
 
 // maxLabel bounds an integer label: Classes holds one name per index up to the largest.
 const maxLabel = 1<<22 - 1
@@ -165,7 +128,7 @@ type manifest struct {
 	texts []labelText
 	names bool // some label is a name (CSV: not an integer; JSONL: a string)
 	ints  int  // JSONL: the line of the first number label, 0 if none
-	multi bool // some sample has other than one label
+	many  bool // some sample has other than one label
 }
 
 type labelText struct {
@@ -221,7 +184,7 @@ func (m *manifest) readCSV(r io.Reader) error {
 			return err
 		}
 		for k, v := range rec[2:] {
-			m.addMeta(k, v)
+			addField(&m.meta, k, v)
 		}
 		if err := m.endMeta(line); err != nil {
 			return err
@@ -240,47 +203,19 @@ func (m *manifest) csvKeys(cols []string, header bool) error {
 		if key == "" {
 			return fmt.Errorf("source: manifest %s line 1: column %d has no name", m.name, k+3)
 		}
-		if _, dup := m.keyID[key]; dup {
+		if _, dup := m.meta.keyID[key]; dup {
 			return fmt.Errorf("source: manifest %s line 1: column %q appears twice", m.name, key)
 		}
-		m.key(key)
+		m.meta.key(key)
 	}
 	return nil
 }
 
-// key returns the index of metadata key k, adding it.
-func (m *manifest) key(k string) int {
-	id, ok := m.keyID[k]
-	if !ok {
-		if m.keyID == nil {
-			m.keyID = map[string]int{}
-		}
-		id = len(m.keys)
-		m.keyID[k] = id
-		m.keys = append(m.keys, k)
-	}
-	return id
-}
-
-// addMeta adds the value of key id to the sample being added.
-func (m *manifest) addMeta(id int, v string) {
-	m.marena = append(m.marena, v...)
-	m.mfields = append(m.mfields, metaField{key: uint32(id), end: uint32(len(m.marena))})
-}
-
 // endMeta ends the metadata of the sample just added.
 func (m *manifest) endMeta(line int) error {
-	if len(m.keys) == 0 {
-		return nil
+	if err := m.meta.endSample(m.Len() - 1); err != nil {
+		return fmt.Errorf("source: manifest %s line %d: %w", m.name, line, err)
 	}
-	if len(m.marena) > 1<<32-1 || len(m.mfields) > 1<<32-1 {
-		return fmt.Errorf("source: manifest %s line %d: more than 4 GiB of metadata", m.name, line)
-	}
-	// Samples before the first with metadata have none.
-	for len(m.mends) < m.Len()-1 {
-		m.mends = append(m.mends, 0)
-	}
-	m.mends = append(m.mends, uint32(len(m.mfields)))
 	return nil
 }
 
@@ -365,9 +300,9 @@ func (m *manifest) readJSONL(r io.Reader) error {
 			case string(v) == "null":
 				continue
 			case json.Unmarshal(v, &text) == nil:
-				m.addMeta(m.key(k), text)
+				addField(&m.meta, m.meta.key(k), text)
 			default:
-				m.addMeta(m.key(k), string(v))
+				addField(&m.meta, m.meta.key(k), []byte(v))
 			}
 		}
 		if err := m.endMeta(line); err != nil {
@@ -406,7 +341,7 @@ func (m *manifest) jsonLabel(v json.RawMessage, line int) (string, error) {
 }
 
 // add adds one sample whose labels' texts are labels. While reading, every sample's label
-// text indices are in lvals (number keeps them only for a multi-label file), and its
+// text indices are in m.multi (number keeps them only for a multi-label file), and its
 // index label is its first one's, or -1.
 func (m *manifest) add(p string, labels []string, line int) error {
 	if len(p) > maxPathBytes {
@@ -419,7 +354,7 @@ func (m *manifest) add(p string, labels []string, line int) error {
 		return fmt.Errorf("source: manifest %s line %d: empty label", m.name, line)
 	}
 	if len(labels) != 1 {
-		m.multi = true
+		m.many = true
 	}
 	first := -1
 	for k, label := range labels {
@@ -435,12 +370,11 @@ func (m *manifest) add(p string, labels []string, line int) error {
 		if k == 0 {
 			first = id
 		}
-		m.lvals = append(m.lvals, int32(id))
+		m.multi.push(int32(id))
 	}
-	if len(m.lvals) > 1<<32-1 {
-		return fmt.Errorf("source: manifest %s line %d: more than 2^32 labels", m.name, line)
+	if err := m.multi.end(); err != nil {
+		return fmt.Errorf("source: manifest %s line %d: %w", m.name, line, err)
 	}
-	m.lends = append(m.lends, uint32(len(m.lvals)))
 	return m.index.add(path.Clean(p), first)
 }
 
@@ -476,16 +410,15 @@ func (m *manifest) number() error {
 			m.classes[i] = strconv.Itoa(i)
 		}
 	}
-	if !m.multi {
+	if !m.many {
 		for i, l := range m.labels {
 			m.labels[i] = remap[l]
 		}
-		m.lends, m.lvals = nil, nil
+		m.multi = labelTable{}
 		return nil
 	}
-	start := uint32(0)
-	for i, end := range m.lends {
-		ls := m.lvals[start:end]
+	for i := range m.multi.ends {
+		ls := m.multi.of(i)
 		for k, l := range ls {
 			ls[k] = remap[l]
 		}
@@ -494,7 +427,6 @@ func (m *manifest) number() error {
 		if len(ls) > 0 {
 			m.labels[i] = ls[0]
 		}
-		start = end
 	}
 	return nil
 }

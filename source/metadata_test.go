@@ -25,7 +25,7 @@ import (
 // partedDataset converts a small tree in two parts into a new directory and returns it.
 func partedDataset(t *testing.T) string {
 	t.Helper()
-	src, err := Dir(treetest.New(t, 2, 6))
+	src, err := Dir(treetest.New(t, 2, 6), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +78,7 @@ func TestConvertedHTTPEndlessFiles(t *testing.T) {
 			hs := endlessServer(t, dir, endless, &requests)
 			cacheDir := t.TempDir()
 			start := time.Now()
-			d, err := Open(ctx, hs.URL+"/", &OpenOptions{Store: fastStore, Cache: &objstore.ShardCacheOptions{Dir: cacheDir}, Converted: ConvertedOptions{Logf: quiet}})
+			d, err := Open(ctx, hs.URL+"/", &OpenOptions{Store: fastStore, Cache: &objstore.ShardCacheOptions{Dir: cacheDir}, Converted: &ConvertedOptions{Logf: quiet}})
 			if endless == "" {
 				if err != nil {
 					t.Fatal(err)
@@ -113,7 +113,7 @@ func TestConvertedTooManyParts(t *testing.T) {
 		t.Fatal(err)
 	}
 	const want = "2000000000 parts, more than the 1048576"
-	if _, err := OpenConverted(dir, ConvertedOptions{Logf: quiet}); err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), filepath.Join(dir, cache.InfoName)) {
+	if _, err := OpenConverted(dir, &ConvertedOptions{Logf: quiet}); err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), filepath.Join(dir, cache.InfoName)) {
 		t.Errorf("local: %v", err)
 	}
 	// Many parts, none run: the error names a few, not each.
@@ -122,14 +122,14 @@ func TestConvertedTooManyParts(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(many, cache.InfoName), []byte(js), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, err := OpenConverted(many, ConvertedOptions{Logf: quiet})
+	_, err := OpenConverted(many, &ConvertedOptions{Logf: quiet})
 	if !errors.Is(err, ErrIncomplete) || len(err.Error()) > 4096 || !strings.Contains(err.Error(), "--part 0/5000, ") || !strings.Contains(err.Error(), "and the 4992 other unfinished parts") {
 		t.Errorf("5000 parts, none run: %.5000v", err)
 	}
 
 	var requests atomic.Int64
 	hs := endlessServer(t, dir, "", &requests)
-	_, err = Open(context.Background(), hs.URL+"/", &OpenOptions{Store: fastStore, Cache: &objstore.ShardCacheOptions{Dir: t.TempDir()}, Converted: ConvertedOptions{Logf: quiet}})
+	_, err = Open(context.Background(), hs.URL+"/", &OpenOptions{Store: fastStore, Cache: &objstore.ShardCacheOptions{Dir: t.TempDir()}, Converted: &ConvertedOptions{Logf: quiet}})
 	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), hs.URL+"/"+cache.InfoName) {
 		t.Errorf("over HTTP: %v", err)
 	}
@@ -150,7 +150,7 @@ func TestConvertedHTTPManyPartsAbsent(t *testing.T) {
 	}
 	var requests atomic.Int64
 	hs := endlessServer(t, dir, "", &requests)
-	_, err := Open(context.Background(), hs.URL+"/", &OpenOptions{Store: fastStore, Cache: &objstore.ShardCacheOptions{Dir: t.TempDir()}, Converted: ConvertedOptions{Logf: quiet}})
+	_, err := Open(context.Background(), hs.URL+"/", &OpenOptions{Store: fastStore, Cache: &objstore.ShardCacheOptions{Dir: t.TempDir()}, Converted: &ConvertedOptions{Logf: quiet}})
 	if !errors.Is(err, ErrIncomplete) || !strings.Contains(err.Error(), hs.URL) || !strings.Contains(err.Error(), "part records") {
 		t.Errorf("over HTTP, %d parts none run: %v", parts, err)
 	}
@@ -200,7 +200,7 @@ func testConvertedS3FetchesItsFilesOnly(t *testing.T, srv *s3test.Server) {
 	if st := b.Stats(); st.BytesFetched >= unrelated {
 		t.Errorf("fetched %d bytes", st.BytesFetched)
 	}
-	d, err := Open(ctx, srv.URL("conv/"), &OpenOptions{Store: fastStore, Cache: &objstore.ShardCacheOptions{Dir: t.TempDir()}, Converted: ConvertedOptions{Logf: quiet}})
+	d, err := Open(ctx, srv.URL("conv/"), &OpenOptions{Store: fastStore, Cache: &objstore.ShardCacheOptions{Dir: t.TempDir()}, Converted: &ConvertedOptions{Logf: quiet}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +234,7 @@ func TestConvertedHugeLabel(t *testing.T) {
 	if err := cache.WriteInfo(dir, info); err != nil {
 		t.Fatal(err)
 	}
-	_, err = OpenConverted(dir, ConvertedOptions{Logf: quiet})
+	_, err = OpenConverted(dir, &ConvertedOptions{Logf: quiet})
 	if err == nil || !strings.Contains(err.Error(), "label 2147483647 of a/x.jpg") {
 		t.Errorf("open: %v", err)
 	}

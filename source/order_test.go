@@ -12,7 +12,7 @@ import (
 )
 
 func TestShardedViews(t *testing.T) {
-	files, err := Dir(treetest.Shared(t))
+	files, err := Dir(treetest.Shared(t), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func TestShardedViews(t *testing.T) {
 }
 
 func TestConvertedByShard(t *testing.T) {
-	cs, err := OpenConverted(convertTree(t, 2, 40))
+	cs, err := OpenConverted(convertTree(t, 2, 40), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +133,7 @@ func (s shardedFiles) ShuffleBlock() int { return 0 }
 // shardedTree is the shared test tree (60 files) in shards of 7 to 13 samples.
 func shardedTree(t *testing.T) shardedFiles {
 	t.Helper()
-	src, err := Dir(treetest.Shared(t))
+	src, err := Dir(treetest.Shared(t), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,7 +34,7 @@ func convertPart(t *testing.T, src pipeline.Source, dst string, p cache.Part) (*
 // gives the same batches; each part wrote only files named after it.
 func TestConvertPartsSameBatches(t *testing.T) {
 	tree := treetest.Shared(t)
-	src, err := Dir(tree)
+	src, err := Dir(tree, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func TestConvertPartsSameBatches(t *testing.T) {
 	for i := range n {
 		wg.Go(func() {
 			// Each opens its own listing, as a separate process does.
-			src, err := Dir(tree)
+			src, err := Dir(tree, nil)
 			if err == nil {
 				reps[i], err = convertPart(t, src, parted, cache.Part{Index: i, Count: n})
 			}
@@ -107,12 +107,12 @@ func TestConvertPartsSameBatches(t *testing.T) {
 		}
 	}
 
-	a, err := OpenConverted(one, ConvertedOptions{Logf: t.Logf})
+	a, err := OpenConverted(one, &ConvertedOptions{Logf: t.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	b, err := OpenConverted(parted, ConvertedOptions{Logf: t.Logf})
+	b, err := OpenConverted(parted, &ConvertedOptions{Logf: t.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +139,7 @@ func TestConvertPartsSameBatches(t *testing.T) {
 // makes it complete, with no merge step.
 func TestConvertPartsMissingAndResume(t *testing.T) {
 	tree := treetest.New(t, 2, 9)
-	src, err := Dir(tree)
+	src, err := Dir(tree, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +150,7 @@ func TestConvertPartsMissingAndResume(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	_, err = OpenConverted(dst, ConvertedOptions{Logf: t.Logf})
+	_, err = OpenConverted(dst, &ConvertedOptions{Logf: t.Logf})
 	if !errors.Is(err, ErrIncomplete) || !strings.Contains(err.Error(), "part 1/3 has not run") || !strings.Contains(err.Error(), "--part 1/3") {
 		t.Fatalf("OpenConverted with part 1/3 missing: %v; want ErrIncomplete naming it", err)
 	}
@@ -158,7 +158,7 @@ func TestConvertPartsMissingAndResume(t *testing.T) {
 	if err != nil || !slices.Equal(info.Unfinished, []string{"1/3"}) {
 		t.Fatalf("ReadInfo: unfinished %v, %v; want [1/3]", info.Unfinished, err)
 	}
-	some, err := OpenConverted(dst, ConvertedOptions{AllowIncomplete: true, Logf: t.Logf})
+	some, err := OpenConverted(dst, &ConvertedOptions{AllowIncomplete: true, Logf: t.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +180,7 @@ func TestConvertPartsMissingAndResume(t *testing.T) {
 	if _, err := convertPart(t, src, dst, cache.Part{Index: 1, Count: n}); err != nil {
 		t.Fatal(err)
 	}
-	all, err := OpenConverted(dst, ConvertedOptions{Logf: t.Logf})
+	all, err := OpenConverted(dst, &ConvertedOptions{Logf: t.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +204,7 @@ func (r renamedFirst) Path(i int) string {
 // Parts that disagree about the conversion, or a conversion in one process into a
 // directory converted in parts (and the reverse), are refused naming what differs.
 func TestConvertPartsMismatch(t *testing.T) {
-	src, err := Dir(treetest.New(t, 2, 3))
+	src, err := Dir(treetest.New(t, 2, 3), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,7 +276,7 @@ func TestConvertPartsMismatch(t *testing.T) {
 // A damaged shard of one part is named when the dataset opens, and its samples are bad
 // samples rather than missing ones.
 func TestConvertPartsDamagedShard(t *testing.T) {
-	src, err := Dir(treetest.New(t, 2, 6))
+	src, err := Dir(treetest.New(t, 2, 6), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,7 +299,7 @@ func TestConvertPartsDamagedShard(t *testing.T) {
 	}
 	f.Close()
 	var l lines
-	conv, err := OpenConverted(dst, ConvertedOptions{Logf: l.logf})
+	conv, err := OpenConverted(dst, &ConvertedOptions{Logf: l.logf})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,7 +312,7 @@ func TestConvertPartsDamagedShard(t *testing.T) {
 // A part that stopped (its cache refused more records, as on a full disk) is named with
 // why; run again, it resumes, keeping what it stored, and the dataset opens.
 func TestConvertPartStopped(t *testing.T) {
-	src, err := Dir(treetest.New(t, 2, 20))
+	src, err := Dir(treetest.New(t, 2, 20), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -332,7 +332,7 @@ func TestConvertPartStopped(t *testing.T) {
 	if _, err := convertPart(t, src, dst, cache.Part{Index: 0, Count: 2}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = OpenConverted(dst, ConvertedOptions{Logf: t.Logf})
+	_, err = OpenConverted(dst, &ConvertedOptions{Logf: t.Logf})
 	if !errors.Is(err, ErrIncomplete) || !strings.Contains(err.Error(), "part 1/2 stopped with ") || !strings.Contains(err.Error(), "full") {
 		t.Fatalf("open with part 1/2 stopped: %v", err)
 	}
@@ -343,7 +343,7 @@ func TestConvertPartStopped(t *testing.T) {
 	if rep.Skipped != first.Stored {
 		t.Errorf("part 1/2 resumed skipping %d, want the %d it stored before", rep.Skipped, first.Stored)
 	}
-	conv, err := OpenConverted(dst, ConvertedOptions{Logf: t.Logf})
+	conv, err := OpenConverted(dst, &ConvertedOptions{Logf: t.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}

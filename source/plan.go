@@ -17,6 +17,48 @@ type shardPrefetcher interface {
 	Prefetch(names ...string)
 }
 
+// planned is what a sharded source embeds to implement pipeline.EpochPlanner: it
+// forwards the loader's epoch plans to the source's shardPlanner, when the source's
+// shards are read through a file system that prefetches (objstore's shard cache), and
+// does nothing otherwise.
+type planned struct {
+	planner *shardPlanner // nil: the shards are not prefetched
+}
+
+// PlanEpoch implements pipeline.EpochPlanner: when the shards are read through a shard
+// cache that prefetches (a dataset in object storage, opened by Open), it asks for the
+// epoch's shards in the order their first samples come, a window ahead of the shards
+// being read (WebDatasetOptions.PrefetchShards, ConvertedOptions.PrefetchShards), so
+// the cache fetches each before it is needed without filling its disk with shards
+// needed much later (which would push out the shards being read). Shards read stay in
+// the cache until its least-recently-used eviction needs their room. Otherwise it does
+// nothing.
+func (p *planned) PlanEpoch(epoch int, order []int32) error {
+	if p.planner != nil {
+		return p.planner.PlanEpoch(epoch, order)
+	}
+	return nil
+}
+
+// PlanNext implements pipeline.EpochPlanner: the window runs on into the next epoch's
+// first shards as this one's last are read.
+func (p *planned) PlanNext(epoch int, order []int32) {
+	if p.planner != nil {
+		p.planner.PlanNext(epoch, order)
+	}
+}
+
+// PlansReads reports whether the shards are read through a file system that prefetches.
+func (p *planned) PlansReads() bool { return p.planner != nil }
+
+// opening tells the planner, if any, that sample i is being opened: before the read
+// waits for its shard.
+func (p *planned) opening(i int) {
+	if p.planner != nil {
+		p.planner.opened(i)
+	}
+}
+
 // shardPlanner turns the loader's epoch plans (EpochPlanner) into prefetches of a sharded
 // source's shards: in the order the epoch first reads them, a window at a time.
 //

@@ -40,7 +40,7 @@ func (p *planRecorder) PlanNext(epoch int, order []int32) {
 // Views give each part that plans its reads the plan of its own samples, as its
 // indices; a view of parts that do not plan is no planner.
 func TestViewPlans(t *testing.T) {
-	dir, err := Dir(treetest.New(t, 2, 3)) // 6 samples
+	dir, err := Dir(treetest.New(t, 2, 3), nil) // 6 samples
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func testConvertedS3Streaming(t *testing.T, srv *s3test.Server) {
 		t.Fatalf("%d shards, want 6 or more", len(sizes))
 	}
 	ctx := context.Background()
-	local, err := OpenConverted(dir, ConvertedOptions{Logf: quiet})
+	local, err := OpenConverted(dir, &ConvertedOptions{Logf: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +143,7 @@ func testConvertedS3Streaming(t *testing.T, srv *s3test.Server) {
 	var logs lines
 	cacheDir := t.TempDir()
 	d, err := Open(ctx, srv.URL("conv/"), &OpenOptions{Store: fastStore, Cache: &objstore.ShardCacheOptions{Dir: cacheDir, MaxBytes: limit, Concurrency: 1},
-		Converted: ConvertedOptions{Logf: logs.logf}})
+		Converted: &ConvertedOptions{Logf: logs.logf}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +207,7 @@ func testConvertedS3Streaming(t *testing.T, srv *s3test.Server) {
 	}
 	// Through a cache that holds the whole dataset, the sample order reads it, each
 	// shard fetched once.
-	whole, err := Open(ctx, srv.URL("conv/"), &OpenOptions{Store: fastStore, Cache: &objstore.ShardCacheOptions{Dir: t.TempDir(), MaxBytes: total}, Converted: ConvertedOptions{Logf: quiet}})
+	whole, err := Open(ctx, srv.URL("conv/"), &OpenOptions{Store: fastStore, Cache: &objstore.ShardCacheOptions{Dir: t.TempDir(), MaxBytes: total}, Converted: &ConvertedOptions{Logf: quiet}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +221,7 @@ func testConvertedS3Streaming(t *testing.T, srv *s3test.Server) {
 	}
 
 	srv.Env(t, "")
-	_, err = Open(ctx, srv.URL("conv/"), &OpenOptions{Store: fastStore, Cache: &objstore.ShardCacheOptions{MaxBytes: largest - 1}, Converted: ConvertedOptions{Logf: quiet}})
+	_, err = Open(ctx, srv.URL("conv/"), &OpenOptions{Store: fastStore, Cache: &objstore.ShardCacheOptions{MaxBytes: largest - 1}, Converted: &ConvertedOptions{Logf: quiet}})
 	if err == nil || !strings.Contains(err.Error(), "more than the shard cache's limit") || !strings.Contains(err.Error(), srv.URL("conv/")) {
 		t.Errorf("a shard larger than the cache: %v", err)
 	}
@@ -315,7 +315,7 @@ func TestConvertedShardChecksum(t *testing.T) {
 	ctx := context.Background()
 	for _, d := range []string{dir, old} {
 		hs := httptest.NewServer(http.FileServer(http.Dir(d)))
-		ds, err := Open(ctx, hs.URL+"/", &OpenOptions{Store: fastStore, Converted: ConvertedOptions{Logf: quiet}})
+		ds, err := Open(ctx, hs.URL+"/", &OpenOptions{Store: fastStore, Converted: &ConvertedOptions{Logf: quiet}})
 		if err != nil {
 			hs.Close()
 			t.Fatal(err)
@@ -361,7 +361,7 @@ func testConvertedS3FetchOnce(t *testing.T, srv *s3test.Server) {
 	const epochs = 3
 	ran := 0
 	for mult := int64(2); mult <= 6; mult++ {
-		d, err := Open(ctx, srv.URL("once/"), &OpenOptions{Store: fastStore, Cache: &objstore.ShardCacheOptions{Dir: t.TempDir(), MaxBytes: mult * largest}, Converted: ConvertedOptions{Logf: quiet}})
+		d, err := Open(ctx, srv.URL("once/"), &OpenOptions{Store: fastStore, Cache: &objstore.ShardCacheOptions{Dir: t.TempDir(), MaxBytes: mult * largest}, Converted: &ConvertedOptions{Logf: quiet}})
 		if err != nil {
 			t.Fatal(err)
 		}

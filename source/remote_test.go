@@ -27,7 +27,7 @@ var fastStore = &objstore.Options{Retry: objstore.RetryPolicy{BaseDelay: time.Mi
 // and the largest shard's size.
 func remoteShards(t *testing.T, srv *s3test.Server, prefix string, classes, perClass, perShard int) (dir string, names []string, largest int64) {
 	t.Helper()
-	folder, err := Dir(wdsTree(t, classes, perClass))
+	folder, err := Dir(wdsTree(t, classes, perClass), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +208,7 @@ func epochFetched(t *testing.T, ld *pipeline.Loader, d *Dataset) (got epochData,
 // same shards' batches read locally; a missing shard is an error naming its URL.
 func TestOpenDatasetHTTP(t *testing.T) {
 	tree := wdsTree(t, 2, 8)
-	folder, err := Dir(tree)
+	folder, err := Dir(tree, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

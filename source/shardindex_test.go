@@ -36,7 +36,7 @@ func writeIndex(t *testing.T, path string, x any) []byte {
 // the index) and trains to the eager index's batches; one without class names indexes
 // every shard first, with the same result.
 func TestOpenShardIndexLocal(t *testing.T) {
-	folder, err := Dir(wdsTree(t, 3, 10))
+	folder, err := Dir(wdsTree(t, 3, 10), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +164,7 @@ func testOpenShardIndexS3(t *testing.T, srv *s3test.Server) {
 // A shard index on a plain web server: its shards, named relatively and by full URL, are
 // read beside it.
 func TestOpenShardIndexHTTP(t *testing.T) {
-	folder, err := Dir(wdsTree(t, 2, 8))
+	folder, err := Dir(wdsTree(t, 2, 8), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,7 +248,7 @@ func TestParseShardIndexBounds(t *testing.T) {
 // the same size) is refused by name when it is fetched, not read with the index's
 // counts. An index written before the field existed still opens its shards.
 func TestShardIndexChecksum(t *testing.T) {
-	folder, err := Dir(wdsTree(t, 2, 8))
+	folder, err := Dir(wdsTree(t, 2, 8), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

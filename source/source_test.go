@@ -29,7 +29,7 @@ func TestImageFolder(t *testing.T) {
 		".git/config":       {Data: []byte("skip")},
 		"b/nested/deep.Tif": {Data: []byte("5")},
 	}
-	src, err := ImageFolder(fsys, ".")
+	src, err := ImageFolder(fsys, ".", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func TestImageFolder(t *testing.T) {
 		t.Errorf("Open(3) read %q", b)
 	}
 	for _, bad := range []fstest.MapFS{{"x.jpg": {}}, {"a/readme.md": {}}} {
-		if _, err := ImageFolder(bad, "."); err == nil {
+		if _, err := ImageFolder(bad, ".", nil); err == nil {
 			t.Errorf("%v accepted", bad)
 		}
 	}
@@ -122,11 +122,11 @@ func TestZipAndManifestSources(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	zsrc, err := ImageFolder(zr, "train")
+	zsrc, err := ImageFolder(zr, "train", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dsrc, err := Dir(dir)
+	dsrc, err := Dir(dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,8 +29,8 @@ func TestNamedPipeIsABadSample(t *testing.T) {
 		t.Skipf("mkfifo: %v", err)
 	}
 	for name, open := range map[string]func() (pipeline.FileSource, error){
-		"Dir":         func() (pipeline.FileSource, error) { return Dir(dir) },
-		"ImageFolder": func() (pipeline.FileSource, error) { return ImageFolder(os.DirFS(dir), ".") },
+		"Dir":         func() (pipeline.FileSource, error) { return Dir(dir, nil) },
+		"ImageFolder": func() (pipeline.FileSource, error) { return ImageFolder(os.DirFS(dir), ".", nil) },
 	} {
 		t.Run(name, func(t *testing.T) {
 			src, err := open()
@@ -67,7 +67,7 @@ func (s stuckSource) Open(int) (fs.File, error) { return os.Open(s.fifo) }
 // Cancelling the context and Close return promptly while reads are stuck in the kernel;
 // the stuck reads are abandoned and exit once the kernel returns.
 func TestStuckReadsDoNotHoldCancelOrClose(t *testing.T) {
-	src, err := Dir(treetest.Shared(t))
+	src, err := Dir(treetest.Shared(t), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +127,7 @@ func TestNonUTF8Names(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "class00", "bad\xfe.jpg"), []byte("not an image"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	src, err := Dir(dir)
+	src, err := Dir(dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -102,7 +102,7 @@ func quiet(string, ...any) {}
 // the same batches through the train recipe: same pixels, labels and indices.
 func TestWebDatasetMatchesImageFolder(t *testing.T) {
 	tree := wdsTree(t, 3, 11)
-	folder, err := Dir(tree)
+	folder, err := Dir(tree, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -355,7 +355,7 @@ func TestWebDatasetLoaderBadSamplesAndViews(t *testing.T) {
 // WebDatasetGlob reads a local folder of shards, in sorted order.
 func TestWebDatasetGlob(t *testing.T) {
 	tree := wdsTree(t, 2, 5)
-	folder, err := Dir(tree)
+	folder, err := Dir(tree, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -526,7 +526,7 @@ func (c *countFS) count(name string) int {
 // used, and the batches are the eager index's.
 func TestWebDatasetLazy(t *testing.T) {
 	tree := wdsTree(t, 3, 8)
-	folder, err := Dir(tree)
+	folder, err := Dir(tree, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -674,7 +674,7 @@ func (b *blipFile) Read(p []byte) (int, error) {
 // only a shard that is not a tar file stays bad.
 func TestWebDatasetLazyRetry(t *testing.T) {
 	tree := wdsTree(t, 2, 4)
-	folder, err := Dir(tree)
+	folder, err := Dir(tree, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -437,7 +437,7 @@ func wdsShards(t *testing.T, ranges [][2]int) (dir string, shards []string) {
 	if _, err := synth.WriteTree(tree, &synth.TreeOptions{Classes: 2, PerClass: 9, Seed: 1}); err != nil {
 		t.Fatal(err)
 	}
-	src, err := source.Dir(tree)
+	src, err := source.Dir(tree, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

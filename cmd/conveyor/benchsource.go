@@ -88,7 +88,7 @@ func (f *benchFlags) openShardSource(ctx context.Context, pos []string, logf fun
 	ds, err := source.Open(ctx, pos[0], &source.OpenOptions{
 		Cache:      &objstore.ShardCacheOptions{Dir: f.shardCache, MaxBytes: int64(f.shardCacheMax), Concurrency: f.shardFetches},
 		WebDataset: wo,
-		Converted:  source.ConvertedOptions{AllowIncomplete: f.allowIncomplete, Logf: logf, PrefetchShards: f.shardPrefetch},
+		Converted:  &source.ConvertedOptions{AllowIncomplete: f.allowIncomplete, Logf: logf, PrefetchShards: f.shardPrefetch},
 	})
 	if err != nil {
 		return nil, err
@@ -139,7 +139,7 @@ func (f *benchFlags) openDirSource(dir string, logf func(string, ...any), closer
 	if f.cacheDir != "" {
 		return nil, fmt.Errorf("%s is a converted dataset, a cache already; leave out --cache", dir)
 	}
-	conv, err := source.OpenConverted(dir, source.ConvertedOptions{AllowIncomplete: f.allowIncomplete, Logf: logf})
+	conv, err := source.OpenConverted(dir, &source.ConvertedOptions{AllowIncomplete: f.allowIncomplete, Logf: logf})
 	if err != nil {
 		return nil, err
 	}

@@ -46,7 +46,7 @@ func openImageFolder(dir string) (pipeline.Source, error) {
 	if err := checkDir(dir); err != nil {
 		return nil, err
 	}
-	return source.Dir(dir)
+	return source.Dir(dir, nil)
 }
 
 // shardArgs reports whether args name WebDataset shards rather than a folder: every one

@@ -203,7 +203,7 @@ func TestConvertPartsProcesses(t *testing.T) {
 		t.Fatalf("convert: %v\n%s%s", err, o, stderr)
 	}
 	batches := func(dir string) []byte {
-		conv, err := source.OpenConverted(dir, source.ConvertedOptions{Logf: t.Logf})
+		conv, err := source.OpenConverted(dir, &source.ConvertedOptions{Logf: t.Logf})
 		if err != nil {
 			t.Fatal(err)
 		}

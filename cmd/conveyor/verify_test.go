@@ -336,7 +336,7 @@ func TestVerifyHugeIndex(t *testing.T) {
 		t.Errorf("verify allocated %d bytes with an index of %d", n, huge)
 	}
 	n = allocated(func() {
-		if d, err := source.Open(context.Background(), dst, &source.OpenOptions{Converted: source.ConvertedOptions{AllowIncomplete: true, Logf: func(string, ...any) {}}}); err == nil {
+		if d, err := source.Open(context.Background(), dst, &source.OpenOptions{Converted: &source.ConvertedOptions{AllowIncomplete: true, Logf: func(string, ...any) {}}}); err == nil {
 			d.Close()
 		}
 	})

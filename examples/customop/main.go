@@ -83,7 +83,7 @@ func run(dir string) error {
 		return err
 	}
 	defer cleanup()
-	src, err := source.Dir(dir)
+	src, err := source.Dir(dir, nil)
 	if err != nil {
 		return err
 	}

@@ -41,7 +41,7 @@ func run(dir string, epochs, size int, lr float32, seed uint64) error {
 		return err
 	}
 	defer cleanup()
-	src, err := source.Dir(dir)
+	src, err := source.Dir(dir, nil)
 	if err != nil {
 		return err
 	}

@@ -38,7 +38,7 @@ func run(dir string, epochs int) error {
 
 // train is README's Quick Start.
 func train(ctx context.Context, dir string, epochs int) error {
-	src, err := source.Dir(dir) // ImageFolder: class = first-level folder
+	src, err := source.Dir(dir, nil) // ImageFolder: class = first-level folder
 	if err != nil {
 		return err
 	}

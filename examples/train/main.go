@@ -50,7 +50,7 @@ func run(dir, recipe string, mix mixup.Options, micro, epochs, size int, lr floa
 		return err
 	}
 	defer cleanup()
-	src, err := source.Dir(dir)
+	src, err := source.Dir(dir, nil)
 	if err != nil {
 		return err
 	}

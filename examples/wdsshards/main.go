@@ -52,7 +52,7 @@ func run(srcDir, dst, prefix string, per int, seed uint64) error {
 		return err
 	}
 	defer cleanup()
-	folder, err := source.Dir(srcDir)
+	folder, err := source.Dir(srcDir, nil)
 	if err != nil {
 		return err
 	}

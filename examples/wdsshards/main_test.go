@@ -19,7 +19,7 @@ func TestShards(t *testing.T) {
 	if err := run(tree, dst, "train", 8, 1); err != nil {
 		t.Fatal(err)
 	}
-	folder, err := source.Dir(tree)
+	folder, err := source.Dir(tree, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -64,7 +64,7 @@ func data(t testing.TB) string {
 
 func folderSource(t testing.TB) pipeline.Source {
 	t.Helper()
-	src, err := source.Dir(data(t))
+	src, err := source.Dir(data(t), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -384,7 +384,7 @@ func TestErrors(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("not a JPEG"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	src, err := source.Dir(dir)
+	src, err := source.Dir(dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -369,7 +369,7 @@ func TestLoader(t *testing.T) {
 	if _, err := synth.WriteTree(dir, &synth.TreeOptions{Classes: 3, PerClass: 7, Seed: 5, MinSide: 40, MaxSide: 100}); err != nil {
 		t.Fatal(err)
 	}
-	src, err := source.Dir(dir)
+	src, err := source.Dir(dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -122,7 +122,7 @@ func run(o options, w io.Writer) ([]epochResult, error) {
 		return nil, err
 	}
 	defer cleanup()
-	src, err := source.Dir(dir)
+	src, err := source.Dir(dir, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -147,7 +147,7 @@ func run(o options, w io.Writer) ([]epochResult, error) {
 			if err := orientationTree(s, dir, d, 2*o.size); err != nil {
 				return nil, err
 			}
-			if srcs[i], err = source.Dir(d); err != nil {
+			if srcs[i], err = source.Dir(d, nil); err != nil {
 				return nil, err
 			}
 		}
