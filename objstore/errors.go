@@ -48,6 +48,7 @@ type Error struct {
 	Status int    // HTTP status; 0 when none came back
 	Code   string // the store's error code (NoSuchKey, AccessDenied, SlowDown), if any
 	Err    error
+	hint   string // what to check, when the failure suggests a setting is missing
 }
 
 func (e *Error) Error() string {
@@ -67,6 +68,9 @@ func (e *Error) Error() string {
 	}
 	if e.Err != nil {
 		s += ": " + e.Err.Error()
+	}
+	if e.hint != "" {
+		s += " (" + e.hint + ")"
 	}
 	return s
 }
@@ -88,13 +92,19 @@ func (e *Error) Is(target error) bool {
 
 // retryable decides whether an attempt's error is worth another try: throttling, server
 // errors, timeouts, resets, truncated bodies and uploads whose body the store found
-// changed are; a missing object, refused credentials, other client errors and
-// cancellation are not.
+// changed are; a missing object, refused or missing credentials, a host name that does
+// not exist, other client errors and cancellation are not.
 func retryable(err error) bool {
 	if err == nil {
 		return false
 	}
 	if errors.Is(err, context.Canceled) {
+		return false
+	}
+	// No credentials to sign with, or a host name that does not exist: the next
+	// attempt would fail the same way, after a backoff the user waits through.
+	var ce *credentialsError
+	if errors.As(err, &ce) || dnsNotFound(err) {
 		return false
 	}
 	var e *Error

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/logging"
 	"github.com/aws/smithy-go/middleware"
 	"github.com/conveyor-ml/conveyor/internal/units"
 )
@@ -31,6 +33,7 @@ type s3Backend struct {
 	// uploads (see Options.partTimeout).
 	doTimeout   func(context.Context, time.Duration, func(context.Context) error) error
 	partTimeout func(n int64) time.Duration
+	endpoint    bool // an endpoint is configured: the store is not AWS S3
 }
 
 func newS3Backend(ctx context.Context, bucket string, o *Options, own func(*http.Transport)) (*s3Backend, error) {
@@ -49,12 +52,22 @@ func newS3Backend(ctx context.Context, bucket string, o *Options, own func(*http
 	if o.Region != "" {
 		lo = append(lo, config.WithRegion(o.Region))
 	}
+	imdsOnly := onlyIMDS()
+	if imdsOnly {
+		// Off EC2 the metadata service's fallback warning ("falling back to IMDSv1")
+		// would precede the error that says what to set; on EC2 the fallback works.
+		lo = append(lo, config.WithLogger(logging.Nop{}))
+	}
 	cfg, err := config.LoadDefaultConfig(ctx, lo...)
 	if err != nil {
 		return nil, fmt.Errorf("objstore: s3://%s: loading the AWS configuration: %w", bucket, err)
 	}
 	if cfg.Region == "" {
 		cfg.Region = "us-east-1"
+	}
+	endpoint := o.Endpoint != "" || aws.ToString(cfg.BaseEndpoint) != ""
+	if cfg.Credentials != nil {
+		cfg.Credentials = &checkedCredentials{inner: cfg.Credentials, imdsOnly: imdsOnly, endpoint: endpoint}
 	}
 	client := s3.NewFromConfig(cfg, func(so *s3.Options) {
 		if o.Endpoint != "" {
@@ -74,7 +87,7 @@ func newS3Backend(ctx context.Context, bucket string, o *Options, own func(*http
 			return nil
 		})
 	})
-	return &s3Backend{bucket: bucket, partSize: o.PartSize, maxPages: o.MaxListPages, client: client}, nil
+	return &s3Backend{bucket: bucket, partSize: o.PartSize, maxPages: o.MaxListPages, client: client, endpoint: endpoint}, nil
 }
 
 func (s *s3Backend) url(key string) string { return "s3://" + s.bucket + "/" + key }
@@ -102,6 +115,17 @@ func (s *s3Backend) s3Err(op, key string, err error) error {
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		e.Err = err
+	}
+	var ce *credentialsError
+	if errors.As(err, &ce) {
+		e.Err = ce // the SDK's "operation error S3: ..., get identity: get credentials:" adds nothing
+	}
+	var de *net.DNSError
+	if dnsNotFound(err) && errors.As(err, &de) {
+		e.Err = de // "lookup HOST: no such host", without the SDK's request dump
+	}
+	if !s.endpoint && (dnsNotFound(err) || e.Status == http.StatusForbidden || e.Status == http.StatusUnauthorized) {
+		e.hint = noEndpointHint
 	}
 	return e
 }
