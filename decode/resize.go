@@ -70,6 +70,7 @@ type axisPlan struct {
 	taps        int       // weights per output sample
 	simd        bool      // taps is a multiple of pad, so the assembly kernels may use it
 	start       []int32   // first source sample read by each output, relative to the crop
+	end         []int32   // scratch of compute: each output's support's end
 	w           []int16   // out*taps Q14 weights; zero beyond each output's support
 	wx          []int16   // horizontal layout for the AVX2 kernel, built on demand
 	w4          []int16   // the same for the one-channel kernels (planeWeights)
@@ -230,17 +231,18 @@ func (p *axisPlan) compute(n, out, pad int, sp span) {
 	scale := sp.length / float64(out)
 	fscale := max(scale, 1)
 	support := fscale // the triangle filter's support is 1
-	// First pass: the support of each output, to size the table.
-	p.start = grow(p.start, out)
+	// First pass: the support of each output, to size the table. A train crop has a new
+	// size every time, so this runs for every sample (2-4 plans of 224 outputs): each
+	// support is computed once and kept, and rounding avoids math.Round's generality.
+	p.start, p.end = grow(p.start, out), grow(p.end, out)
 	taps := 1
 	for i := 0; i < out; i++ {
 		lo, hi := support1(i, sp.off, scale, support, n)
-		p.start[i] = int32(lo)
+		p.start[i], p.end[i] = int32(lo), int32(hi)
 		taps = max(taps, hi-lo)
 	}
 	p.support = taps
-	p.lo, _ = support1(0, sp.off, scale, support, n)
-	_, p.hi = support1(out-1, sp.off, scale, support, n)
+	p.lo, p.hi = int(p.start[0]), int(p.end[out-1])
 	p.simd = false
 	if pad > 1 {
 		if t := (taps + pad - 1) / pad * pad; t <= n {
@@ -254,7 +256,7 @@ func (p *axisPlan) compute(n, out, pad int, sp span) {
 	p.wx, p.w4 = p.wx[:0], p.w4[:0]
 	for i := 0; i < out; i++ {
 		center := sp.off + (float64(i)+0.5)*scale
-		lo, hi := support1(i, sp.off, scale, support, n)
+		lo, hi := int(p.start[i]), int(p.end[i])
 		// Keep the taps inside [0, n): outputs near the end start earlier, with zero
 		// weights in front.
 		s := min(lo, n-taps)
@@ -276,16 +278,24 @@ func (p *axisPlan) compute(n, out, pad int, sp span) {
 		}
 		var sum float64
 		prev := 0
-		for k := range fw {
+		for k := range fw[:len(fw)-1] {
 			sum += fw[k]
-			q := int(math.Round(sum / total * weightOne))
-			if k == len(fw)-1 {
-				q = weightOne
-			}
+			q := roundHalfUp(sum / total * weightOne)
 			w[k] = int16(q - prev)
 			prev = q
 		}
+		w[len(fw)-1] = int16(weightOne - prev)
 	}
+}
+
+// roundHalfUp is math.Round for 0 <= v < 2^31, a few times cheaper: v - float64(q) is
+// exact, so the result is the same.
+func roundHalfUp(v float64) int {
+	q := int(v)
+	if v-float64(q) >= 0.5 {
+		q++
+	}
+	return q
 }
 
 // support1 returns the source range [lo, hi) output i reads, clamped to [0, n), exactly as
