@@ -124,11 +124,68 @@ func (z *Resizer) resizeYCbCr(dst *Image, m image.Image, r image.Rectangle, sx, 
 			// and where many colours leave the RGB cube (saturated photos) the two
 			// differ by 2-3 levels on average (42 dB). Such planes are converted first,
 			// chroma upsampled as libjpeg-turbo does, and resampled as RGB.
-			z.up.convert(&z.rgb, yc, r)
-			return z.resize(dst, &z.rgb, image.Rect(0, 0, r.Dx(), r.Dy()), sx, sy, w, h)
+			return z.resizeConverted(dst, yc, r, sx, sy, w, h)
 		}
 	}
 	return z.resizePlanes(dst, m, r, sx, sy, w, h)
+}
+
+// resizeConverted is resize of the rectangle r of m converted to RGB (jpegUpsampler's
+// convert), with resize's pass order and pixels, but each row is converted when the
+// resampler first reads it, into a window of a few dozen rows, instead of the whole crop
+// first: the crop's RGB (560 KB for a 500×375 photo) went through the cache between
+// the two, and pushed the decoder's tables and planes out of it.
+func (z *Resizer) resizeConverted(dst *Image, m *image.YCbCr, r image.Rectangle, sx, sy span, w, h int) *Image {
+	cw, ch := r.Dx(), r.Dy()
+	xp, yp := z.axisPlans(cw, ch, w, h, sx, sy)
+	dst.Reset(w, h)
+	cw3 := 3 * cw
+	if !verticalFirst(cw, w, h, xp, yp) {
+		// As horizontalFirst, each row converted just before its horizontal pass.
+		lo, hi := int(yp.start[0]), int(yp.start[yp.out-1])+yp.taps
+		w3 := 3 * w
+		tmp := z.buffer((hi - lo) * w3)
+		acc := z.accumulator(w3)
+		// Slack after the row lets the AVX2 kernel compute the last outputs too.
+		z.win = grow(z.win, cw3+16)
+		for y := lo; y < hi; y++ {
+			z.up.convertRows(z.win, cw3, m, r, r.Min.Y+y, r.Min.Y+y+1)
+			horiz8to16(tmp[(y-lo)*w3:(y-lo+1)*w3], z.win, xp)
+		}
+		for y := 0; y < h; y++ {
+			s := (int(yp.start[y]) - lo) * w3
+			vert16to8(dst.Row(y), tmp[s:], w3, yp.w[y*yp.taps:(y+1)*yp.taps], w3, yp.simd, acc)
+		}
+		return dst
+	}
+	// As verticalFirst, reading the crop's rows [base, base+have) from the window. The
+	// taps of successive output rows start no earlier than the last's, so the window
+	// slides down: the rows still needed move to its top, the next ones are converted
+	// below them, and each row is converted once.
+	rows := min(yp.taps+32, ch)
+	z.win = grow(z.win, rows*cw3)
+	win := z.win
+	tmp := z.buffer(h * cw3)
+	acc := z.accumulator(cw3)
+	base, have := 0, 0
+	for y := 0; y < h; y++ {
+		s := int(yp.start[y])
+		if s+yp.taps > base+have {
+			keep := max(base+have-s, 0)
+			if keep > 0 {
+				copy(win[:keep*cw3], win[(s-base)*cw3:(s-base+keep)*cw3])
+			}
+			base, have = s, keep
+			n := min(rows, ch-base) - have
+			z.up.convertRows(win[have*cw3:], cw3, m, r, r.Min.Y+base+have, r.Min.Y+base+have+n)
+			have += n
+		}
+		vert8to16(tmp[y*cw3:(y+1)*cw3], win[(s-base)*cw3:], cw3, yp.w[y*yp.taps:(y+1)*yp.taps], cw3, yp.simd, acc)
+	}
+	for y := 0; y < h; y++ {
+		horiz16to8(dst.Row(y), tmp[y*cw3:], xp)
+	}
+	return dst
 }
 
 // convertFirstArea bounds the crop, in times the output's area, that resizeYCbCr

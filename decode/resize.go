@@ -60,7 +60,7 @@ type Resizer struct {
 	etmp   []uint8  // Exact's 8-bit intermediate
 	eacc   []uint64 // Exact's row of sums, two to a word
 	up     jpegUpsampler
-	rgb    Image // planes converted first, where resizeYCbCr must
+	win    []uint8 // rows of planes converted first, where resizeYCbCr must
 }
 
 // axisPlan holds the weights for resampling n samples to out samples along one axis.
@@ -117,22 +117,27 @@ func (z *Resizer) resize(dst, src *Image, r image.Rectangle, sx, sy span, w, h i
 	cw, ch := r.Dx(), r.Dy()
 	xp, yp := z.axisPlans(cw, ch, w, h, sx, sy)
 	dst.Reset(w, h)
-	// Pick the cheaper pass order. Vertical first filters every column of the crop for
-	// each output row; horizontal first filters the rows the vertical pass reads (about
-	// all of them when shrinking, fewer when enlarging a crop). The costs, in units of
-	// half a vertical tap on one pixel (three samples), are what the AVX2 kernels spend:
-	// a horizontal tap costs about 2.5 vertical ones, plus 5 for finishing each output
-	// pixel. For 1920×1080 -> 455×256 vertical first is twice as fast; for enlarging a
-	// small crop, horizontal first is.
-	hcost := func(t int) int { return 5*t + 10 }
-	costV := h*cw*2*yp.support + h*w*hcost(xp.support)
-	costH := (yp.hi-yp.lo)*w*hcost(xp.support) + h*w*2*yp.support
-	if costV <= costH {
+	if verticalFirst(cw, w, h, xp, yp) {
 		z.verticalFirst(dst, src, r, xp, yp)
 	} else {
 		z.horizontalFirst(dst, src, r, xp, yp)
 	}
 	return dst
+}
+
+// verticalFirst reports whether resampling packed RGB cw pixels wide to w×h with the
+// plans xp, yp costs less vertical pass first. Vertical first filters every column of
+// the crop for each output row; horizontal first filters the rows the vertical pass
+// reads (about all of them when shrinking, fewer when enlarging a crop). The costs, in
+// units of half a vertical tap on one pixel (three samples), are what the AVX2 kernels
+// spend: a horizontal tap costs about 2.5 vertical ones, plus 5 for finishing each
+// output pixel. For 1920×1080 -> 455×256 vertical first is twice as fast; for enlarging
+// a small crop, horizontal first is.
+func verticalFirst(cw, w, h int, xp, yp *axisPlan) bool {
+	hcost := func(t int) int { return 5*t + 10 }
+	costV := h*cw*2*yp.support + h*w*hcost(xp.support)
+	costH := (yp.hi-yp.lo)*w*hcost(xp.support) + h*w*2*yp.support
+	return costV <= costH
 }
 
 // verticalFirst resamples the crop's columns into a w3×outH intermediate, then its rows.
@@ -264,7 +269,11 @@ func (p *axisPlan) compute(n, out, pad int, sp span) {
 		fw := p.fw[:hi-lo]
 		var total float64
 		for k := range fw {
-			t := math.Abs((float64(lo+k) - center + 0.5) / fscale)
+			t := float64(lo+k) - center + 0.5
+			if fscale != 1 { // enlarging divides by 1, which changes nothing
+				t /= fscale
+			}
+			t = math.Abs(t)
 			fw[k] = 0
 			if t < 1 {
 				fw[k] = 1 - t
