@@ -42,7 +42,7 @@ func (z *Resizer) resizePlane(dst, src []uint8, stride int, r image.Rectangle, s
 	tmp := z.buffer((hi - lo) * w)
 	for y := lo; y < hi; y++ {
 		row := (r.Min.Y+y)*stride + r.Min.X
-		horiz8to16x1(tmp[(y-lo)*w:(y-lo+1)*w], src[row:row+cw], xp)
+		horiz8to16x1(tmp[(y-lo)*w:(y-lo+1)*w], src[row:], xp)
 	}
 	for y := 0; y < h; y++ {
 		s := (int(yp.start[y]) - lo) * w
@@ -69,12 +69,55 @@ func (p *axisPlan) planeWeights() []int16 {
 	return p.w4
 }
 
-// horiz8to16x1 resamples one row of a plane into the intermediate.
+// shuffles returns, for horiz8to16x1ShufAVX2, each quad's byte shuffle that gathers its
+// four outputs' four taps (of each group) from the 16 bytes at the quad's first start,
+// or nil if some quad's taps spread wider than that (a shrink by more than about 3).
+func (p *axisPlan) shuffles() []uint8 {
+	if p.shufKnown {
+		if len(p.shuf) == 0 {
+			return nil
+		}
+		return p.shuf
+	}
+	p.shufKnown = true
+	quads := p.out / 4
+	p.shuf = grow(p.shuf, 16*quads)
+	for q := 0; q < quads; q++ {
+		base := p.start[4*q]
+		if p.start[4*q+3]-base+3 > 15 {
+			p.shuf = p.shuf[:0]
+			return nil
+		}
+		for j := 0; j < 4; j++ {
+			for k := 0; k < 4; k++ {
+				p.shuf[16*q+4*j+k] = uint8(p.start[4*q+j]-base) + uint8(k)
+			}
+		}
+	}
+	return p.shuf
+}
+
+// horiz8to16x1 resamples one row of a plane into the intermediate. src may run past the
+// row (to the plane's end): the shuffling kernel's 16-byte loads may then read on.
 func horiz8to16x1(dst []uint16, src []uint8, p *axisPlan) {
 	x0 := 0
 	if p.simd && p.out >= 4 {
-		quads := p.out / 4
-		horiz8to16x1AVX2(&dst[0], &src[0], &p.start[0], &p.planeWeights()[0], p.taps/4, quads)
+		quads, groups := p.out/4, p.taps/4
+		w := p.planeWeights()
+		q := 0
+		if sh := p.shuffles(); sh != nil {
+			// The quads whose loads stay inside src: a prefix, as starts do not decrease.
+			q = quads
+			for q > 0 && int(p.start[4*(q-1)])+4*groups+12 > len(src) {
+				q--
+			}
+			if q > 0 {
+				horiz8to16x1ShufAVX2(&dst[0], &src[0], &p.start[0], &w[0], &sh[0], groups, q)
+			}
+		}
+		if q < quads {
+			horiz8to16x1AVX2(&dst[4*q], &src[0], &p.start[4*q], &w[16*groups*q], groups, quads-q)
+		}
 		x0 = 4 * quads
 	}
 	horizX1(dst[:p.out], src, p, x0, round1, shift1)

@@ -8,6 +8,7 @@ import (
 	"image/jpeg"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -93,6 +94,43 @@ func TestResizePlaneKernelsAgree(t *testing.T) {
 		if !bytes.Equal(a, b) {
 			t.Fatalf("%dx%d spans %v %v -> %dx%d: the AVX2 and Go kernels differ", sw, sh, sx, sy, w, h)
 		}
+	}
+}
+
+// TestHoriz8to16x1Kernels checks the one-channel horizontal kernel's AVX2 paths, the
+// shuffling one (quads whose taps lie within 16 bytes) and the gathering one it leaves
+// the row's last quads to when the 16-byte loads would leave src, against the Go kernel,
+// on rows that end with the taps and rows with room after them.
+func TestHoriz8to16x1Kernels(t *testing.T) {
+	if !useAVX2 {
+		t.Skip("no AVX2 kernels on this machine")
+	}
+	rng := rand.New(rand.NewPCG(15, 16))
+	shuffled := 0
+	for i := 0; i < 2000; i++ {
+		n, out := 4+rng.IntN(500), 4+rng.IntN(300)
+		sp := span{rng.Float64() * 0.9, float64(n-1) + rng.Float64()*0.1}
+		var p axisPlan
+		p.compute(n, out, 4, sp)
+		if !p.simd {
+			continue
+		}
+		src := make([]uint8, n+rng.IntN(2)*rng.IntN(20))
+		for j := range src {
+			src[j] = uint8(rng.IntN(256))
+		}
+		a, b := make([]uint16, out), make([]uint16, out)
+		horiz8to16x1(a, src, &p)
+		horizX1(b, src, &p, 0, round1, shift1)
+		if !slices.Equal(a, b) {
+			t.Fatalf("%d -> %d (span %v, %d bytes): the AVX2 and Go kernels differ", n, out, sp, len(src))
+		}
+		if p.shuffles() != nil {
+			shuffled++
+		}
+	}
+	if shuffled < 500 {
+		t.Errorf("%d plans took the shuffling kernel, want more", shuffled)
 	}
 }
 

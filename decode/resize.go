@@ -65,15 +65,17 @@ type Resizer struct {
 
 // axisPlan holds the weights for resampling n samples to out samples along one axis.
 type axisPlan struct {
-	n, out, pad int       // key, with span; pad is the multiple taps is rounded up to for SIMD
-	span        span      // the source interval resampled, within the n samples
-	taps        int       // weights per output sample
-	simd        bool      // taps is a multiple of pad, so the assembly kernels may use it
-	start       []int32   // first source sample read by each output, relative to the crop
-	end         []int32   // scratch of compute: each output's support's end
-	w           []int16   // out*taps Q14 weights; zero beyond each output's support
-	wx          []int16   // horizontal layout for the AVX2 kernel, built on demand
-	w4          []int16   // the same for the one-channel kernels (planeWeights)
+	n, out, pad int     // key, with span; pad is the multiple taps is rounded up to for SIMD
+	span        span    // the source interval resampled, within the n samples
+	taps        int     // weights per output sample
+	simd        bool    // taps is a multiple of pad, so the assembly kernels may use it
+	start       []int32 // first source sample read by each output, relative to the crop
+	end         []int32 // scratch of compute: each output's support's end
+	w           []int16 // out*taps Q14 weights; zero beyond each output's support
+	wx          []int16 // horizontal layout for the AVX2 kernel, built on demand
+	w4          []int16 // the same for the one-channel kernels (planeWeights)
+	shuf        []uint8 // the one-channel kernel's byte shuffles (shuffles), if shufKnown
+	shufKnown   bool
 	fw          []float64 // scratch: one output's exact weights
 
 	// The cost model uses the unpadded taps and span so that the pass order, and so the
@@ -258,7 +260,7 @@ func (p *axisPlan) compute(n, out, pad int, sp span) {
 	p.w = grow(p.w, out*taps)
 	clear(p.w)
 	p.fw = grow(p.fw, taps)
-	p.wx, p.w4 = p.wx[:0], p.w4[:0]
+	p.wx, p.w4, p.shufKnown = p.wx[:0], p.w4[:0], false
 	for i := 0; i < out; i++ {
 		center := sp.off + (float64(i)+0.5)*scale
 		lo, hi := int(p.start[i]), int(p.end[i])

@@ -363,6 +363,58 @@ p8done:
 	VZEROUPPER
 	RET
 
+// func horiz8to16x1ShufAVX2(dst *uint16, src *uint8, start *int32, w *int16, shuf *uint8, groups, quads int)
+// horiz8to16x1AVX2 for quads whose four outputs' taps lie within 16 bytes of the first
+// one's start: one 16-byte load per group of taps and a byte shuffle (shuf, 16 bytes per
+// quad) put the four outputs' four taps where the gathering kernel's four loads do.
+TEXT ·horiz8to16x1ShufAVX2(SB), NOSPLIT, $0-56
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ start+16(FP), R8
+	MOVQ w+24(FP), R9
+	MOVQ shuf+32(FP), R14
+	MOVQ groups+40(FP), R10
+	MOVQ quads+48(FP), CX
+	TESTQ CX, CX
+	JZ s8done
+	MOVL $64, AX // round1
+	VMOVD AX, X15
+	VPBROADCASTD X15, X15
+
+s8quad:
+	MOVLQSX 0(R8), AX
+	ADDQ SI, AX
+	VMOVDQU (R14), X14
+	MOVQ R10, R13
+	VPXOR Y0, Y0, Y0
+
+s8group:
+	VMOVDQU (AX), X1
+	VPSHUFB X14, X1, X1
+	VPMOVZXBW X1, Y1
+	VPMADDWD (R9), Y1, Y1
+	VPADDD Y1, Y0, Y0
+	ADDQ $4, AX
+	ADDQ $32, R9
+	DECQ R13
+	JNZ s8group
+
+	VEXTRACTI128 $1, Y0, X1
+	VPHADDD X1, X0, X0
+	VPADDD X15, X0, X0
+	VPSRAD $7, X0, X0
+	VPACKUSDW X0, X0, X0
+	VMOVQ X0, (DI)
+	ADDQ $8, DI
+	ADDQ $16, R8
+	ADDQ $16, R14
+	DECQ CX
+	JNZ s8quad
+
+s8done:
+	VZEROUPPER
+	RET
+
 // YCbCr to packed RGB for planar resampling's output, eight pixels per iteration, with
 // color.YCbCrToRGB's arithmetic: 16.16 fixed point, then a shift and the saturating packs
 // clamp to [0, 255] exactly as its clamp does.
