@@ -145,6 +145,11 @@ DATA shuf8<>+0x10(SB)/8, $0x800a800780098006
 DATA shuf8<>+0x18(SB)/8, $0x80808080800b8008
 GLOBL shuf8<>(SB), RODATA|NOPTR, $32
 
+// pack6 keeps bytes 0-2 and 4-6: two packed pixels' r, g, b without their fourth lane.
+DATA pack6<>+0x00(SB)/8, $0x8080060504020100
+DATA pack6<>+0x08(SB)/8, $0x8080808080808080
+GLOBL pack6<>(SB), RODATA|NOPTR, $16
+
 // func horiz8to16AVX2(dst *uint16, src *uint8, start *int32, w *int16, groups int, out int)
 TEXT ·horiz8to16AVX2(SB), NOSPLIT, $0-48
 	MOVQ dst+0(FP), DI
@@ -209,6 +214,70 @@ TEXT ·horiz16to8AVX2(SB), NOSPLIT, $0-48
 	MOVL $0x100000, AX // round2
 	VMOVD AX, X15
 	VPBROADCASTD X15, X15
+
+	// Two pixels per iteration, A from R11 with weights at R13 and B from DX with
+	// weights at R14 (B's follow A's): one reduction, pack and store for both.
+	MOVQ CX, BX
+	SHRQ $1, BX
+	JZ h16single
+	VMOVDQU pack6<>(SB), X13
+	MOVQ R10, AX
+	SHLQ $5, AX // one pixel's weights, in bytes
+
+h16pair:
+	VPXOR Y0, Y0, Y0
+	VPXOR Y2, Y2, Y2
+	MOVLQSX (R8), R11
+	LEAQ (R11)(R11*2), R11
+	LEAQ (SI)(R11*2), R11
+	MOVLQSX 4(R8), DX
+	LEAQ (DX)(DX*2), DX
+	LEAQ (SI)(DX*2), DX
+	MOVQ R9, R13
+	LEAQ (R9)(AX*1), R14
+	MOVQ R10, R12
+
+h16ptap:
+	VMOVDQU (R11), X1
+	VINSERTI128 $1, 12(R11), Y1, Y1
+	VPSHUFB Y14, Y1, Y1
+	VPMADDWD (R13), Y1, Y1
+	VPADDD Y1, Y0, Y0
+	VMOVDQU (DX), X3
+	VINSERTI128 $1, 12(DX), Y3, Y3
+	VPSHUFB Y14, Y3, Y3
+	VPMADDWD (R14), Y3, Y3
+	VPADDD Y3, Y2, Y2
+	ADDQ $24, R11
+	ADDQ $24, DX
+	ADDQ $32, R13
+	ADDQ $32, R14
+	DECQ R12
+	JNZ h16ptap
+
+	MOVQ R14, R9
+	VEXTRACTI128 $1, Y0, X1
+	VPADDD X1, X0, X0
+	VEXTRACTI128 $1, Y2, X3
+	VPADDD X3, X2, X2
+	VPADDD X15, X0, X0
+	VPADDD X15, X2, X2
+	VPSRAD $21, X0, X0
+	VPSRAD $21, X2, X2
+	VPACKUSDW X2, X0, X0 // A's r g b 0, B's r g b 0
+	VPACKUSWB X0, X0, X0
+	VPSHUFB X13, X0, X0 // A's r g b, B's r g b
+	VMOVD X0, (DI)
+	VPEXTRW $2, X0, R12
+	MOVW R12, 4(DI)
+	ADDQ $6, DI
+	ADDQ $8, R8
+	DECQ BX
+	JNZ h16pair
+
+h16single:
+	ANDQ $1, CX
+	JZ h16done
 
 h16px:
 	VPXOR Y0, Y0, Y0
