@@ -1,6 +1,7 @@
 package decode
 
 import (
+	"encoding/binary"
 	"image"
 	"math"
 )
@@ -88,10 +89,10 @@ func (p *axisPlan) shuffles() []uint8 {
 			p.shuf = p.shuf[:0]
 			return nil
 		}
+		d := p.shuf[16*q : 16*q+16 : 16*q+16]
 		for j := 0; j < 4; j++ {
-			for k := 0; k < 4; k++ {
-				p.shuf[16*q+4*j+k] = uint8(p.start[4*q+j]-base) + uint8(k)
-			}
+			// Bytes o, o+1, o+2, o+3 for the output's four taps.
+			binary.LittleEndian.PutUint32(d[4*j:], uint32(p.start[4*q+j]-base)*0x01010101+0x03020100)
 		}
 	}
 	return p.shuf
