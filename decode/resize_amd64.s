@@ -150,6 +150,12 @@ DATA pack6<>+0x00(SB)/8, $0x8080060504020100
 DATA pack6<>+0x08(SB)/8, $0x8080808080808080
 GLOBL pack6<>(SB), RODATA|NOPTR, $16
 
+// pack12 keeps words 0-2 and 4-6: two pixels' r, g, b intermediates without their
+// fourth lane.
+DATA pack12<>+0x00(SB)/8, $0x0908050403020100
+DATA pack12<>+0x08(SB)/8, $0x808080800d0c0b0a
+GLOBL pack12<>(SB), RODATA|NOPTR, $16
+
 // func horiz8to16AVX2(dst *uint16, src *uint8, start *int32, w *int16, groups int, out int)
 TEXT ·horiz8to16AVX2(SB), NOSPLIT, $0-48
 	MOVQ dst+0(FP), DI
@@ -164,6 +170,66 @@ TEXT ·horiz8to16AVX2(SB), NOSPLIT, $0-48
 	MOVL $64, AX // round1
 	VMOVD AX, X15
 	VPBROADCASTD X15, X15
+
+	// Two pixels per iteration, as horiz16to8AVX2 does.
+	MOVQ CX, BX
+	SHRQ $1, BX
+	JZ h8single
+	VMOVDQU pack12<>(SB), X13
+	MOVQ R10, AX
+	SHLQ $5, AX // one pixel's weights, in bytes
+
+h8pair:
+	VPXOR Y0, Y0, Y0
+	VPXOR Y2, Y2, Y2
+	MOVLQSX (R8), R11
+	LEAQ (R11)(R11*2), R11
+	ADDQ SI, R11
+	MOVLQSX 4(R8), DX
+	LEAQ (DX)(DX*2), DX
+	ADDQ SI, DX
+	MOVQ R9, R13
+	LEAQ (R9)(AX*1), R14
+	MOVQ R10, R12
+
+h8ptap:
+	VBROADCASTI128 (R11), Y1
+	VPSHUFB Y14, Y1, Y1
+	VPMADDWD (R13), Y1, Y1
+	VPADDD Y1, Y0, Y0
+	VBROADCASTI128 (DX), Y3
+	VPSHUFB Y14, Y3, Y3
+	VPMADDWD (R14), Y3, Y3
+	VPADDD Y3, Y2, Y2
+	ADDQ $12, R11
+	ADDQ $12, DX
+	ADDQ $32, R13
+	ADDQ $32, R14
+	DECQ R12
+	JNZ h8ptap
+
+	MOVQ R14, R9
+	VEXTRACTI128 $1, Y0, X1
+	VPADDD X1, X0, X0
+	VEXTRACTI128 $1, Y2, X3
+	VPADDD X3, X2, X2
+	VPADDD X15, X0, X0
+	VPADDD X15, X2, X2
+	VPSRAD $7, X0, X0
+	VPSRAD $7, X2, X2
+	VPACKUSDW X2, X0, X0 // A's r g b 0, B's r g b 0
+	VPSHUFB X13, X0, X0 // A's r g b, B's r g b
+	VMOVQ X0, (DI)
+	VPEXTRD $2, X0, R12
+	MOVL R12, 8(DI)
+	ADDQ $12, DI
+	ADDQ $8, R8
+	DECQ BX
+	JNZ h8pair
+
+h8single:
+	ANDQ $1, CX
+	JZ h8done
 
 h8px:
 	VPXOR Y0, Y0, Y0
