@@ -54,16 +54,20 @@ func (z *Resizer) resizePlane(dst, src []uint8, stride int, r image.Rectangle, s
 // planeWeights returns p's weights in the layout of the one-channel AVX2 kernels: for
 // each group of four outputs and each group of four taps, the four outputs' four weights.
 func (p *axisPlan) planeWeights() []int16 {
+	groups, quads := p.taps/4, p.out/4
+	if groups == 1 { // four taps: the layout is w's own
+		return p.w[:16*quads]
+	}
 	if len(p.w4) > 0 {
 		return p.w4
 	}
-	groups, quads := p.taps/4, p.out/4
 	p.w4 = grow(p.w4, quads*groups*16)
 	for q := 0; q < quads; q++ {
 		for g := 0; g < groups; g++ {
 			for j := 0; j < 4; j++ {
-				x := 4*q + j
-				copy(p.w4[((q*groups+g)*4+j)*4:][:4], p.w[x*p.taps+4*g:])
+				o := ((q*groups+g)*4 + j) * 4
+				d, s := p.w4[o:o+4:o+4], p.w[(4*q+j)*p.taps+4*g:][:4]
+				d[0], d[1], d[2], d[3] = s[0], s[1], s[2], s[3]
 			}
 		}
 	}
