@@ -326,9 +326,10 @@ func planar(m image.Image) bool {
 // RGB before resampling. Measured with bench/fidelity.sh on bench/imagenet-like.sh's
 // photos against torchvision: every image below 45 dB had an excess of 0.13 or more, and
 // 0.05 leaves none below 45 dB; about 45% of those photos (saturated wallpapers) then
-// take the slower path. With the AVX2 upsampling and gamut kernels the train recipe on
-// that set runs at about 0.97 of its speed before the path existed (bench/RESULTS.md). A larger limit trades the rest back: at 0.5 about 10% convert
-// first and some images stay at 43-45 dB.
+// take the slower path, which the kernels' speed-ups pay for: the train recipe on that set
+// costs within 1% (in instructions) of what it did before the path existed
+// (bench/RESULTS.md). A larger limit converts fewer: at 0.5 about 10%, and some images
+// stay at 43-45 dB.
 const gamutLimit = 0.05
 
 // gamutExcess reports whether, on average over the chroma samples of the rectangle r of
