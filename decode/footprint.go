@@ -104,9 +104,10 @@ func outputCost(j *job, e estimate, intoDst bool) int64 {
 		// for each plane; luma's and chroma's weight tables.
 		resample = 3*tw*th + 3*2*tmp + 3*4*max(cw, tw) + 2*plans
 		if cw*ch <= convertFirstArea*tw*th {
-			// Or converted first: the RGB crop, two rows of upsampled chroma, and RGB's
-			// resampling.
-			resample = max(resample, 3*cw*ch+2*(cw+16)+2*3*tmp+4*3*max(cw, tw)+plans)
+			// Or converted first: a window of the crop's RGB rows (the vertical taps
+			// and 32 more), two rows of upsampled chroma, and RGB's resampling.
+			taps := 2*((ch+th-1)/th) + 4
+			resample = max(resample, 3*cw*min(ch, taps+32)+16+2*(cw+16)+2*3*tmp+4*3*max(cw, tw)+plans)
 		}
 	}
 	if e.rgb {

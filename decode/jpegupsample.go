@@ -41,6 +41,13 @@ func (u *jpegUpsampler) toRGB(dst *Image, m *image.YCbCr) bool {
 // chroma samples of r and one more on each side, within the image; chroma rows past the
 // planes' last one (a decode that stopped below r) count as the image's edge.
 func (u *jpegUpsampler) convert(dst *Image, m *image.YCbCr, r image.Rectangle) {
+	dst.Reset(r.Dx(), r.Dy())
+	u.convertRows(dst.Pix, dst.Stride, m, r, r.Min.Y, r.Max.Y)
+}
+
+// convertRows is convert for rows y0 to y1-1 of r (in m's coordinates) only, written
+// stride bytes apart from the start of d: each row's pixels are the same as convert's.
+func (u *jpegUpsampler) convertRows(d []uint8, stride int, m *image.YCbCr, r image.Rectangle, y0, y1 int) {
 	hs, vs, _ := chromaShifts(m.SubsampleRatio)
 	w, h := m.Rect.Dx(), m.Rect.Dy()
 	cw, ch := (w+1<<hs-1)>>hs, (h+1<<vs-1)>>vs // chroma samples that hold the image
@@ -51,11 +58,11 @@ func (u *jpegUpsampler) convert(dst *Image, m *image.YCbCr, r image.Rectangle) {
 	// (the slice's ends count as edges) but unused, except at the image's own edges.
 	c0, c1 := max(r.Min.X>>hs-1, 0), min((r.Max.X-1)>>hs+2, cw)
 	x0 := r.Min.X - c0<<hs // r's first pixel in the upsampled row
-	dst.Reset(r.Dx(), r.Dy())
 	n := (c1 - c0) << hs
 	u.cb, u.cr = grow(u.cb, n), grow(u.cr, n)
 	cb, cr := u.cb[:n], u.cr[:n]
-	for y := r.Min.Y; y < r.Max.Y; y++ {
+	rw := r.Dx()
+	for y := y0; y < y1; y++ {
 		cy := min(y>>vs, ch-1)
 		near := cy * m.CStride
 		far := near // the next nearest chroma row, the edge rows repeated
@@ -85,7 +92,8 @@ func (u *jpegUpsampler) convert(dst *Image, m *image.YCbCr, r image.Rectangle) {
 			upsampleHV(cb, ncb, fcb)
 			upsampleHV(cr, ncr, fcr)
 		}
-		ycbcrRow(dst.Row(y - r.Min.Y)[:3*r.Dx()], m.Y[y*m.YStride+r.Min.X:][:r.Dx()], cb[x0:x0+r.Dx()], cr[x0:x0+r.Dx()])
+		o := (y - y0) * stride
+		ycbcrRow(d[o:o+3*rw], m.Y[y*m.YStride+r.Min.X:][:rw], cb[x0:x0+rw], cr[x0:x0+rw])
 	}
 }
 
@@ -147,12 +155,18 @@ func upsampleHV(dst, near, far []uint8) {
 		// Samples 1 to 16*blocks, with their neighbours; 0 and the last are the edges.
 		blocks := (n - 2) / 16
 		upsampleHVAVX2(&dst[2], &near[1], &far[1], blocks)
+		if (n-2)%16 != 0 {
+			// Samples n-17 to n-2 as one more block, overlapping the last one: the
+			// same outputs again where they overlap, and cheaper than a Go tail of up
+			// to 15 samples, which cost as much as the kernel.
+			upsampleHVAVX2(&dst[2*(n-17)], &near[n-17], &far[n-17], 1)
+		}
 		dst[0] = uint8((4*this + 8) >> 4)
 		dst[1] = uint8((3*this + 3*int32(near[1]) + int32(far[1]) + 7) >> 4)
-		c = 16*blocks + 1
+		c = n - 1
 		last = 3*int32(near[c-2]) + int32(far[c-2])
 		this = 3*int32(near[c-1]) + int32(far[c-1])
-		// The loop below writes the outputs of sample c-1 again, as the kernel did.
+		// The loop below writes the outputs of sample n-2 again, as the kernel did.
 	}
 	for ; c < n; c++ {
 		next := 3*int32(near[c]) + int32(far[c])

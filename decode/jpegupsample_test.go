@@ -29,7 +29,8 @@ func upsampleHVRef(near, far []uint8) []uint8 {
 
 // TestUpsampleHV checks 4:2:0 chroma upsampling, with and without the AVX2 kernel,
 // against libjpeg-turbo's formulas on rows of every width up to 100 (the kernel's
-// blocks, their remainder and the edges) with random and extreme samples.
+// blocks, the overlapping block for their remainder, and the edges) with random and
+// extreme samples.
 func TestUpsampleHV(t *testing.T) {
 	defer func(v bool) { useAVX2 = v }(useAVX2)
 	simd := []bool{false}

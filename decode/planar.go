@@ -1,6 +1,7 @@
 package decode
 
 import (
+	"encoding/binary"
 	"image"
 	"math"
 )
@@ -42,7 +43,7 @@ func (z *Resizer) resizePlane(dst, src []uint8, stride int, r image.Rectangle, s
 	tmp := z.buffer((hi - lo) * w)
 	for y := lo; y < hi; y++ {
 		row := (r.Min.Y+y)*stride + r.Min.X
-		horiz8to16x1(tmp[(y-lo)*w:(y-lo+1)*w], src[row:row+cw], xp)
+		horiz8to16x1(tmp[(y-lo)*w:(y-lo+1)*w], src[row:], xp)
 	}
 	for y := 0; y < h; y++ {
 		s := (int(yp.start[y]) - lo) * w
@@ -53,28 +54,75 @@ func (z *Resizer) resizePlane(dst, src []uint8, stride int, r image.Rectangle, s
 // planeWeights returns p's weights in the layout of the one-channel AVX2 kernels: for
 // each group of four outputs and each group of four taps, the four outputs' four weights.
 func (p *axisPlan) planeWeights() []int16 {
+	groups, quads := p.taps/4, p.out/4
+	if groups == 1 { // four taps: the layout is w's own
+		return p.w[:16*quads]
+	}
 	if len(p.w4) > 0 {
 		return p.w4
 	}
-	groups, quads := p.taps/4, p.out/4
 	p.w4 = grow(p.w4, quads*groups*16)
 	for q := 0; q < quads; q++ {
 		for g := 0; g < groups; g++ {
 			for j := 0; j < 4; j++ {
-				x := 4*q + j
-				copy(p.w4[((q*groups+g)*4+j)*4:][:4], p.w[x*p.taps+4*g:])
+				o := ((q*groups+g)*4 + j) * 4
+				d, s := p.w4[o:o+4:o+4], p.w[(4*q+j)*p.taps+4*g:][:4]
+				d[0], d[1], d[2], d[3] = s[0], s[1], s[2], s[3]
 			}
 		}
 	}
 	return p.w4
 }
 
-// horiz8to16x1 resamples one row of a plane into the intermediate.
+// shuffles returns, for horiz8to16x1ShufAVX2, each quad's byte shuffle that gathers its
+// four outputs' four taps (of each group) from the 16 bytes at the quad's first start,
+// or nil if some quad's taps spread wider than that (a shrink by more than about 3).
+func (p *axisPlan) shuffles() []uint8 {
+	if p.shufKnown {
+		if len(p.shuf) == 0 {
+			return nil
+		}
+		return p.shuf
+	}
+	p.shufKnown = true
+	quads := p.out / 4
+	p.shuf = grow(p.shuf, 16*quads)
+	for q := 0; q < quads; q++ {
+		base := p.start[4*q]
+		if p.start[4*q+3]-base+3 > 15 {
+			p.shuf = p.shuf[:0]
+			return nil
+		}
+		d := p.shuf[16*q : 16*q+16 : 16*q+16]
+		for j := 0; j < 4; j++ {
+			// Bytes o, o+1, o+2, o+3 for the output's four taps.
+			binary.LittleEndian.PutUint32(d[4*j:], uint32(p.start[4*q+j]-base)*0x01010101+0x03020100)
+		}
+	}
+	return p.shuf
+}
+
+// horiz8to16x1 resamples one row of a plane into the intermediate. src may run past the
+// row (to the plane's end): the shuffling kernel's 16-byte loads may then read on.
 func horiz8to16x1(dst []uint16, src []uint8, p *axisPlan) {
 	x0 := 0
 	if p.simd && p.out >= 4 {
-		quads := p.out / 4
-		horiz8to16x1AVX2(&dst[0], &src[0], &p.start[0], &p.planeWeights()[0], p.taps/4, quads)
+		quads, groups := p.out/4, p.taps/4
+		w := p.planeWeights()
+		q := 0
+		if sh := p.shuffles(); sh != nil {
+			// The quads whose loads stay inside src: a prefix, as starts do not decrease.
+			q = quads
+			for q > 0 && int(p.start[4*(q-1)])+4*groups+12 > len(src) {
+				q--
+			}
+			if q > 0 {
+				horiz8to16x1ShufAVX2(&dst[0], &src[0], &p.start[0], &w[0], &sh[0], groups, q)
+			}
+		}
+		if q < quads {
+			horiz8to16x1AVX2(&dst[4*q], &src[0], &p.start[4*q], &w[16*groups*q], groups, quads-q)
+		}
 		x0 = 4 * quads
 	}
 	horizX1(dst[:p.out], src, p, x0, round1, shift1)
@@ -124,11 +172,68 @@ func (z *Resizer) resizeYCbCr(dst *Image, m image.Image, r image.Rectangle, sx, 
 			// and where many colours leave the RGB cube (saturated photos) the two
 			// differ by 2-3 levels on average (42 dB). Such planes are converted first,
 			// chroma upsampled as libjpeg-turbo does, and resampled as RGB.
-			z.up.convert(&z.rgb, yc, r)
-			return z.resize(dst, &z.rgb, image.Rect(0, 0, r.Dx(), r.Dy()), sx, sy, w, h)
+			return z.resizeConverted(dst, yc, r, sx, sy, w, h)
 		}
 	}
 	return z.resizePlanes(dst, m, r, sx, sy, w, h)
+}
+
+// resizeConverted is resize of the rectangle r of m converted to RGB (jpegUpsampler's
+// convert), with resize's pass order and pixels, but each row is converted when the
+// resampler first reads it, into a window of a few dozen rows, instead of the whole crop
+// first: the crop's RGB (560 KB for a 500×375 photo) went through the cache between
+// the two, and pushed the decoder's tables and planes out of it.
+func (z *Resizer) resizeConverted(dst *Image, m *image.YCbCr, r image.Rectangle, sx, sy span, w, h int) *Image {
+	cw, ch := r.Dx(), r.Dy()
+	xp, yp := z.axisPlans(cw, ch, w, h, sx, sy)
+	dst.Reset(w, h)
+	cw3 := 3 * cw
+	if !verticalFirst(cw, w, h, xp, yp) {
+		// As horizontalFirst, each row converted just before its horizontal pass.
+		lo, hi := int(yp.start[0]), int(yp.start[yp.out-1])+yp.taps
+		w3 := 3 * w
+		tmp := z.buffer((hi - lo) * w3)
+		acc := z.accumulator(w3)
+		// Slack after the row lets the AVX2 kernel compute the last outputs too.
+		z.win = grow(z.win, cw3+16)
+		for y := lo; y < hi; y++ {
+			z.up.convertRows(z.win, cw3, m, r, r.Min.Y+y, r.Min.Y+y+1)
+			horiz8to16(tmp[(y-lo)*w3:(y-lo+1)*w3], z.win, xp)
+		}
+		for y := 0; y < h; y++ {
+			s := (int(yp.start[y]) - lo) * w3
+			vert16to8(dst.Row(y), tmp[s:], w3, yp.w[y*yp.taps:(y+1)*yp.taps], w3, yp.simd, acc)
+		}
+		return dst
+	}
+	// As verticalFirst, reading the crop's rows [base, base+have) from the window. The
+	// taps of successive output rows start no earlier than the last's, so the window
+	// slides down: the rows still needed move to its top, the next ones are converted
+	// below them, and each row is converted once.
+	rows := min(yp.taps+32, ch)
+	z.win = grow(z.win, rows*cw3)
+	win := z.win
+	tmp := z.buffer(h * cw3)
+	acc := z.accumulator(cw3)
+	base, have := 0, 0
+	for y := 0; y < h; y++ {
+		s := int(yp.start[y])
+		if s+yp.taps > base+have {
+			keep := max(base+have-s, 0)
+			if keep > 0 {
+				copy(win[:keep*cw3], win[(s-base)*cw3:(s-base+keep)*cw3])
+			}
+			base, have = s, keep
+			n := min(rows, ch-base) - have
+			z.up.convertRows(win[have*cw3:], cw3, m, r, r.Min.Y+base+have, r.Min.Y+base+have+n)
+			have += n
+		}
+		vert8to16(tmp[y*cw3:(y+1)*cw3], win[(s-base)*cw3:], cw3, yp.w[y*yp.taps:(y+1)*yp.taps], cw3, yp.simd, acc)
+	}
+	for y := 0; y < h; y++ {
+		horiz16to8(dst.Row(y), tmp[y*cw3:], xp)
+	}
+	return dst
 }
 
 // convertFirstArea bounds the crop, in times the output's area, that resizeYCbCr
@@ -221,9 +326,10 @@ func planar(m image.Image) bool {
 // RGB before resampling. Measured with bench/fidelity.sh on bench/imagenet-like.sh's
 // photos against torchvision: every image below 45 dB had an excess of 0.13 or more, and
 // 0.05 leaves none below 45 dB; about 45% of those photos (saturated wallpapers) then
-// take the slower path. With the AVX2 upsampling and gamut kernels the train recipe on
-// that set runs at about 0.97 of its speed before the path existed (bench/RESULTS.md). A larger limit trades the rest back: at 0.5 about 10% convert
-// first and some images stay at 43-45 dB.
+// take the slower path, which the kernels' speed-ups pay for: the train recipe on that set
+// costs within 1% (in instructions) of what it did before the path existed
+// (bench/RESULTS.md). A larger limit converts fewer: at 0.5 about 10%, and some images
+// stay at 43-45 dB.
 const gamutLimit = 0.05
 
 // gamutExcess reports whether, on average over the chroma samples of the rectangle r of

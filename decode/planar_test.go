@@ -8,6 +8,7 @@ import (
 	"image/jpeg"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -93,6 +94,43 @@ func TestResizePlaneKernelsAgree(t *testing.T) {
 		if !bytes.Equal(a, b) {
 			t.Fatalf("%dx%d spans %v %v -> %dx%d: the AVX2 and Go kernels differ", sw, sh, sx, sy, w, h)
 		}
+	}
+}
+
+// TestHoriz8to16x1Kernels checks the one-channel horizontal kernel's AVX2 paths, the
+// shuffling one (quads whose taps lie within 16 bytes) and the gathering one it leaves
+// the row's last quads to when the 16-byte loads would leave src, against the Go kernel,
+// on rows that end with the taps and rows with room after them.
+func TestHoriz8to16x1Kernels(t *testing.T) {
+	if !useAVX2 {
+		t.Skip("no AVX2 kernels on this machine")
+	}
+	rng := rand.New(rand.NewPCG(15, 16))
+	shuffled := 0
+	for i := 0; i < 2000; i++ {
+		n, out := 4+rng.IntN(500), 4+rng.IntN(300)
+		sp := span{rng.Float64() * 0.9, float64(n-1) + rng.Float64()*0.1}
+		var p axisPlan
+		p.compute(n, out, 4, sp)
+		if !p.simd {
+			continue
+		}
+		src := make([]uint8, n+rng.IntN(2)*rng.IntN(20))
+		for j := range src {
+			src[j] = uint8(rng.IntN(256))
+		}
+		a, b := make([]uint16, out), make([]uint16, out)
+		horiz8to16x1(a, src, &p)
+		horizX1(b, src, &p, 0, round1, shift1)
+		if !slices.Equal(a, b) {
+			t.Fatalf("%d -> %d (span %v, %d bytes): the AVX2 and Go kernels differ", n, out, sp, len(src))
+		}
+		if p.shuffles() != nil {
+			shuffled++
+		}
+	}
+	if shuffled < 500 {
+		t.Errorf("%d plans took the shuffling kernel, want more", shuffled)
 	}
 }
 
@@ -202,6 +240,55 @@ func TestResizeYCbCr(t *testing.T) {
 	}
 }
 
+// TestResizeConverted: planes converted first are converted row by row as the resampler
+// reaches them (resizeConverted); the pixels must be those of converting the whole crop
+// and resizing it, on every chroma layout of the fixtures and the photos, crops shrunk
+// and enlarged (both pass orders), with whole and fractional spans.
+func TestResizeConverted(t *testing.T) {
+	var d jpegFast
+	var z, ref Resizer
+	var up jpegUpsampler
+	var got, want, rgb Image
+	rng := newRand()
+	var files []string
+	for _, name := range sequentialFixtures(t) {
+		files = append(files, "sequential/"+name+".jpg")
+	}
+	for _, name := range []string{"onestandsout-500x333-420.jpg", "ladybird-333x500-422.jpg"} {
+		files = append(files, "photos/"+name)
+	}
+	orders := map[bool]int{}
+	for _, f := range files {
+		yc, ok := fastPlanes(t, &d, fixture(t, f), image.Rectangle{}).(*image.YCbCr)
+		if !ok {
+			continue
+		}
+		b := yc.Bounds()
+		for trial := range 12 {
+			x0, y0 := rng.IntN(b.Dx()-2), rng.IntN(b.Dy()-2)
+			r := image.Rect(x0, y0, x0+2+rng.IntN(b.Dx()-x0-1), y0+2+rng.IntN(b.Dy()-y0-1))
+			w, h := 1+rng.IntN(300), 1+rng.IntN(300)
+			sx, sy := wholeSpans(r)
+			if trial%3 == 2 { // what remains of a crop after DCT scaling
+				sx = span{0.4 * rng.Float64(), float64(r.Dx()) - 0.8*rng.Float64()}
+				sy = span{0.4 * rng.Float64(), float64(r.Dy()) - 0.8*rng.Float64()}
+			}
+			z.resizeConverted(&got, yc, r, sx, sy, w, h)
+			up.convert(&rgb, yc, r)
+			ref.resize(&want, &rgb, image.Rect(0, 0, r.Dx(), r.Dy()), sx, sy, w, h)
+			xp, yp := ref.axisPlans(r.Dx(), r.Dy(), w, h, sx, sy)
+			orders[verticalFirst(r.Dx(), w, h, xp, yp)]++
+			if got.Width != w || got.Height != h || !bytes.Equal(got.Pix, want.Pix) {
+				md, x, y, c := maxDiff(&got, &want)
+				t.Fatalf("%s: crop %v (spans %v %v) -> %dx%d: channel %d of pixel (%d,%d) differs by %d from converting the crop first", f, r, sx, sy, w, h, c, x, y, md)
+			}
+		}
+	}
+	if orders[true] == 0 || orders[false] == 0 {
+		t.Errorf("pass orders tried: %v, want both", orders)
+	}
+}
+
 // TestResizeYCbCrAllocs checks that planar resampling allocates nothing once warm.
 func TestResizeYCbCrAllocs(t *testing.T) {
 	var buf bytes.Buffer
@@ -217,6 +304,17 @@ func TestResizeYCbCrAllocs(t *testing.T) {
 	z.resizeYCbCr(&dst, m, r, sx, sy, 224, 224)
 	if n := testing.AllocsPerRun(20, func() { z.resizeYCbCr(&dst, m, r, sx, sy, 224, 224) }); n != 0 {
 		t.Errorf("%v allocations per resize, want 0", n)
+	}
+	// A saturated photo's crop is converted first (resizeConverted).
+	m = fastPlanes(t, &d, photoFixture(t, "onestandsout-500x333-420.jpg"), image.Rectangle{})
+	r = image.Rect(40, 20, 460, 320)
+	sx, sy = wholeSpans(r)
+	if hs, vs, _ := chromaShifts(m.(*image.YCbCr).SubsampleRatio); !gamutExcess(m.(*image.YCbCr), r, hs, vs, gamutLimit) {
+		t.Fatal("the saturated photo's crop is not converted first")
+	}
+	z.resizeYCbCr(&dst, m, r, sx, sy, 224, 224)
+	if n := testing.AllocsPerRun(20, func() { z.resizeYCbCr(&dst, m, r, sx, sy, 224, 224) }); n != 0 {
+		t.Errorf("%v allocations per resize converted first, want 0", n)
 	}
 }
 

@@ -60,19 +60,22 @@ type Resizer struct {
 	etmp   []uint8  // Exact's 8-bit intermediate
 	eacc   []uint64 // Exact's row of sums, two to a word
 	up     jpegUpsampler
-	rgb    Image // planes converted first, where resizeYCbCr must
+	win    []uint8 // rows of planes converted first, where resizeYCbCr must
 }
 
 // axisPlan holds the weights for resampling n samples to out samples along one axis.
 type axisPlan struct {
-	n, out, pad int       // key, with span; pad is the multiple taps is rounded up to for SIMD
-	span        span      // the source interval resampled, within the n samples
-	taps        int       // weights per output sample
-	simd        bool      // taps is a multiple of pad, so the assembly kernels may use it
-	start       []int32   // first source sample read by each output, relative to the crop
-	w           []int16   // out*taps Q14 weights; zero beyond each output's support
-	wx          []int16   // horizontal layout for the AVX2 kernel, built on demand
-	w4          []int16   // the same for the one-channel kernels (planeWeights)
+	n, out, pad int     // key, with span; pad is the multiple taps is rounded up to for SIMD
+	span        span    // the source interval resampled, within the n samples
+	taps        int     // weights per output sample
+	simd        bool    // taps is a multiple of pad, so the assembly kernels may use it
+	start       []int32 // first source sample read by each output, relative to the crop
+	end         []int32 // scratch of compute: each output's support's end
+	w           []int16 // out*taps Q14 weights; zero beyond each output's support
+	wx          []int16 // horizontal layout for the AVX2 kernel, built on demand
+	w4          []int16 // the same for the one-channel kernels (planeWeights)
+	shuf        []uint8 // the one-channel kernel's byte shuffles (shuffles), if shufKnown
+	shufKnown   bool
 	fw          []float64 // scratch: one output's exact weights
 
 	// The cost model uses the unpadded taps and span so that the pass order, and so the
@@ -116,22 +119,27 @@ func (z *Resizer) resize(dst, src *Image, r image.Rectangle, sx, sy span, w, h i
 	cw, ch := r.Dx(), r.Dy()
 	xp, yp := z.axisPlans(cw, ch, w, h, sx, sy)
 	dst.Reset(w, h)
-	// Pick the cheaper pass order. Vertical first filters every column of the crop for
-	// each output row; horizontal first filters the rows the vertical pass reads (about
-	// all of them when shrinking, fewer when enlarging a crop). The costs, in units of
-	// half a vertical tap on one pixel (three samples), are what the AVX2 kernels spend:
-	// a horizontal tap costs about 2.5 vertical ones, plus 5 for finishing each output
-	// pixel. For 1920×1080 -> 455×256 vertical first is twice as fast; for enlarging a
-	// small crop, horizontal first is.
-	hcost := func(t int) int { return 5*t + 10 }
-	costV := h*cw*2*yp.support + h*w*hcost(xp.support)
-	costH := (yp.hi-yp.lo)*w*hcost(xp.support) + h*w*2*yp.support
-	if costV <= costH {
+	if verticalFirst(cw, w, h, xp, yp) {
 		z.verticalFirst(dst, src, r, xp, yp)
 	} else {
 		z.horizontalFirst(dst, src, r, xp, yp)
 	}
 	return dst
+}
+
+// verticalFirst reports whether resampling packed RGB cw pixels wide to w×h with the
+// plans xp, yp costs less vertical pass first. Vertical first filters every column of
+// the crop for each output row; horizontal first filters the rows the vertical pass
+// reads (about all of them when shrinking, fewer when enlarging a crop). The costs, in
+// units of half a vertical tap on one pixel (three samples), are what the AVX2 kernels
+// spend: a horizontal tap costs about 2.5 vertical ones, plus 5 for finishing each
+// output pixel. For 1920×1080 -> 455×256 vertical first is twice as fast; for enlarging
+// a small crop, horizontal first is.
+func verticalFirst(cw, w, h int, xp, yp *axisPlan) bool {
+	hcost := func(t int) int { return 5*t + 10 }
+	costV := h*cw*2*yp.support + h*w*hcost(xp.support)
+	costH := (yp.hi-yp.lo)*w*hcost(xp.support) + h*w*2*yp.support
+	return costV <= costH
 }
 
 // verticalFirst resamples the crop's columns into a w3×outH intermediate, then its rows.
@@ -230,17 +238,18 @@ func (p *axisPlan) compute(n, out, pad int, sp span) {
 	scale := sp.length / float64(out)
 	fscale := max(scale, 1)
 	support := fscale // the triangle filter's support is 1
-	// First pass: the support of each output, to size the table.
-	p.start = grow(p.start, out)
+	// First pass: the support of each output, to size the table. A train crop has a new
+	// size every time, so this runs for every sample (2-4 plans of 224 outputs): each
+	// support is computed once and kept, and rounding avoids math.Round's generality.
+	p.start, p.end = grow(p.start, out), grow(p.end, out)
 	taps := 1
 	for i := 0; i < out; i++ {
 		lo, hi := support1(i, sp.off, scale, support, n)
-		p.start[i] = int32(lo)
+		p.start[i], p.end[i] = int32(lo), int32(hi)
 		taps = max(taps, hi-lo)
 	}
 	p.support = taps
-	p.lo, _ = support1(0, sp.off, scale, support, n)
-	_, p.hi = support1(out-1, sp.off, scale, support, n)
+	p.lo, p.hi = int(p.start[0]), int(p.end[out-1])
 	p.simd = false
 	if pad > 1 {
 		if t := (taps + pad - 1) / pad * pad; t <= n {
@@ -251,10 +260,10 @@ func (p *axisPlan) compute(n, out, pad int, sp span) {
 	p.w = grow(p.w, out*taps)
 	clear(p.w)
 	p.fw = grow(p.fw, taps)
-	p.wx, p.w4 = p.wx[:0], p.w4[:0]
+	p.wx, p.w4, p.shufKnown = p.wx[:0], p.w4[:0], false
 	for i := 0; i < out; i++ {
 		center := sp.off + (float64(i)+0.5)*scale
-		lo, hi := support1(i, sp.off, scale, support, n)
+		lo, hi := int(p.start[i]), int(p.end[i])
 		// Keep the taps inside [0, n): outputs near the end start earlier, with zero
 		// weights in front.
 		s := min(lo, n-taps)
@@ -262,7 +271,11 @@ func (p *axisPlan) compute(n, out, pad int, sp span) {
 		fw := p.fw[:hi-lo]
 		var total float64
 		for k := range fw {
-			t := math.Abs((float64(lo+k) - center + 0.5) / fscale)
+			t := float64(lo+k) - center + 0.5
+			if fscale != 1 { // enlarging divides by 1, which changes nothing
+				t /= fscale
+			}
+			t = math.Abs(t)
 			fw[k] = 0
 			if t < 1 {
 				fw[k] = 1 - t
@@ -276,16 +289,24 @@ func (p *axisPlan) compute(n, out, pad int, sp span) {
 		}
 		var sum float64
 		prev := 0
-		for k := range fw {
+		for k := range fw[:len(fw)-1] {
 			sum += fw[k]
-			q := int(math.Round(sum / total * weightOne))
-			if k == len(fw)-1 {
-				q = weightOne
-			}
+			q := roundHalfUp(sum / total * weightOne)
 			w[k] = int16(q - prev)
 			prev = q
 		}
+		w[len(fw)-1] = int16(weightOne - prev)
 	}
+}
+
+// roundHalfUp is math.Round for 0 <= v < 2^31, a few times cheaper: v - float64(q) is
+// exact, so the result is the same.
+func roundHalfUp(v float64) int {
+	q := int(v)
+	if v-float64(q) >= 0.5 {
+		q++
+	}
+	return q
 }
 
 // support1 returns the source range [lo, hi) output i reads, clamped to [0, n), exactly as

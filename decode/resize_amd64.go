@@ -63,6 +63,13 @@ func horiz16to8x1AVX2(dst *uint8, src *uint16, start *int32, w *int16, groups in
 //go:noescape
 func horiz8to16x1AVX2(dst *uint16, src *uint8, start *int32, w *int16, groups int, quads int)
 
+// horiz8to16x1ShufAVX2 is horiz8to16x1AVX2 for quads whose taps lie within 16 bytes of
+// their first output's start, with shuf in shuffles' layout. It reads the 16 bytes from
+// each quad's start plus 4g for each group g.
+//
+//go:noescape
+func horiz8to16x1ShufAVX2(dst *uint16, src *uint8, start *int32, w *int16, shuf *uint8, groups int, quads int)
+
 // ycbcrRowAVX2 converts 8*blocks pixels of full-resolution planes to packed RGB.
 //
 //go:noescape

@@ -145,6 +145,17 @@ DATA shuf8<>+0x10(SB)/8, $0x800a800780098006
 DATA shuf8<>+0x18(SB)/8, $0x80808080800b8008
 GLOBL shuf8<>(SB), RODATA|NOPTR, $32
 
+// pack6 keeps bytes 0-2 and 4-6: two packed pixels' r, g, b without their fourth lane.
+DATA pack6<>+0x00(SB)/8, $0x8080060504020100
+DATA pack6<>+0x08(SB)/8, $0x8080808080808080
+GLOBL pack6<>(SB), RODATA|NOPTR, $16
+
+// pack12 keeps words 0-2 and 4-6: two pixels' r, g, b intermediates without their
+// fourth lane.
+DATA pack12<>+0x00(SB)/8, $0x0908050403020100
+DATA pack12<>+0x08(SB)/8, $0x808080800d0c0b0a
+GLOBL pack12<>(SB), RODATA|NOPTR, $16
+
 // func horiz8to16AVX2(dst *uint16, src *uint8, start *int32, w *int16, groups int, out int)
 TEXT ·horiz8to16AVX2(SB), NOSPLIT, $0-48
 	MOVQ dst+0(FP), DI
@@ -159,6 +170,66 @@ TEXT ·horiz8to16AVX2(SB), NOSPLIT, $0-48
 	MOVL $64, AX // round1
 	VMOVD AX, X15
 	VPBROADCASTD X15, X15
+
+	// Two pixels per iteration, as horiz16to8AVX2 does.
+	MOVQ CX, BX
+	SHRQ $1, BX
+	JZ h8single
+	VMOVDQU pack12<>(SB), X13
+	MOVQ R10, AX
+	SHLQ $5, AX // one pixel's weights, in bytes
+
+h8pair:
+	VPXOR Y0, Y0, Y0
+	VPXOR Y2, Y2, Y2
+	MOVLQSX (R8), R11
+	LEAQ (R11)(R11*2), R11
+	ADDQ SI, R11
+	MOVLQSX 4(R8), DX
+	LEAQ (DX)(DX*2), DX
+	ADDQ SI, DX
+	MOVQ R9, R13
+	LEAQ (R9)(AX*1), R14
+	MOVQ R10, R12
+
+h8ptap:
+	VBROADCASTI128 (R11), Y1
+	VPSHUFB Y14, Y1, Y1
+	VPMADDWD (R13), Y1, Y1
+	VPADDD Y1, Y0, Y0
+	VBROADCASTI128 (DX), Y3
+	VPSHUFB Y14, Y3, Y3
+	VPMADDWD (R14), Y3, Y3
+	VPADDD Y3, Y2, Y2
+	ADDQ $12, R11
+	ADDQ $12, DX
+	ADDQ $32, R13
+	ADDQ $32, R14
+	DECQ R12
+	JNZ h8ptap
+
+	MOVQ R14, R9
+	VEXTRACTI128 $1, Y0, X1
+	VPADDD X1, X0, X0
+	VEXTRACTI128 $1, Y2, X3
+	VPADDD X3, X2, X2
+	VPADDD X15, X0, X0
+	VPADDD X15, X2, X2
+	VPSRAD $7, X0, X0
+	VPSRAD $7, X2, X2
+	VPACKUSDW X2, X0, X0 // A's r g b 0, B's r g b 0
+	VPSHUFB X13, X0, X0 // A's r g b, B's r g b
+	VMOVQ X0, (DI)
+	VPEXTRD $2, X0, R12
+	MOVL R12, 8(DI)
+	ADDQ $12, DI
+	ADDQ $8, R8
+	DECQ BX
+	JNZ h8pair
+
+h8single:
+	ANDQ $1, CX
+	JZ h8done
 
 h8px:
 	VPXOR Y0, Y0, Y0
@@ -209,6 +280,70 @@ TEXT ·horiz16to8AVX2(SB), NOSPLIT, $0-48
 	MOVL $0x100000, AX // round2
 	VMOVD AX, X15
 	VPBROADCASTD X15, X15
+
+	// Two pixels per iteration, A from R11 with weights at R13 and B from DX with
+	// weights at R14 (B's follow A's): one reduction, pack and store for both.
+	MOVQ CX, BX
+	SHRQ $1, BX
+	JZ h16single
+	VMOVDQU pack6<>(SB), X13
+	MOVQ R10, AX
+	SHLQ $5, AX // one pixel's weights, in bytes
+
+h16pair:
+	VPXOR Y0, Y0, Y0
+	VPXOR Y2, Y2, Y2
+	MOVLQSX (R8), R11
+	LEAQ (R11)(R11*2), R11
+	LEAQ (SI)(R11*2), R11
+	MOVLQSX 4(R8), DX
+	LEAQ (DX)(DX*2), DX
+	LEAQ (SI)(DX*2), DX
+	MOVQ R9, R13
+	LEAQ (R9)(AX*1), R14
+	MOVQ R10, R12
+
+h16ptap:
+	VMOVDQU (R11), X1
+	VINSERTI128 $1, 12(R11), Y1, Y1
+	VPSHUFB Y14, Y1, Y1
+	VPMADDWD (R13), Y1, Y1
+	VPADDD Y1, Y0, Y0
+	VMOVDQU (DX), X3
+	VINSERTI128 $1, 12(DX), Y3, Y3
+	VPSHUFB Y14, Y3, Y3
+	VPMADDWD (R14), Y3, Y3
+	VPADDD Y3, Y2, Y2
+	ADDQ $24, R11
+	ADDQ $24, DX
+	ADDQ $32, R13
+	ADDQ $32, R14
+	DECQ R12
+	JNZ h16ptap
+
+	MOVQ R14, R9
+	VEXTRACTI128 $1, Y0, X1
+	VPADDD X1, X0, X0
+	VEXTRACTI128 $1, Y2, X3
+	VPADDD X3, X2, X2
+	VPADDD X15, X0, X0
+	VPADDD X15, X2, X2
+	VPSRAD $21, X0, X0
+	VPSRAD $21, X2, X2
+	VPACKUSDW X2, X0, X0 // A's r g b 0, B's r g b 0
+	VPACKUSWB X0, X0, X0
+	VPSHUFB X13, X0, X0 // A's r g b, B's r g b
+	VMOVD X0, (DI)
+	VPEXTRW $2, X0, R12
+	MOVW R12, 4(DI)
+	ADDQ $6, DI
+	ADDQ $8, R8
+	DECQ BX
+	JNZ h16pair
+
+h16single:
+	ANDQ $1, CX
+	JZ h16done
 
 h16px:
 	VPXOR Y0, Y0, Y0
@@ -360,6 +495,58 @@ p8group:
 	JNZ p8quad
 
 p8done:
+	VZEROUPPER
+	RET
+
+// func horiz8to16x1ShufAVX2(dst *uint16, src *uint8, start *int32, w *int16, shuf *uint8, groups, quads int)
+// horiz8to16x1AVX2 for quads whose four outputs' taps lie within 16 bytes of the first
+// one's start: one 16-byte load per group of taps and a byte shuffle (shuf, 16 bytes per
+// quad) put the four outputs' four taps where the gathering kernel's four loads do.
+TEXT ·horiz8to16x1ShufAVX2(SB), NOSPLIT, $0-56
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ start+16(FP), R8
+	MOVQ w+24(FP), R9
+	MOVQ shuf+32(FP), R14
+	MOVQ groups+40(FP), R10
+	MOVQ quads+48(FP), CX
+	TESTQ CX, CX
+	JZ s8done
+	MOVL $64, AX // round1
+	VMOVD AX, X15
+	VPBROADCASTD X15, X15
+
+s8quad:
+	MOVLQSX 0(R8), AX
+	ADDQ SI, AX
+	VMOVDQU (R14), X14
+	MOVQ R10, R13
+	VPXOR Y0, Y0, Y0
+
+s8group:
+	VMOVDQU (AX), X1
+	VPSHUFB X14, X1, X1
+	VPMOVZXBW X1, Y1
+	VPMADDWD (R9), Y1, Y1
+	VPADDD Y1, Y0, Y0
+	ADDQ $4, AX
+	ADDQ $32, R9
+	DECQ R13
+	JNZ s8group
+
+	VEXTRACTI128 $1, Y0, X1
+	VPHADDD X1, X0, X0
+	VPADDD X15, X0, X0
+	VPSRAD $7, X0, X0
+	VPACKUSDW X0, X0, X0
+	VMOVQ X0, (DI)
+	ADDQ $8, DI
+	ADDQ $16, R8
+	ADDQ $16, R14
+	DECQ CX
+	JNZ s8quad
+
+s8done:
 	VZEROUPPER
 	RET
 

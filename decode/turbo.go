@@ -119,9 +119,14 @@ func (t *turboJPEG) decode(j *job) (decoded, error) {
 	h := &j.h
 	cw, ch := j.rs.Dx(), j.rs.Dy()
 	if j.resized {
-		// Down to a row below the crop: upsampling chroma reads the next chroma row
-		// where the planes are converted first (planar.go).
-		bottom := min(j.rs.Max.Y+2, h.height)
+		// Where the planes are converted first (planar.go), libjpeg-turbo's vertical
+		// chroma upsampling of the crop's last row reads the chroma row below when that
+		// row is odd (the one above when it is even): decode down to the next row then,
+		// and no further, since a row past an iMCU row's end costs the whole next one.
+		bottom := j.rs.Max.Y
+		if bottom%2 == 0 {
+			bottom = min(bottom+1, h.height)
+		}
 		if m, num, denom, err := t.decodePlanes(j.data, h.width, h.height, cw, ch, j.tw, j.th, bottom); err == nil {
 			crop, sx, sy := scaleRect(j.rs, num, denom, m.Bounds())
 			return decoded{crop: crop, sx: sx, sy: sy, planes: m}, nil

@@ -317,3 +317,50 @@ func TestPNGFilters(t *testing.T) {
 		}
 	}
 }
+
+// TestRegionPlanesHoldChromaBelow: a region decode through libjpeg stops below the crop,
+// but where the planes are then converted first (planar.go), the chroma upsampling of the
+// crop's last row reads the chroma row below it when that row is odd. Converting the crop
+// from the planes a region decode leaves must give what converting it from the whole
+// image's planes gives, for crops ending on either parity and at an iMCU row's end.
+func TestRegionPlanesHoldChromaBelow(t *testing.T) {
+	d := turboDecoder(t, Options{})
+	var tj *turboJPEG
+	for _, b := range d.backends {
+		if b, ok := b.(*turboJPEG); ok {
+			tj = b
+		}
+	}
+	if tj == nil || tj.rows == nil {
+		t.Skip("libjpeg's API is not available, so region decodes read whole planes")
+	}
+	var up jpegUpsampler
+	var part, whole Image
+	for _, name := range []string{"seeding-800x599-420.jpg", "friends-333x500-420.jpg"} {
+		data := photoFixture(t, name)
+		h, err := d.header(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, maxY := range []int{159, 160, 161, 175, 176, 177, 191, 192, h.height - 1, h.height} {
+			r := image.Rect(17, maxY-150, 17+300, maxY) // at most twice 224: full scale
+			j := d.newJob(h, data, r, 224, 224, nil)
+			out, err := tj.decode(&j)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out.crop != r {
+				t.Fatalf("%s: crop %v decoded as %v, want full scale", name, r, out.crop)
+			}
+			up.convert(&part, out.planes.(*image.YCbCr), r)
+			m, err := tj.decodeRows(data, h.width, h.height, h.height)
+			if err != nil {
+				t.Fatal(err)
+			}
+			up.convert(&whole, m.(*image.YCbCr), r)
+			if md, x, y, ch := maxDiff(&part, &whole); md != 0 {
+				t.Errorf("%s, crop %v: channel %d of pixel (%d,%d) differs by %d from the whole planes' conversion", name, r, ch, x, y, md)
+			}
+		}
+	}
+}
