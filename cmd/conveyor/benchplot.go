@@ -34,7 +34,7 @@ func plotSweep(path string, res *benchResult) error {
 		if _, ok := lines[k]; !ok {
 			keys = append(keys, k)
 		}
-		lines[k] = append(lines[k], plotter.XY{X: float64(setting(r.Settings, x)), Y: r.ImagesPerS})
+		lines[k] = append(lines[k], plotter.XY{X: float64(setting(r.Settings, x)), Y: r.SteadyImagesPerS})
 	}
 	var ticks []plot.Tick
 	for _, r := range res.Runs {
@@ -50,7 +50,7 @@ func plotSweep(path string, res *benchResult) error {
 		lo, hi = min(lo, t.Value), max(hi, t.Value)
 	}
 	for _, r := range res.Runs {
-		top = max(top, r.ImagesPerS)
+		top = max(top, r.SteadyImagesPerS)
 	}
 	pad := max(0.5, 0.08*(hi-lo))
 	p.X.Min, p.X.Max = lo-pad, hi+pad

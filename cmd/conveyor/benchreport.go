@@ -32,12 +32,11 @@ func printReport(w io.Writer, res *benchResult) {
 	} else {
 		row("recipe", "%s (%s pixels), decode backend %s", res.Recipe, res.Fidelity, r.Backend)
 	}
-	row("throughput", "%.1f images/s (last epoch %.1f), %.1f MB/s read; %d images in %.2f s", r.ImagesPerS, r.SteadyImagesPerS, r.MBPerS, r.Images, r.Seconds)
+	printThroughput(row, r)
 	if t := r.Settings.Tuned; t != nil {
 		row("autotune", "workers %d → %d, reads in flight %d → %d, batches in flight %d → %d; %d changes (CPU limit %g cores)",
 			r.Settings.Workers, t.Workers, r.Settings.IOWorkers, t.IOWorkers, r.Settings.Prefetch, t.Prefetch, t.Steps, t.CPULimit)
 	}
-	row("first batch", "%.3f s after creating the loader", r.FirstBatchS)
 	row("cpu", "%.0f%% of one core (%.0f%% of %d): user %.2f s, sys %.2f s", r.CPU.Percent, 100*r.CPU.Utilisation, r.CPU.Cores, r.CPU.UserS, r.CPU.SysS)
 	m := r.Memory
 	locked := "page-locked"
@@ -106,8 +105,8 @@ func printReport(w io.Writer, res *benchResult) {
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "\nconfig: %s\n", r.Config)
-	fmt.Fprintf(w, "conveyor total images=%d seconds=%.2f images_per_s=%.1f mb_per_s=%.1f bad_samples=%d decode=%s\n",
-		r.Images, r.Seconds, r.ImagesPerS, r.MBPerS, r.BadSamples, r.Backend)
+	fmt.Fprintf(w, "conveyor total images=%d seconds=%.2f images_per_s=%.1f mb_per_s=%.1f steady_images_per_s=%.1f create_s=%.3f bad_samples=%d decode=%s\n",
+		r.Images, r.Seconds, r.ImagesPerS, r.MBPerS, r.SteadyImagesPerS, r.CreateS, r.BadSamples, r.Backend)
 	if cs := r.Cache; cs != nil {
 		fmt.Fprintf(w, "conveyor cache hits=%d stored=%d deferred=%d records=%d bytes=%d full=%t dir=%s\n",
 			r.CacheHits, r.CacheStored, r.CacheDeferred, cs.Records, cs.Bytes, cs.Full, cs.Dir)
@@ -116,6 +115,24 @@ func printReport(w io.Writer, res *benchResult) {
 		fmt.Fprintf(w, "conveyor objstore requests=%d bytes_fetched=%d retries=%d hits=%d misses=%d evictions=%d fetched=%d peak_bytes=%d\n",
 			o.Requests, o.BytesFetched, o.Retries, o.Hits, o.Misses, o.Evictions, o.Fetched, o.PeakBytes)
 	}
+}
+
+// printThroughput prints the headline, the steady state, and apart from it the first
+// epoch, loader creation and the run as a whole, each saying what it includes.
+func printThroughput(row func(k, format string, a ...any), r *runReport) {
+	if len(r.Epochs) > 1 {
+		row("throughput", "%.1f images/s, %.1f MB/s read: steady state, epochs 1-%d (the first epoch and loader creation left out, below)",
+			r.SteadyImagesPerS, r.SteadyMBPerS, len(r.Epochs)-1)
+	} else {
+		row("throughput", "%.1f images/s, %.1f MB/s read: one epoch, warm-up included (--epochs 2 or more measures the steady state)",
+			r.SteadyImagesPerS, r.SteadyMBPerS)
+	}
+	if len(r.Epochs) > 0 {
+		e := r.Epochs[0]
+		row("first epoch", "%.1f images/s: %d images in %.2f s; first batch %.3f s after the run started", e.ImagesPerS, e.Images, e.Seconds, r.FirstBatchS)
+	}
+	row("loader", "created in %.3f s", r.CreateS)
+	row("overall", "%.1f images/s, %.1f MB/s read: %d images in %.2f s, loader creation and every epoch included", r.ImagesPerS, r.MBPerS, r.Images, r.Seconds)
 }
 
 // printCeilings prints the --stages table and its verdict.
@@ -137,7 +154,7 @@ func printCeilings(w io.Writer, res *benchResult) {
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "host-to-device copy: %s\n", res.H2D)
-	fmt.Fprintf(w, "bottleneck: %s (adds the most time per image; each ceiling is the last epoch's rate)\n", res.Bottleneck)
+	fmt.Fprintf(w, "bottleneck: %s (adds the most time per image; each ceiling is the steady-state rate)\n", res.Bottleneck)
 	if c := res.Consumer; c != nil {
 		stepRate := float64(res.Settings.Batch) / c.StepS
 		fmt.Fprintf(w, "consumer: a %s step takes at most %.0f images/s; the loader's ceiling is %.0f\n", fmtSeconds(c.StepS), stepRate, res.Ceilings[len(res.Ceilings)-1].ImagesPerS)
@@ -148,21 +165,22 @@ func printCeilings(w io.Writer, res *benchResult) {
 func printSweep(w io.Writer, res *benchResult) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(w)
-	head := []string{"workers", "prefetch", "batch", "images/s", "last epoch", "MB/s", "cpu %", "peak RSS MB", "first batch s"}
+	head := []string{"workers", "prefetch", "batch", "images/s", "overall", "MB/s", "cpu %", "peak RSS MB", "first batch s"}
 	if res.Runs[0].Consumer != nil {
 		head = append(head, "waited %")
 	}
 	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
 	for _, r := range res.Runs {
 		s := r.Settings
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%.1f\t%.1f\t%.1f\t%.0f\t%.0f\t%.3f\t", s.Workers, s.Prefetch, s.Batch, r.ImagesPerS, r.SteadyImagesPerS,
-			r.MBPerS, r.CPU.Percent, float64(r.Memory.PeakRSS)/1e6, r.FirstBatchS)
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%.1f\t%.1f\t%.1f\t%.0f\t%.0f\t%.3f\t", s.Workers, s.Prefetch, s.Batch, r.SteadyImagesPerS, r.ImagesPerS,
+			r.SteadyMBPerS, r.CPU.Percent, float64(r.Memory.PeakRSS)/1e6, r.FirstBatchS)
 		if c := r.Consumer; c != nil {
 			fmt.Fprintf(tw, "%.1f\t", 100*c.Waited)
 		}
 		fmt.Fprintln(tw)
 	}
 	tw.Flush()
+	fmt.Fprintln(w, "images/s and MB/s: steady state (the epochs after the first; with one epoch, that epoch); overall: loader creation and every epoch included")
 	fmt.Fprintf(w, "plot: %s\n", res.Plot)
 }
 

@@ -41,8 +41,9 @@ func measure(ctx context.Context, src pipeline.Source, cfg *pipeline.Config, opt
 		return nil, err
 	}
 	defer ld.Close()
+	created := time.Since(start)
 	eff := ld.Config()
-	rep := &runReport{
+	rep := &runReport{CreateS: created.Seconds(),
 		Backend: ld.Stats().Backends.Decode, WebP: ld.Stats().Backends.WebP, Config: eff.String(),
 		Settings: settings{Workers: eff.Tuning.Workers, IOWorkers: eff.Tuning.IOWorkers, Prefetch: eff.Tuning.Prefetch, Batch: eff.Batch.Size, MicroBatches: eff.Batch.MicroBatches, StopAfter: eff.StopAfter.String()},
 	}
@@ -166,6 +167,7 @@ func runEpochs(ctx context.Context, ld *pipeline.Loader, opts *runOptions, rep *
 		loop += dt
 		after := ld.Stats()
 		er := epochResult{Epoch: e, Images: n, Seconds: dt.Seconds(), ImagesPerS: perSecond64(n, dt.Seconds()),
+			ReadBytes: after.Stages.Read.Bytes - before.Stages.Read.Bytes,
 			CacheHits: after.Cache.Hits - before.Cache.Hits, CacheStored: after.Cache.Stored - before.Cache.Stored,
 			PeakAnon: mem.endEpoch()}
 		rep.Epochs = append(rep.Epochs, er)
@@ -182,9 +184,7 @@ func runEpochs(ctx context.Context, ld *pipeline.Loader, opts *runOptions, rep *
 func (rep *runReport) fillTotals(st *pipeline.Stats, wall, first, user, sys time.Duration) {
 	rep.Seconds = wall.Seconds()
 	rep.ImagesPerS = perSecond64(rep.Images, rep.Seconds)
-	if k := len(rep.Epochs); k > 0 {
-		rep.SteadyImagesPerS = rep.Epochs[k-1].ImagesPerS
-	}
+	rep.SteadyImagesPerS, rep.SteadyMBPerS = steadyRate(rep.Epochs)
 	rep.ReadBytes = st.Stages.Read.Bytes
 	rep.MBPerS = float64(st.Stages.Read.Bytes) / 1e6 / rep.Seconds
 	rep.BadSamples = st.Bad.Samples
@@ -216,6 +216,21 @@ func (rep *runReport) fillMemory(st *pipeline.Stats, mem *memSampler, scoped boo
 			m.AnonOverBudget = float64(peak.Anon) / float64(m.Budget)
 		}
 	}
+}
+
+// steadyRate is the throughput of the epochs after the first (their images over their
+// time, and likewise bytes read): the loader's workers started and its tuner settled.
+// With one epoch it is that epoch's, loader creation left out but warm-up included.
+func steadyRate(epochs []epochResult) (imagesPerS, mbPerS float64) {
+	if len(epochs) > 1 {
+		epochs = epochs[1:]
+	}
+	var n, b int64
+	var secs float64
+	for _, e := range epochs {
+		n, b, secs = n+e.Images, b+e.ReadBytes, secs+e.Seconds
+	}
+	return perSecond64(n, secs), perSecond64(b, secs) / 1e6
 }
 
 // stageBusyOf shares the stages' busy time out, in pipeline order.
