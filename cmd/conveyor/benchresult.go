@@ -67,10 +67,10 @@ type runReport struct {
 	SteadyImagesPerS float64 `json:"steady_images_per_s"`
 	SteadyMBPerS     float64 `json:"steady_mb_per_s"`
 	// CreateS is the time pipeline.New took (listing excluded: see OpenS).
-	CreateS   float64 `json:"create_s"`
-	ReadBytes int64   `json:"read_bytes"`
-	MBPerS    float64 `json:"mb_per_s"` // bytes read (files, or records of a cache) per second over Seconds, 10^6
-	BadSamples       int64   `json:"bad_samples"`
+	CreateS    float64 `json:"create_s"`
+	ReadBytes  int64   `json:"read_bytes"`
+	MBPerS     float64 `json:"mb_per_s"` // bytes read (files, or records of a cache) per second over Seconds, 10^6
+	BadSamples int64   `json:"bad_samples"`
 	// FirstBatchS is the time from creating the loader to the first batch in hand.
 	FirstBatchS float64 `json:"first_batch_s"`
 
