@@ -46,3 +46,51 @@ func TestBenchHeadlineSteadyState(t *testing.T) {
 		t.Errorf("one epoch: steady %v, the epoch's %v", one.SteadyImagesPerS, one.Epochs[0].ImagesPerS)
 	}
 }
+
+// The autotune row names only the settings that changed, and says when none did.
+func TestAutotuneLine(t *testing.T) {
+	start := settings{Workers: 2, IOWorkers: 4, Prefetch: 2}
+	for _, c := range []struct {
+		end  tuned
+		want string
+	}{
+		{tuned{Workers: 4, IOWorkers: 4, Prefetch: 2, Steps: 3, CPULimit: 2},
+			"workers 2 → 4 (reads in flight 4, batches in flight 2 kept); 3 changes, CPU limit 2 cores"},
+		{tuned{Workers: 2, IOWorkers: 4, Prefetch: 2, Steps: 2, CPULimit: 2},
+			"kept workers 2, reads in flight 4, batches in flight 2 (2 changes tried and undone); CPU limit 2 cores"},
+		{tuned{Workers: 2, IOWorkers: 4, Prefetch: 2, CPULimit: 2},
+			"no change: kept workers 2, reads in flight 4, batches in flight 2; CPU limit 2 cores"},
+		{tuned{Workers: 3, IOWorkers: 6, Prefetch: 3, Steps: 1, CPULimit: 1.5},
+			"workers 2 → 3, reads in flight 4 → 6, batches in flight 2 → 3; 1 change, CPU limit 1.5 cores"},
+	} {
+		if got := autotuneLine(start, &c.end); got != c.want {
+			t.Errorf("%+v:\n got %s\nwant %s", c.end, got, c.want)
+		}
+	}
+}
+
+func TestPlural(t *testing.T) {
+	for n, want := range map[int]string{0: "0 classes", 1: "1 class", 2: "2 classes"} {
+		if got := plural(n, "class"); got != want {
+			t.Errorf("plural(%d): %q, want %q", n, got, want)
+		}
+	}
+	if got := plural(1, "shard"); got != "1 shard" {
+		t.Errorf("plural(1, shard) = %q", got)
+	}
+}
+
+// One class, one sample: singular nouns in the report.
+func TestBenchReportSingular(t *testing.T) {
+	res := &benchResult{Dataset: "d", Samples: 1, Classes: 1}
+	res.Epochs = []epochResult{{Images: 1, Seconds: 1, ImagesPerS: 1}}
+	res.Memory.PinnedBuffers = 1
+	res.ObjStore = &objStats{Requests: 1, Retries: 1, Hits: 1, Misses: 1, Fetched: 1}
+	var out bytes.Buffer
+	printReport(&out, res)
+	for _, want := range []string{"1 sample, 1 class,", "1 buffer of", "1 request,", "1 retry;", "1 hit, 1 miss, 1 shard fetched"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("no %q in\n%s", want, out.String())
+		}
+	}
+}

@@ -26,7 +26,7 @@ func printReport(w io.Writer, res *benchResult) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	row := func(k, format string, a ...any) { fmt.Fprintf(tw, "%s\t"+format+"\n", append([]any{k}, a...)...) }
 	fmt.Fprintln(tw)
-	row("dataset", "%s: %d samples, %d classes, opened in %.2f s", res.Dataset, res.Samples, res.Classes, res.OpenS)
+	row("dataset", "%s: %s, %s, opened in %.2f s", res.Dataset, plural(res.Samples, "sample"), plural(res.Classes, "class"), res.OpenS)
 	if r.WebP != "" {
 		row("recipe", "%s (%s pixels), decode backend %s (WebP: %s)", res.Recipe, res.Fidelity, r.Backend, r.WebP)
 	} else {
@@ -34,8 +34,7 @@ func printReport(w io.Writer, res *benchResult) {
 	}
 	printThroughput(row, r)
 	if t := r.Settings.Tuned; t != nil {
-		row("autotune", "workers %d → %d, reads in flight %d → %d, batches in flight %d → %d; %d changes (CPU limit %g cores)",
-			r.Settings.Workers, t.Workers, r.Settings.IOWorkers, t.IOWorkers, r.Settings.Prefetch, t.Prefetch, t.Steps, t.CPULimit)
+		row("autotune", "%s", autotuneLine(r.Settings, t))
 	}
 	row("cpu", "%.0f%% of one core (%.0f%% of %d): user %.2f s, sys %.2f s", r.CPU.Percent, 100*r.CPU.Utilisation, r.CPU.Cores, r.CPU.UserS, r.CPU.SysS)
 	m := r.Memory
@@ -50,8 +49,8 @@ func printReport(w io.Writer, res *benchResult) {
 	}
 	row("memory", "peak RSS %s (%s); loader budget %s, peak held %s", units.Bytes(m.PeakRSS), m.PeakRSSScope, units.Bytes(m.Budget), units.Bytes(m.PeakHeld))
 	if m.PeakAnon > 0 {
-		row("resident", "peaks sampled: anonymous %s (%.0f%% of the budget), file-backed %s, shared %s; Go heap %s, Go runtime %s; memory returned %d times",
-			units.Bytes(m.PeakAnon), 100*m.AnonOverBudget, units.Bytes(m.PeakFile), units.Bytes(m.PeakShmem), units.Bytes(m.PeakHeap), units.Bytes(m.PeakGo), m.Returns)
+		row("resident", "peaks sampled: anonymous %s (%.0f%% of the budget), file-backed %s, shared %s; Go heap %s, Go runtime %s; memory returned %s",
+			units.Bytes(m.PeakAnon), 100*m.AnonOverBudget, units.Bytes(m.PeakFile), units.Bytes(m.PeakShmem), units.Bytes(m.PeakHeap), units.Bytes(m.PeakGo), plural(int(m.Returns), "time"))
 	}
 	if len(r.Epochs) > 1 && r.Epochs[0].PeakAnon > 0 {
 		var b strings.Builder
@@ -68,9 +67,9 @@ func printReport(w io.Writer, res *benchResult) {
 	if s := r.Settings; s.MicroBatches > 1 {
 		what = fmt.Sprintf("micro-batch (%d samples)", s.Batch/s.MicroBatches)
 	}
-	row("pinned", "%s: %d buffers of %s, one %s each, %s", units.Bytes(m.Pinned), m.PinnedBuffers, units.Bytes(m.PinnedBufferBytes), what, locked)
+	row("pinned", "%s: %s of %s, one %s each, %s", units.Bytes(m.Pinned), plural(m.PinnedBuffers, "buffer"), units.Bytes(m.PinnedBufferBytes), what, locked)
 	if m.DeviceBuffers > 0 {
-		row("device", "%s, %s: %d buffers of %s, one %s each", m.Device, units.Bytes(m.DeviceBytes), m.DeviceBuffers, units.Bytes(m.DeviceBufferBytes), what)
+		row("device", "%s, %s: %s of %s, one %s each", m.Device, units.Bytes(m.DeviceBytes), plural(m.DeviceBuffers, "buffer"), units.Bytes(m.DeviceBufferBytes), what)
 	} else {
 		row("device", "%s, %s", m.Device, units.Bytes(m.DeviceBytes))
 	}
@@ -80,15 +79,16 @@ func printReport(w io.Writer, res *benchResult) {
 			fmtSeconds(c.StepS), 100*c.Waited, c.WaitS, c.WallS, c.CopyWaits, c.CopyWaitS)
 	}
 	if cs := r.Cache; cs != nil {
-		row("cache", "hits %d, stored %d, deferred %d; %s: %d records, %s, codec %s, full %t",
-			r.CacheHits, r.CacheStored, r.CacheDeferred, cs.Dir, cs.Records, units.Bytes(cs.Bytes), cs.Codec, cs.Full)
+		row("cache", "hits %d, stored %d, deferred %d; %s: %s, %s, codec %s, full %t",
+			r.CacheHits, r.CacheStored, r.CacheDeferred, cs.Dir, plural(cs.Records, "record"), units.Bytes(cs.Bytes), cs.Codec, cs.Full)
 		if cs.Disabled != "" {
 			row("", "writing disabled: %s", cs.Disabled)
 		}
 	}
 	if o := res.ObjStore; o != nil {
-		row("object store", "%d requests, %s fetched, %d retries; shard cache: %d hits, %d misses, %d shards fetched, %d evicted, peak %s",
-			o.Requests, units.Bytes(o.BytesFetched), o.Retries, o.Hits, o.Misses, o.Fetched, o.Evictions, units.Bytes(o.PeakBytes))
+		row("object store", "%s, %s fetched, %s; shard cache: %s, %s, %s fetched, %d evicted, peak %s",
+			plural(int(o.Requests), "request"), units.Bytes(o.BytesFetched), plural(int(o.Retries), "retry"), plural(int(o.Hits), "hit"), plural(int(o.Misses), "miss"),
+			plural(int(o.Fetched), "shard"), o.Evictions, units.Bytes(o.PeakBytes))
 	}
 	tw.Flush()
 
@@ -115,6 +115,47 @@ func printReport(w io.Writer, res *benchResult) {
 		fmt.Fprintf(w, "conveyor objstore requests=%d bytes_fetched=%d retries=%d hits=%d misses=%d evictions=%d fetched=%d peak_bytes=%d\n",
 			o.Requests, o.BytesFetched, o.Retries, o.Hits, o.Misses, o.Evictions, o.Fetched, o.PeakBytes)
 	}
+}
+
+// autotuneLine says what the tuner changed between the start of the run and its end,
+// and what it kept: "workers 2 → 4 (reads in flight 4, batches in flight 2 kept);
+// 3 changes, CPU limit 2 cores".
+func autotuneLine(start settings, t *tuned) string {
+	var changed, kept []string
+	for _, s := range []struct {
+		name     string
+		from, to int
+	}{{"workers", start.Workers, t.Workers}, {"reads in flight", start.IOWorkers, t.IOWorkers}, {"batches in flight", start.Prefetch, t.Prefetch}} {
+		if s.from != s.to {
+			changed = append(changed, fmt.Sprintf("%s %d → %d", s.name, s.from, s.to))
+		} else {
+			kept = append(kept, fmt.Sprintf("%s %d", s.name, s.to))
+		}
+	}
+	limit := fmt.Sprintf("CPU limit %g cores", t.CPULimit)
+	switch {
+	case t.Steps == 0:
+		return fmt.Sprintf("no change: kept %s; %s", strings.Join(kept, ", "), limit)
+	case len(changed) == 0:
+		return fmt.Sprintf("kept %s (%s tried and undone); %s", strings.Join(kept, ", "), plural(int(t.Steps), "change"), limit)
+	case len(kept) == 0:
+		return fmt.Sprintf("%s; %s, %s", strings.Join(changed, ", "), plural(int(t.Steps), "change"), limit)
+	}
+	return fmt.Sprintf("%s (%s kept); %s, %s", strings.Join(changed, ", "), strings.Join(kept, ", "), plural(int(t.Steps), "change"), limit)
+}
+
+// plural writes n and the noun, plural unless n is 1: "1 class", "2 classes", "3 retries".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	switch {
+	case strings.HasSuffix(noun, "s"):
+		return fmt.Sprintf("%d %ses", n, noun)
+	case strings.HasSuffix(noun, "y"):
+		return fmt.Sprintf("%d %sies", n, noun[:len(noun)-1])
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // printThroughput prints the headline, the steady state, and apart from it the first
