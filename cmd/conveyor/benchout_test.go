@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 )
@@ -91,6 +92,34 @@ func TestBenchReportSingular(t *testing.T) {
 	for _, want := range []string{"1 sample, 1 class,", "1 buffer of", "1 request,", "1 retry;", "1 hit, 1 miss, 1 shard fetched"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("no %q in\n%s", want, out.String())
+		}
+	}
+}
+
+// Every command's --help gives each flag's default once.
+func TestHelpDefaultsOnce(t *testing.T) {
+	for name, cmd := range commands {
+		var out bytes.Buffer
+		cmd([]string{"--help"}, &out, io.Discard)
+		for _, l := range strings.Split(out.String(), "\n") {
+			if strings.Count(l, "default") > 1 {
+				t.Errorf("conveyor %s --help: %q", name, strings.TrimSpace(l))
+			}
+		}
+	}
+}
+
+// A value the flag package cannot parse is named with what the flag wants.
+func TestFlagParseErrors(t *testing.T) {
+	for _, c := range []struct{ args, want string }{
+		{"--size abc", `invalid value "abc" for flag --size: want a whole number, such as 224`},
+		{"--cpu-limit x", `invalid value "x" for flag --cpu-limit: want a number, such as 0`},
+		{"--step 3", `invalid value "3" for flag --step: want a duration such as 30ms, 2s or 1m30s`},
+		{"--json=yes", `invalid boolean value "yes" for --json: want true or false`},
+	} {
+		err := benchTo(strings.Fields(c.args), io.Discard, io.Discard)
+		if err == nil || err.Error() != c.want {
+			t.Errorf("bench %s: %v, want %s", c.args, err, c.want)
 		}
 	}
 }
