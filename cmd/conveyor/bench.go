@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"time"
 
@@ -154,9 +155,9 @@ func (f *benchFlags) run(ctx context.Context, stdout io.Writer, res *benchResult
 	if !f.jsonOut {
 		opts.epochLine = func(er epochResult) { printEpoch(stdout, er, base.SampleCache != nil) }
 	}
-	run := func(cfg pipeline.Config, label string, step time.Duration) (*runReport, error) {
+	run := func(cfg pipeline.Config, label string, step time.Duration, started func(settings)) (*runReport, error) {
 		o := opts
-		o.label, o.step = label, step
+		o.label, o.step, o.started = label, step, started
 		rep, err := measure(ctx, src, &cfg, &o)
 		if err != nil && ctx.Err() != nil {
 			err = fmt.Errorf("stopped reading %s: %w", res.Dataset, err)
@@ -172,7 +173,7 @@ func (f *benchFlags) run(ctx context.Context, stdout io.Writer, res *benchResult
 	case f.stages:
 		return benchStages(stdout, res, one, f.step, f.jsonOut, run)
 	}
-	rep, err := run(one, "", f.step)
+	rep, err := run(one, "", f.step, nil)
 	if err != nil {
 		return err
 	}
@@ -185,8 +186,9 @@ func (f *benchFlags) run(ctx context.Context, stdout io.Writer, res *benchResult
 	return nil
 }
 
-// runFunc measures one configuration, holding each batch for step.
-type runFunc func(cfg pipeline.Config, label string, step time.Duration) (*runReport, error)
+// runFunc measures one configuration, holding each batch for step; started, if set, is
+// called with the settings the loader starts with.
+type runFunc func(cfg pipeline.Config, label string, step time.Duration, started func(settings)) (*runReport, error)
 
 // benchStages runs the pipeline stopped after each stage in turn, then whole, and names
 // the stage that adds the most time per image. The ceilings are the loader's own, with a
@@ -199,7 +201,7 @@ func benchStages(stdout io.Writer, res *benchResult, cfg pipeline.Config, step t
 		if !jsonOut {
 			fmt.Fprintf(stdout, "conveyor stages=%v\n", s)
 		}
-		rep, err := run(c, "stages="+s.String(), 0)
+		rep, err := run(c, "stages="+s.String(), 0, nil)
 		if err != nil {
 			return err
 		}
@@ -210,7 +212,7 @@ func benchStages(stdout io.Writer, res *benchResult, cfg pipeline.Config, step t
 		if !jsonOut {
 			fmt.Fprintf(stdout, "conveyor stages=all step=%v\n", step)
 		}
-		rep, err := run(cfg, fmt.Sprintf("step=%v", step), step)
+		rep, err := run(cfg, fmt.Sprintf("step=%v", step), step, nil)
 		if err != nil {
 			return err
 		}
@@ -231,6 +233,38 @@ func benchStages(stdout io.Writer, res *benchResult, cfg pipeline.Config, step t
 	printReport(stdout, res)
 	printCeilings(stdout, res)
 	return nil
+}
+
+// sweepLabel names a sweep's run by its settings as configured, "tuned" where the
+// loader chooses: "workers=1 prefetch=tuned batch=64".
+func sweepLabel(cfg pipeline.Config) string {
+	v := func(n int) string {
+		if n == 0 {
+			return "tuned"
+		}
+		return strconv.Itoa(n)
+	}
+	return fmt.Sprintf("workers=%s prefetch=%s batch=%d", v(cfg.Tuning.Workers), v(cfg.Tuning.Prefetch), cfg.Batch.Size)
+}
+
+// sweepHeader is the line printed before a sweep's run, once its loader is created: the
+// settings it starts with (those the sweep's table gives), and which of them the tuner
+// may change: "conveyor workers=1 prefetch=2 batch=64 (prefetch tuned during the run, from these)".
+func sweepHeader(cfg pipeline.Config, s settings) string {
+	line := fmt.Sprintf("conveyor workers=%d prefetch=%d batch=%d", s.Workers, s.Prefetch, s.Batch)
+	var tuned []string
+	if !cfg.Tuning.NoAutotune {
+		if cfg.Tuning.Workers == 0 {
+			tuned = append(tuned, "workers")
+		}
+		if cfg.Tuning.Prefetch == 0 {
+			tuned = append(tuned, "prefetch")
+		}
+	}
+	if len(tuned) > 0 {
+		line += fmt.Sprintf(" (%s tuned during the run, from these)", strings.Join(tuned, " and "))
+	}
+	return line
 }
 
 // sweptSettings lists the settings given more than one value, in a fixed order: the
@@ -255,11 +289,12 @@ func benchSweep(stdout io.Writer, res *benchResult, base pipeline.Config, swept 
 			for _, b := range vals["batch"] {
 				cfg := base
 				cfg.Tuning.Workers, cfg.Tuning.Prefetch, cfg.Batch.Size = w, p, b
-				label := fmt.Sprintf("workers=%d prefetch=%d batch=%d", w, p, b)
+				label := sweepLabel(cfg)
+				var started func(settings)
 				if !jsonOut {
-					fmt.Fprintf(stdout, "conveyor %s\n", label)
+					started = func(s settings) { fmt.Fprintln(stdout, sweepHeader(cfg, s)) }
 				}
-				rep, err := run(cfg, label, step)
+				rep, err := run(cfg, label, step, started)
 				if err != nil {
 					return fmt.Errorf("%s: %w", label, err)
 				}

@@ -123,3 +123,33 @@ func TestFlagParseErrors(t *testing.T) {
 		}
 	}
 }
+
+// A sweep's header names the settings each run starts with, as its table does: the
+// prefetch the loader chose, not 0.
+func TestBenchSweepHeader(t *testing.T) {
+	dir := smallTree(t, 6)
+	t.Chdir(t.TempDir())
+	var out bytes.Buffer
+	if err := benchTo([]string{dir, "--size", "32", "--batch", "4", "--workers", "1,2"}, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	var headers, rows []string
+	table := false
+	for _, l := range strings.Split(out.String(), "\n") {
+		f := strings.Fields(l)
+		switch {
+		case strings.HasPrefix(l, "conveyor workers="):
+			headers = append(headers, strings.Join(f[1:4], " "))
+			if !strings.Contains(l, "(prefetch tuned during the run, from these)") {
+				t.Errorf("header %q does not say prefetch is tuned", l)
+			}
+		case len(f) > 0 && f[0] == "workers":
+			table = true
+		case table && len(f) > 3 && f[0] >= "0" && f[0] <= "9":
+			rows = append(rows, fmt.Sprintf("workers=%s prefetch=%s batch=%s", f[0], f[1], f[2]))
+		}
+	}
+	if len(headers) != 2 || strings.Join(headers, "|") != strings.Join(rows, "|") {
+		t.Errorf("headers %q, table rows %q\n%s", headers, rows, out.String())
+	}
+}

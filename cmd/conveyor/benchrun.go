@@ -19,6 +19,9 @@ type runOptions struct {
 	pr     *progress
 	// epochLine is called after each epoch, for the per-epoch lines of the text output.
 	epochLine func(epochResult)
+	// started, if set, is called once the loader is created, with the settings it
+	// starts with (the tuner's starting values where the configuration left them 0).
+	started func(settings)
 }
 
 // sampleEvery is how often a run samples its queues and redraws its progress bar;
@@ -48,6 +51,9 @@ func measure(ctx context.Context, src pipeline.Source, cfg *pipeline.Config, opt
 		Settings: settings{Workers: eff.Tuning.Workers, IOWorkers: eff.Tuning.IOWorkers, Prefetch: eff.Tuning.Prefetch, Batch: eff.Batch.Size, MicroBatches: eff.Batch.MicroBatches, StopAfter: eff.StopAfter.String()},
 	}
 
+	if opts.started != nil {
+		opts.started(rep.Settings)
+	}
 	smp := startSampling(ld, mem, opts, start)
 	wait0 := ld.Stats().Wait
 	first, loop, err := runEpochs(ctx, ld, opts, rep, smp, mem, start)
