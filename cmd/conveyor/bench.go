@@ -219,6 +219,7 @@ func benchStages(stdout io.Writer, res *benchResult, cfg pipeline.Config, step t
 		res.runReport = *rep
 	}
 	res.Bottleneck, _ = bottleneck(res.Ceilings)
+	res.Noise = ceilingNoise(res.Ceilings)
 	// The copy to the device overlaps the next batch's assembly, so it has no ceiling of
 	// its own: it is inside the full pipeline's.
 	if dev := res.Memory.Device; dev == "" || strings.HasPrefix(dev, "cpu") {

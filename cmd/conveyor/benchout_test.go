@@ -153,3 +153,21 @@ func TestBenchSweepHeader(t *testing.T) {
 		t.Errorf("headers %q, table rows %q\n%s", headers, rows, out.String())
 	}
 }
+
+// Ceilings that rise as stages are added carry a noise warning naming both.
+func TestCeilingNoise(t *testing.T) {
+	cs := []ceiling{{Stage: "read", ImagesPerS: 5000}, {Stage: "decode", ImagesPerS: 400}, {Stage: "augment", ImagesPerS: 420}, {Stage: "all", ImagesPerS: 390}}
+	got := ceilingNoise(cs)
+	if len(got) != 1 || !strings.HasPrefix(got[0], "read+decode+augment's ceiling (420.0 images/s) is 5% above read+decode's (400.0)") {
+		t.Errorf("noise %q", got)
+	}
+	if got := ceilingNoise([]ceiling{{Stage: "read", ImagesPerS: 5000}, {Stage: "decode", ImagesPerS: 400}, {Stage: "all", ImagesPerS: 390}}); len(got) != 0 {
+		t.Errorf("monotonic ceilings: noise %q", got)
+	}
+	res := &benchResult{Ceilings: cs, Noise: ceilingNoise(cs)}
+	var out bytes.Buffer
+	printCeilings(&out, res)
+	if !strings.Contains(out.String(), "\nnoise: read+decode+augment's ceiling") || !strings.Contains(out.String(), "read+decode+augment  420.0") {
+		t.Errorf("table:\n%s", out.String())
+	}
+}

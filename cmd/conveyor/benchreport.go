@@ -7,6 +7,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/conveyor-ml/conveyor/internal/units"
+	"github.com/conveyor-ml/conveyor/pipeline"
 )
 
 // printEpoch prints one epoch's line, in the key=value form scripts read
@@ -181,25 +182,53 @@ func printCeilings(w io.Writer, res *benchResult) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw)
 	fmt.Fprintln(tw, "stages run\timages/s\tms/image\tadds ms")
-	prev := ""
-	for _, c := range res.Ceilings {
-		run := "read"
-		if prev != "" {
-			run = prev + "+" + stageName(c.Stage)
-		}
-		if c.Stage == "all" {
-			run = "full pipeline"
-		}
-		prev = run
-		fmt.Fprintf(tw, "%s\t%.1f\t%.3f\t%.3f\n", run, c.ImagesPerS, c.MsPerImage, c.AddsMs)
+	for i, c := range res.Ceilings {
+		fmt.Fprintf(tw, "%s\t%.1f\t%.3f\t%.3f\n", ceilingRun(res.Ceilings, i), c.ImagesPerS, c.MsPerImage, c.AddsMs)
 	}
 	tw.Flush()
+	for _, n := range res.Noise {
+		fmt.Fprintf(w, "noise: %s\n", n)
+	}
 	fmt.Fprintf(w, "host-to-device copy: %s\n", res.H2D)
 	fmt.Fprintf(w, "bottleneck: %s (adds the most time per image; each ceiling is the steady-state rate)\n", res.Bottleneck)
 	if c := res.Consumer; c != nil {
 		stepRate := float64(res.Settings.Batch) / c.StepS
 		fmt.Fprintf(w, "consumer: a %s step takes at most %.0f images/s; the loader's ceiling is %.0f\n", fmtSeconds(c.StepS), stepRate, res.Ceilings[len(res.Ceilings)-1].ImagesPerS)
 	}
+}
+
+// ceilingRun names the stages the i'th ceiling ran: "read", "read+decode", ...,
+// "full pipeline".
+func ceilingRun(cs []ceiling, i int) string {
+	if cs[i].Stage == pipeline.AllStages.String() {
+		return "full pipeline"
+	}
+	run := "read"
+	for _, c := range cs[1 : i+1] {
+		run += "+" + stageName(c.Stage)
+	}
+	return run
+}
+
+// ceilingNoise says where a ceiling is above one before it, though it runs more
+// stages: a difference the measurement's noise (or the tuner settling elsewhere) made,
+// which the table's "adds ms" of 0 hides.
+func ceilingNoise(cs []ceiling) []string {
+	var out []string
+	for i := 1; i < len(cs); i++ {
+		j := 0 // the slowest ceiling before i
+		for k := range i {
+			if cs[k].ImagesPerS < cs[j].ImagesPerS {
+				j = k
+			}
+		}
+		if lo := cs[j].ImagesPerS; lo > 0 && cs[i].ImagesPerS > lo {
+			out = append(out, fmt.Sprintf("%s's ceiling (%.1f images/s) is %.0f%% above %s's (%.1f), though it does more work: "+
+				"differences this size are noise (or the tuner settling elsewhere); more --epochs or --images steady them",
+				ceilingRun(cs, i), cs[i].ImagesPerS, 100*(cs[i].ImagesPerS/lo-1), ceilingRun(cs, j), lo))
+		}
+	}
+	return out
 }
 
 // printSweep prints one row per run of a sweep.

@@ -19,7 +19,9 @@ type benchResult struct {
 
 	Ceilings   []ceiling `json:"ceilings,omitempty"`
 	Bottleneck string    `json:"bottleneck,omitempty"`
-	H2D        string    `json:"h2d,omitempty"` // why the host-to-device copy was not measured
+	// Noise says where a ceiling is above an earlier one that runs fewer stages.
+	Noise []string `json:"noise,omitempty"`
+	H2D   string   `json:"h2d,omitempty"` // why the host-to-device copy was not measured
 
 	Sweep []string     `json:"sweep,omitempty"` // the swept settings, x axis first
 	Runs  []*runReport `json:"runs,omitempty"`
