@@ -95,6 +95,7 @@ func benchTo(args []string, stdout, stderr io.Writer) (err error) {
 	defer stopProfiles()
 
 	pr := newProgress(stderr)
+	pr.every = progressLineEvery
 	res := benchResult{Recipe: f.recipe}
 	src, closeSource, err := f.openSource(ctx, pos, pr.logf, &res)
 	if err != nil {
@@ -153,7 +154,11 @@ func startProfiles(cpuPath, memPath string, stderr io.Writer) (stop func(), err 
 func (f *benchFlags) run(ctx context.Context, stdout io.Writer, res *benchResult, src pipeline.Source, base pipeline.Config, pr *progress) error {
 	opts := runOptions{epochs: f.epochs, pr: pr}
 	if !f.jsonOut {
-		opts.epochLine = func(er epochResult) { printEpoch(stdout, er, base.SampleCache != nil) }
+		opts.epochLine = func(er epochResult) {
+			var b strings.Builder
+			printEpoch(&b, er, base.SampleCache != nil)
+			pr.printTo(stdout, b.String())
+		}
 	}
 	run := func(cfg pipeline.Config, label string, step time.Duration, started func(settings)) (*runReport, error) {
 		o := opts

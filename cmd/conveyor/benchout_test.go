@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 )
 
 // The headline is the steady state: the epochs after the first, over their own time;
@@ -170,4 +172,94 @@ func TestCeilingNoise(t *testing.T) {
 	if !strings.Contains(out.String(), "\nnoise: read+decode+augment's ceiling") || !strings.Contains(out.String(), "read+decode+augment  420.0") {
 		t.Errorf("table:\n%s", out.String())
 	}
+}
+
+// screen is what a terminal shows after text: \r returns to the line's start, ESC[K
+// clears to its end, other characters overwrite.
+func screen(text string) []string {
+	lines := []string{""}
+	col := 0
+	for i := 0; i < len(text); i++ {
+		cur := &lines[len(lines)-1]
+		switch {
+		case text[i] == '\n':
+			lines, col = append(lines, ""), 0
+		case text[i] == '\r':
+			col = 0
+		case strings.HasPrefix(text[i:], "\x1b[K"):
+			*cur = (*cur)[:col]
+			i += 2
+		default:
+			if col < len(*cur) {
+				*cur = (*cur)[:col] + text[i:i+1] + (*cur)[col+1:]
+			} else {
+				*cur += text[i : i+1]
+			}
+			col++
+		}
+	}
+	return lines
+}
+
+// On a terminal, where stdout and stderr share the screen, the epoch lines are never on
+// the progress bar's line.
+func TestBenchProgressOwnLine(t *testing.T) {
+	dir := smallTree(t, 40)
+	defer func(f func(io.Writer) bool) { isTerminal = f }(isTerminal)
+	isTerminal = func(io.Writer) bool { return true }
+	var tty syncBuffer
+	if err := benchTo([]string{dir, "--size", "32", "--batch", "40", "--epochs", "2", "--step", "300ms"}, &tty, &tty); err != nil {
+		t.Fatal(err)
+	}
+	epochs := 0
+	for _, l := range screen(tty.String()) {
+		if i := strings.Index(l, "conveyor epoch="); i >= 0 {
+			epochs++
+			if i > 0 {
+				t.Errorf("epoch line shares a line: %q", l)
+			}
+		}
+	}
+	if epochs != 2 || !strings.Contains(tty.String(), "img/s") {
+		t.Errorf("%d epoch lines, bar drawn %t:\n%q", epochs, strings.Contains(tty.String(), "img/s"), tty.String())
+	}
+}
+
+// Without a terminal, bench writes a progress line every progressLineEvery.
+func TestBenchProgressLines(t *testing.T) {
+	dir := smallTree(t, 40)
+	defer func(f func(io.Writer) bool, d time.Duration) { isTerminal, progressLineEvery = f, d }(isTerminal, progressLineEvery)
+	isTerminal = func(io.Writer) bool { return false }
+	progressLineEvery = 250 * time.Millisecond
+	var stderr syncBuffer
+	if err := benchTo([]string{dir, "--size", "32", "--batch", "20", "--step", "300ms"}, io.Discard, &stderr); err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, l := range strings.Split(stderr.String(), "\n") {
+		if strings.HasPrefix(l, "conveyor: ") && strings.Contains(l, "/80 images (") && strings.Contains(l, "img/s") {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) < 2 || strings.Contains(stderr.String(), "\r") {
+		t.Errorf("want progress lines every 250ms over ~1.2 s, without \\r; stderr:\n%q", stderr.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the writes of several goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
