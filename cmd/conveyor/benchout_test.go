@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -262,4 +264,25 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// --on-error fail: the bad sample's error is the command's, printed once, not logged too.
+func TestBenchOnErrorFailOnce(t *testing.T) {
+	dir := smallTree(t, 4)
+	if err := os.WriteFile(filepath.Join(dir, "class00", "zz-bad.jpg"), []byte("garbage\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stderr syncBuffer
+	err := benchTo([]string{dir, "--size", "32", "--batch", "3", "--on-error", "fail"}, io.Discard, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "zz-bad.jpg") {
+		t.Fatalf("error %v, want one naming zz-bad.jpg", err)
+	}
+	if strings.Contains(stderr.String(), "zz-bad.jpg") {
+		t.Errorf("the bad sample is logged as well as returned:\n%s", stderr.String())
+	}
+	// --on-error skip still logs it.
+	var skip syncBuffer
+	if err := benchTo([]string{dir, "--size", "32", "--batch", "3", "--max-bad", "-1"}, io.Discard, &skip); err != nil || !strings.Contains(skip.String(), "zz-bad.jpg") {
+		t.Errorf("skip: %v, stderr %q", err, skip.String())
+	}
 }
