@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/conveyor-ml/conveyor/cache"
+	"github.com/conveyor-ml/conveyor/metrics/promconveyor"
 	"github.com/conveyor-ml/conveyor/pipeline"
 )
 
@@ -57,6 +58,8 @@ the standard AWS configuration (AWS_PROFILE, AWS_ENDPOINT_URL, ...).
   --mixup 0.8 --cutmix 1.0
                      mix every batch after packing (timm's Mixup: each batch picks
                      MixUp or CutMix), with soft targets; --smoothing 0.1 smooths them
+  --metrics-addr :9100
+                     serve Prometheus metrics at http://:9100/metrics while it runs
   --on-error fail    end the run at the first file that cannot be read or decoded,
                      instead of replacing it; --max-bad bounds the share replaced
   --order shards --partitions 8 --rank-from-env
@@ -108,7 +111,37 @@ func benchTo(args []string, stdout, stderr io.Writer) (err error) {
 	}
 	defer closeCache() // after the loaders' Close
 	res.Fidelity = base.Fidelity.String()
-	return f.run(ctx, stdout, &res, src, base, pr)
+	var live *liveLoader
+	if f.metricsAddr != "" {
+		live = &liveLoader{}
+		stopServing, err := serveMetrics(f.metricsAddr, live, &res, pr.logf)
+		if err != nil {
+			return err
+		}
+		defer stopServing()
+	}
+	return f.run(ctx, stdout, &res, src, base, pr, live)
+}
+
+// serveMetrics serves --metrics-addr: the loaders' metrics through live, and the remote
+// dataset's object-store counters, if any.
+func serveMetrics(addr string, live *liveLoader, res *benchResult, logf func(string, ...any)) (stop func(), err error) {
+	srv, err := promconveyor.Serve(addr, live, nil)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-addr: %w", err)
+	}
+	if res.store != nil {
+		sc, err := promconveyor.NewShardCollector(res.store, nil)
+		if err == nil {
+			err = srv.Register(sc)
+		}
+		if err != nil {
+			srv.Close()
+			return nil, fmt.Errorf("--metrics-addr: %w", err)
+		}
+	}
+	logf("conveyor: serving Prometheus metrics at http://%s/metrics while the bench runs", srv.Addr())
+	return func() { srv.Close() }, nil
 }
 
 // failQuiet is logf, less the loader's line for a bad sample when the run ends at the
@@ -169,8 +202,8 @@ func startProfiles(cpuPath, memPath string, stderr io.Writer) (stop func(), err 
 
 // run measures what the flags ask for (a sweep, the stages, or one configuration) and
 // prints the report.
-func (f *benchFlags) run(ctx context.Context, stdout io.Writer, res *benchResult, src pipeline.Source, base pipeline.Config, pr *progress) error {
-	opts := runOptions{epochs: f.epochs, pr: pr}
+func (f *benchFlags) run(ctx context.Context, stdout io.Writer, res *benchResult, src pipeline.Source, base pipeline.Config, pr *progress, live *liveLoader) error {
+	opts := runOptions{epochs: f.epochs, pr: pr, live: live}
 	if !f.jsonOut {
 		opts.epochLine = func(er epochResult) {
 			var b strings.Builder

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -284,5 +286,52 @@ func TestBenchOnErrorFailOnce(t *testing.T) {
 	var skip syncBuffer
 	if err := benchTo([]string{dir, "--size", "32", "--batch", "3", "--max-bad", "-1"}, io.Discard, &skip); err != nil || !strings.Contains(skip.String(), "zz-bad.jpg") {
 		t.Errorf("skip: %v, stderr %q", err, skip.String())
+	}
+}
+
+// --metrics-addr serves the running loader's metrics while the bench runs, and stops at
+// its end.
+func TestBenchMetricsAddr(t *testing.T) {
+	dir := smallTree(t, 20)
+	var stderr syncBuffer
+	errc := make(chan error, 1)
+	go func() {
+		errc <- benchTo([]string{dir, "--size", "32", "--batch", "4", "--step", "100ms", "--metrics-addr", "127.0.0.1:0"}, io.Discard, &stderr)
+	}()
+	re := regexp.MustCompile(`serving Prometheus metrics at (http://\S+/metrics)`)
+	var url string
+	for deadline := time.Now().Add(10 * time.Second); url == "" && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if m := re.FindStringSubmatch(stderr.String()); m != nil {
+			url = m[1]
+		}
+	}
+	if url == "" {
+		t.Fatalf("no address logged: %q", stderr.String())
+	}
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	scraped := false
+	for deadline := time.Now().Add(10 * time.Second); !scraped && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		resp, err := client.Get(url)
+		if err != nil {
+			t.Fatalf("scraping %s while the bench runs: %v", url, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		// A batch delivered: the served counters are the running loader's.
+		if m := regexp.MustCompile(`\nconveyor_loader_batches_total (\d+)`).FindStringSubmatch(string(body)); m != nil && m[1] != "0" {
+			scraped = true
+		}
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if !scraped {
+		t.Error("no batches in the metrics served")
+	}
+	if _, err := client.Get(url); err == nil {
+		t.Errorf("%s still served after the bench ended", url)
+	}
+	if err := benchTo([]string{dir, "--metrics-addr", "bad:addr:1"}, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), "--metrics-addr") {
+		t.Errorf("bad address: %v", err)
 	}
 }

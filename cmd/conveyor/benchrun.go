@@ -19,6 +19,8 @@ type runOptions struct {
 	pr     *progress
 	// epochLine is called after each epoch, for the per-epoch lines of the text output.
 	epochLine func(epochResult)
+	// live, if set, is given the loader while it runs (--metrics-addr serves it).
+	live *liveLoader
 	// started, if set, is called once the loader is created, with the settings it
 	// starts with (the tuner's starting values where the configuration left them 0).
 	started func(settings)
@@ -44,6 +46,10 @@ func measure(ctx context.Context, src pipeline.Source, cfg *pipeline.Config, opt
 		return nil, err
 	}
 	defer ld.Close()
+	if opts.live != nil {
+		opts.live.set(ld)
+		defer opts.live.done() // before Close
+	}
 	created := time.Since(start)
 	eff := ld.Config()
 	rep := &runReport{CreateS: created.Seconds(),
@@ -86,6 +92,39 @@ func measure(ctx context.Context, src pipeline.Source, cfg *pipeline.Config, opt
 			Bytes: cs.Bytes, Full: cs.Full, Disabled: cs.Disabled}
 	}
 	return rep, nil
+}
+
+// liveLoader is the metrics.Source that --metrics-addr serves: the running loader's
+// Stats, or, between a sweep's or --stages' runs and after the last, the last loader's
+// final Stats.
+type liveLoader struct {
+	mu   sync.Mutex
+	ld   *pipeline.Loader
+	last pipeline.Stats
+}
+
+func (l *liveLoader) set(ld *pipeline.Loader) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.ld = ld
+}
+
+// done keeps the running loader's final Stats, before it is closed.
+func (l *liveLoader) done() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ld != nil {
+		l.last, l.ld = l.ld.Stats(), nil
+	}
+}
+
+func (l *liveLoader) Stats() pipeline.Stats {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ld != nil {
+		return l.ld.Stats()
+	}
+	return l.last
 }
 
 // runSampler samples a run's queues and memory while it runs, and draws its progress.
