@@ -12,6 +12,12 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
 )
 
 // The headline is the steady state: the epochs after the first, over their own time;
@@ -333,5 +339,50 @@ func TestBenchMetricsAddr(t *testing.T) {
 	}
 	if err := benchTo([]string{dir, "--metrics-addr", "bad:addr:1"}, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), "--metrics-addr") {
 		t.Errorf("bad address: %v", err)
+	}
+}
+
+// The sweep plot's title fits its width, however long the dataset's name.
+func TestPlotTitleFits(t *testing.T) {
+	res := &benchResult{Dataset: "s3://my-training-bucket/imagenet/train/" + strings.Repeat("x", 200) + "-{000000..001023}.tar", Recipe: "randaugment", Sweep: []string{"prefetch"}}
+	sty := plot.New().Title.TextStyle
+	for _, l := range strings.Split(plotTitle(res), "\n") {
+		if w := sty.Width(l); w > plotWidth-2*plotMargin {
+			t.Errorf("title line %q is %v wide, the plot %v", l, w, plotWidth)
+		}
+	}
+}
+
+// Point values never overlap one another or another point: one too close goes below its
+// point, or is left out.
+func TestPlaceLabels(t *testing.T) {
+	p := plot.New()
+	p.Y.Min, p.Y.Max = 0, 800
+	da := draw.New(vgimg.New(plotWidth, plotHeight))
+	da = p.DataCanvas(da)
+	var labels []pointLabel
+	for _, y := range []float64{388, 349, 340, 700, 100} { // at x 2, three within a label's height
+		labels = append(labels, pointLabel{xy: plotter.XY{X: 2, Y: y}})
+	}
+	labels = append(labels, pointLabel{xy: plotter.XY{X: 1, Y: 389}})
+	spans, err := placeLabels(p, da, labels)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(spans) < 4 {
+		t.Errorf("%d of 6 labels placed", len(spans))
+	}
+	for i, a := range spans {
+		for _, b := range spans[i+1:] {
+			if a.overlaps(b) {
+				t.Errorf("labels overlap: %+v and %+v", a, b)
+			}
+		}
+		for _, l := range labels {
+			y := da.Min.Y + vg.Length(l.xy.Y/800)*da.Size().Y
+			if a.overlaps(labelSpan{vg.Length(l.xy.X), y - 3, y + 3}) {
+				t.Errorf("label %+v covers the point %v", a, l.xy)
+			}
+		}
 	}
 }
