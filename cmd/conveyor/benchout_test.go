@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conveyor-ml/conveyor/internal/s3test"
+
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
@@ -256,6 +258,64 @@ func TestBenchProgressLines(t *testing.T) {
 	}
 }
 
+// scrapeUntil reads the metrics address a bench running in the background logs to
+// stderr and scrapes it until a line matches want (the served counters are the running
+// loader's), then waits for the bench to end with errc. It returns the URL.
+func scrapeUntil(t *testing.T, stderr *syncBuffer, errc <-chan error, want string) string {
+	t.Helper()
+	re := regexp.MustCompile(`serving Prometheus metrics at (http://\S+/metrics)`)
+	var url string
+	for deadline := time.Now().Add(10 * time.Second); url == "" && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if m := re.FindStringSubmatch(stderr.String()); m != nil {
+			url = m[1]
+		}
+	}
+	if url == "" {
+		t.Fatalf("no address logged: %q", stderr.String())
+	}
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	wantRe := regexp.MustCompile(want)
+	scraped := false
+	for deadline := time.Now().Add(10 * time.Second); !scraped && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		resp, err := client.Get(url)
+		if err != nil {
+			t.Fatalf("scraping %s while the bench runs: %v", url, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		scraped = wantRe.Match(body)
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if !scraped {
+		t.Errorf("no %q in the metrics served", want)
+	}
+	return url
+}
+
+// --metrics-addr on a dataset in object storage serves its shard cache's counters too.
+func TestBenchMetricsAddrS3(t *testing.T) {
+	s3test.Each(t, func(t *testing.T, srv *s3test.Server) {
+		_, shards := wdsShards(t, [][2]int{{0, 6}, {6, 12}})
+		for _, name := range shards {
+			data, err := os.ReadFile(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv.Put(t, "wds/"+filepath.Base(name), data)
+		}
+		srv.Env(t, "")
+		var stderr syncBuffer
+		errc := make(chan error, 1)
+		go func() {
+			errc <- benchTo([]string{srv.URL("wds/train-{00..01}.tar"), "--size", "32", "--batch", "4", "--step", "200ms", "--shard-cache", t.TempDir(),
+				"--metrics-addr", "127.0.0.1:0"}, io.Discard, &stderr)
+		}()
+		scrapeUntil(t, &stderr, errc, `\nconveyor_objstore_requests_total [1-9]`)
+	})
+}
+
 // syncBuffer is a bytes.Buffer safe for the writes of several goroutines.
 type syncBuffer struct {
 	mu sync.Mutex
@@ -304,36 +364,8 @@ func TestBenchMetricsAddr(t *testing.T) {
 	go func() {
 		errc <- benchTo([]string{dir, "--size", "32", "--batch", "4", "--step", "100ms", "--metrics-addr", "127.0.0.1:0"}, io.Discard, &stderr)
 	}()
-	re := regexp.MustCompile(`serving Prometheus metrics at (http://\S+/metrics)`)
-	var url string
-	for deadline := time.Now().Add(10 * time.Second); url == "" && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if m := re.FindStringSubmatch(stderr.String()); m != nil {
-			url = m[1]
-		}
-	}
-	if url == "" {
-		t.Fatalf("no address logged: %q", stderr.String())
-	}
+	url := scrapeUntil(t, &stderr, errc, `\nconveyor_loader_batches_total [1-9]`)
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
-	scraped := false
-	for deadline := time.Now().Add(10 * time.Second); !scraped && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		resp, err := client.Get(url)
-		if err != nil {
-			t.Fatalf("scraping %s while the bench runs: %v", url, err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		// A batch delivered: the served counters are the running loader's.
-		if m := regexp.MustCompile(`\nconveyor_loader_batches_total (\d+)`).FindStringSubmatch(string(body)); m != nil && m[1] != "0" {
-			scraped = true
-		}
-	}
-	if err := <-errc; err != nil {
-		t.Fatal(err)
-	}
-	if !scraped {
-		t.Error("no batches in the metrics served")
-	}
 	if _, err := client.Get(url); err == nil {
 		t.Errorf("%s still served after the bench ended", url)
 	}
