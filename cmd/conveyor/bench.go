@@ -33,8 +33,10 @@ convert), or on WebDataset tar shards (SHARD.tar ..., or a quoted pattern such a
 (s3://bucket/train-{000000..001023}.tar, s3://bucket/prefix/,
 https://host/train-{0..9}.tar), or named by a shard index beside them
 (s3://bucket/train.json, written by conveyor inspect SHARDS --json); without DIR, on a built-in synthetic set of ~500x375
-JPEGs. Prints one line per epoch and a report: images/s, MB/s read, CPU, memory, time to
-first batch, where the stages' time went and how full the queues were.
+JPEGs. Prints one line per epoch and a report: images/s and MB/s read in the steady
+state (the epochs after the first: run --epochs 2 or more), the first epoch, loader
+creation and the whole run apart, CPU, memory, where the stages' time went and how full
+the queues were. Progress goes to stderr: a bar on a terminal, else a line every 5 s.
 
 Remote shards are indexed at start (or, with --shard-index or a shard index with class
 names as the URL, each when first read), then
