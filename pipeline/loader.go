@@ -64,6 +64,10 @@ type Loader struct {
 	fill    filler       // when to store into Config.SampleCache
 	conv    *converting  // set when the loader runs Convert
 
+	// backends: the JPEG and WebP decoders in use (Stats.Backends), named once in New:
+	// a worker replaces its decoder while it runs, so Stats must not ask the workers'.
+	backends struct{ decode, webp string }
+
 	mu      sync.Mutex
 	run     *run // the epoch being iterated, or nil
 	closed  bool
@@ -231,6 +235,7 @@ func build(src Source, cfg *Config, conv *converting) (*Loader, error) {
 		l.workers[i].reset(l)
 	}
 	l.spec = specOf(c.Decode, l.workers[0].dec.Backend())
+	l.backends.decode, l.backends.webp = l.decodeBackend(), l.webpBackend()
 	return l, nil
 }
 

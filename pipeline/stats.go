@@ -164,7 +164,7 @@ func (l *Loader) Stats() Stats {
 	m.Pinned, m.Outstanding, m.Returns = l.pool.Stats(), l.outstanding.Load(), l.returns.runs.Load()
 	tu := &s.Tuning
 	tu.Workers, tu.IOWorkers, tu.Prefetch, tu.Steps = int(l.tune.workers.Load()), int(l.tune.io.Load()), int(l.tune.prefetch.Load()), l.tune.steps.Load()
-	s.Backends.Decode, s.Backends.WebP = l.decodeBackend(), l.webpBackend()
+	s.Backends.Decode, s.Backends.WebP = l.backends.decode, l.backends.webp
 	s.Memory.PeakHeld = s.Memory.Pinned.BytesMapped + l.held.peak.Load()
 	rs := l.ring.Stats()
 	s.Device.Kind, s.Device.Name, s.Device.Bytes, s.Device.Copies = l.dev.Kind(), l.dev.String(), rs.DeviceBytes, rs.Uploads

@@ -7,6 +7,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // usageError is an error in the command line (an unknown flag, a bad value, a missing
@@ -33,15 +34,22 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) ([]string, er
 		fs.Usage()
 		return nil, err
 	case err != nil:
-		return nil, usageError{flagError(err)}
+		return nil, usageError{flagError(fs, err)}
 	}
 	return pos, nil
 }
 
 // flagError rewrites the flag package's messages to name flags as the usage writes them,
 // with two dashes: "unknown flag --foo" rather than "flag provided but not defined: -foo".
-func flagError(err error) error {
+//
+// The flag package ends a value it cannot parse with "parse error": that is replaced by
+// what the flag wants, "a whole number" for --size.
+func flagError(fs *flag.FlagSet, err error) error {
 	msg := err.Error()
+	if m, ok := strings.CutSuffix(msg, ": parse error"); ok {
+		msg = m + ": want " + flagWants(fs, m)
+		err = errors.New(msg)
+	}
 	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
 		return fmt.Errorf("unknown flag --%s", name)
 	}
@@ -54,6 +62,34 @@ func flagError(err error) error {
 		}
 	}
 	return err
+}
+
+// flagWants names the kind of value the flag that msg (the flag package's message, up
+// to its ": parse error") names takes, from the flag's value.
+func flagWants(fs *flag.FlagSet, msg string) string {
+	i := strings.LastIndex(msg, " -")
+	if i < 0 {
+		return "a valid value"
+	}
+	f := fs.Lookup(strings.TrimLeft(msg[i+1:], "-"))
+	if f == nil {
+		return "a valid value"
+	}
+	g, ok := f.Value.(flag.Getter)
+	if !ok {
+		return "a valid value"
+	}
+	switch g.Get().(type) {
+	case int, int64, uint, uint64:
+		return "a whole number, such as " + f.DefValue
+	case float64:
+		return "a number, such as " + f.DefValue
+	case time.Duration:
+		return "a duration such as 30ms, 2s or 1m30s"
+	case bool:
+		return "true or false"
+	}
+	return "a valid value"
 }
 
 // parseArgs parses fs's flags wherever they appear among the positional arguments, so
@@ -109,7 +145,13 @@ func (b *byteSize) Set(s string) error {
 // "1,2,4": a list sweeps the setting.
 type intList []int
 
+// A list of one 0 is the unset value of --workers and --prefetch (the loader tunes
+// them); it prints as nothing, as the flag package prints a nil list, so that --help
+// gives only the flag's own "default: tuned" and not "(default 0)" after it.
 func (l *intList) String() string {
+	if len(*l) == 1 && (*l)[0] == 0 {
+		return ""
+	}
 	s := make([]string, len(*l))
 	for i, v := range *l {
 		s[i] = strconv.Itoa(v)

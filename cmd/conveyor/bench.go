@@ -8,10 +8,12 @@ import (
 	"io"
 	"os"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/conveyor-ml/conveyor/cache"
+	"github.com/conveyor-ml/conveyor/metrics/promconveyor"
 	"github.com/conveyor-ml/conveyor/pipeline"
 )
 
@@ -31,8 +33,10 @@ convert), or on WebDataset tar shards (SHARD.tar ..., or a quoted pattern such a
 (s3://bucket/train-{000000..001023}.tar, s3://bucket/prefix/,
 https://host/train-{0..9}.tar), or named by a shard index beside them
 (s3://bucket/train.json, written by conveyor inspect SHARDS --json); without DIR, on a built-in synthetic set of ~500x375
-JPEGs. Prints one line per epoch and a report: images/s, MB/s read, CPU, memory, time to
-first batch, where the stages' time went and how full the queues were.
+JPEGs. Prints one line per epoch and a report: images/s and MB/s read in the steady
+state (the epochs after the first: run --epochs 2 or more), the first epoch, loader
+creation and the whole run apart, CPU, memory, where the stages' time went and how full
+the queues were. Progress goes to stderr: a bar on a terminal, else a line every 5 s.
 
 Remote shards are indexed at start (or, with --shard-index or a shard index with class
 names as the URL, each when first read), then
@@ -56,6 +60,8 @@ the standard AWS configuration (AWS_PROFILE, AWS_ENDPOINT_URL, ...).
   --mixup 0.8 --cutmix 1.0
                      mix every batch after packing (timm's Mixup: each batch picks
                      MixUp or CutMix), with soft targets; --smoothing 0.1 smooths them
+  --metrics-addr :9100
+                     serve Prometheus metrics at http://:9100/metrics while it runs
   --on-error fail    end the run at the first file that cannot be read or decoded,
                      instead of replacing it; --max-bad bounds the share replaced
   --order shards --partitions 8 --rank-from-env
@@ -94,19 +100,68 @@ func benchTo(args []string, stdout, stderr io.Writer) (err error) {
 	defer stopProfiles()
 
 	pr := newProgress(stderr)
+	pr.every = progressLineEvery
 	res := benchResult{Recipe: f.recipe}
 	src, closeSource, err := f.openSource(ctx, pos, pr.logf, &res)
 	if err != nil {
 		return err
 	}
 	defer closeSource() // after the loaders' Close
-	base, closeCache, err := f.config(pr.logf)
+	base, closeCache, err := f.config(failQuiet(f.fail, pr.logf))
 	if err != nil {
 		return err
 	}
 	defer closeCache() // after the loaders' Close
 	res.Fidelity = base.Fidelity.String()
-	return f.run(ctx, stdout, &res, src, base, pr)
+	var live *liveLoader
+	if f.metricsAddr != "" {
+		live = &liveLoader{}
+		stopServing, err := serveMetrics(f.metricsAddr, live, &res, pr.logf)
+		if err != nil {
+			return err
+		}
+		defer stopServing()
+	}
+	return f.run(ctx, stdout, &res, src, base, pr, live)
+}
+
+// serveMetrics serves --metrics-addr: the loaders' metrics through live, and the remote
+// dataset's object-store counters, if any.
+func serveMetrics(addr string, live *liveLoader, res *benchResult, logf func(string, ...any)) (stop func(), err error) {
+	srv, err := promconveyor.Serve(addr, live, nil)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-addr: %w", err)
+	}
+	if res.store != nil {
+		sc, err := promconveyor.NewShardCollector(res.store, nil)
+		if err == nil {
+			err = srv.Register(sc)
+		}
+		if err != nil {
+			srv.Close()
+			return nil, fmt.Errorf("--metrics-addr: %w", err)
+		}
+	}
+	logf("conveyor: serving Prometheus metrics at http://%s/metrics while the bench runs", srv.Addr())
+	return func() { srv.Close() }, nil
+}
+
+// failQuiet is logf, less the loader's line for a bad sample when the run ends at the
+// first (--on-error fail): that sample's error ends the run and is printed once, as
+// the command's error. (With several workers, another bad sample met at the same time
+// goes unlogged: the run is over.)
+func failQuiet(fail bool, logf func(string, ...any)) func(string, ...any) {
+	if !fail {
+		return logf
+	}
+	return func(format string, args ...any) {
+		if len(args) == 1 {
+			if _, ok := args[0].(*pipeline.SampleError); ok {
+				return
+			}
+		}
+		logf(format, args...)
+	}
 }
 
 // startProfiles starts the CPU profile and arranges the heap profile the flags ask for;
@@ -149,14 +204,18 @@ func startProfiles(cpuPath, memPath string, stderr io.Writer) (stop func(), err 
 
 // run measures what the flags ask for (a sweep, the stages, or one configuration) and
 // prints the report.
-func (f *benchFlags) run(ctx context.Context, stdout io.Writer, res *benchResult, src pipeline.Source, base pipeline.Config, pr *progress) error {
-	opts := runOptions{epochs: f.epochs, pr: pr}
+func (f *benchFlags) run(ctx context.Context, stdout io.Writer, res *benchResult, src pipeline.Source, base pipeline.Config, pr *progress, live *liveLoader) error {
+	opts := runOptions{epochs: f.epochs, pr: pr, live: live}
 	if !f.jsonOut {
-		opts.epochLine = func(er epochResult) { printEpoch(stdout, er, base.SampleCache != nil) }
+		opts.epochLine = func(er epochResult) {
+			var b strings.Builder
+			printEpoch(&b, er, base.SampleCache != nil)
+			pr.printTo(stdout, b.String())
+		}
 	}
-	run := func(cfg pipeline.Config, label string, step time.Duration) (*runReport, error) {
+	run := func(cfg pipeline.Config, label string, step time.Duration, started func(settings)) (*runReport, error) {
 		o := opts
-		o.label, o.step = label, step
+		o.label, o.step, o.started = label, step, started
 		rep, err := measure(ctx, src, &cfg, &o)
 		if err != nil && ctx.Err() != nil {
 			err = fmt.Errorf("stopped reading %s: %w", res.Dataset, err)
@@ -172,7 +231,7 @@ func (f *benchFlags) run(ctx context.Context, stdout io.Writer, res *benchResult
 	case f.stages:
 		return benchStages(stdout, res, one, f.step, f.jsonOut, run)
 	}
-	rep, err := run(one, "", f.step)
+	rep, err := run(one, "", f.step, nil)
 	if err != nil {
 		return err
 	}
@@ -185,8 +244,9 @@ func (f *benchFlags) run(ctx context.Context, stdout io.Writer, res *benchResult
 	return nil
 }
 
-// runFunc measures one configuration, holding each batch for step.
-type runFunc func(cfg pipeline.Config, label string, step time.Duration) (*runReport, error)
+// runFunc measures one configuration, holding each batch for step; started, if set, is
+// called with the settings the loader starts with.
+type runFunc func(cfg pipeline.Config, label string, step time.Duration, started func(settings)) (*runReport, error)
 
 // benchStages runs the pipeline stopped after each stage in turn, then whole, and names
 // the stage that adds the most time per image. The ceilings are the loader's own, with a
@@ -199,7 +259,7 @@ func benchStages(stdout io.Writer, res *benchResult, cfg pipeline.Config, step t
 		if !jsonOut {
 			fmt.Fprintf(stdout, "conveyor stages=%v\n", s)
 		}
-		rep, err := run(c, "stages="+s.String(), 0)
+		rep, err := run(c, "stages="+s.String(), 0, nil)
 		if err != nil {
 			return err
 		}
@@ -210,13 +270,14 @@ func benchStages(stdout io.Writer, res *benchResult, cfg pipeline.Config, step t
 		if !jsonOut {
 			fmt.Fprintf(stdout, "conveyor stages=all step=%v\n", step)
 		}
-		rep, err := run(cfg, fmt.Sprintf("step=%v", step), step)
+		rep, err := run(cfg, fmt.Sprintf("step=%v", step), step, nil)
 		if err != nil {
 			return err
 		}
 		res.runReport = *rep
 	}
 	res.Bottleneck, _ = bottleneck(res.Ceilings)
+	res.Noise = ceilingNoise(res.Ceilings)
 	// The copy to the device overlaps the next batch's assembly, so it has no ceiling of
 	// its own: it is inside the full pipeline's.
 	if dev := res.Memory.Device; dev == "" || strings.HasPrefix(dev, "cpu") {
@@ -231,6 +292,38 @@ func benchStages(stdout io.Writer, res *benchResult, cfg pipeline.Config, step t
 	printReport(stdout, res)
 	printCeilings(stdout, res)
 	return nil
+}
+
+// sweepLabel names a sweep's run by its settings as configured, "tuned" where the
+// loader chooses: "workers=1 prefetch=tuned batch=64".
+func sweepLabel(cfg pipeline.Config) string {
+	v := func(n int) string {
+		if n == 0 {
+			return "tuned"
+		}
+		return strconv.Itoa(n)
+	}
+	return fmt.Sprintf("workers=%s prefetch=%s batch=%d", v(cfg.Tuning.Workers), v(cfg.Tuning.Prefetch), cfg.Batch.Size)
+}
+
+// sweepHeader is the line printed before a sweep's run, once its loader is created: the
+// settings it starts with (those the sweep's table gives), and which of them the tuner
+// may change: "conveyor workers=1 prefetch=2 batch=64 (prefetch tuned during the run, from these)".
+func sweepHeader(cfg pipeline.Config, s settings) string {
+	line := fmt.Sprintf("conveyor workers=%d prefetch=%d batch=%d", s.Workers, s.Prefetch, s.Batch)
+	var tuned []string
+	if !cfg.Tuning.NoAutotune {
+		if cfg.Tuning.Workers == 0 {
+			tuned = append(tuned, "workers")
+		}
+		if cfg.Tuning.Prefetch == 0 {
+			tuned = append(tuned, "prefetch")
+		}
+	}
+	if len(tuned) > 0 {
+		line += fmt.Sprintf(" (%s tuned during the run, from these)", strings.Join(tuned, " and "))
+	}
+	return line
 }
 
 // sweptSettings lists the settings given more than one value, in a fixed order: the
@@ -255,11 +348,12 @@ func benchSweep(stdout io.Writer, res *benchResult, base pipeline.Config, swept 
 			for _, b := range vals["batch"] {
 				cfg := base
 				cfg.Tuning.Workers, cfg.Tuning.Prefetch, cfg.Batch.Size = w, p, b
-				label := fmt.Sprintf("workers=%d prefetch=%d batch=%d", w, p, b)
+				label := sweepLabel(cfg)
+				var started func(settings)
 				if !jsonOut {
-					fmt.Fprintf(stdout, "conveyor %s\n", label)
+					started = func(s settings) { fmt.Fprintln(stdout, sweepHeader(cfg, s)) }
 				}
-				rep, err := run(cfg, label, step)
+				rep, err := run(cfg, label, step, started)
 				if err != nil {
 					return fmt.Errorf("%s: %w", label, err)
 				}

@@ -51,6 +51,7 @@ type benchFlags struct {
 	shardPrefetch            int
 	shardCacheMax, cacheMax  byteSize
 	budget                   byteSize
+	metricsAddr              string
 
 	// Set by check.
 	dir    string // the one DIR or the first shard argument; "" for the synthetic set
@@ -116,6 +117,7 @@ func newBenchFlags(fs *flag.FlagSet) *benchFlags {
 	fs.IntVar(&f.shardPrefetch, "shard-prefetch", 0, "shards asked for ahead of need, beyond those the loader's order reads at once (0: 4 WebDataset shards, 2 converted shards)")
 	fs.Var(&f.shardCacheMax, "shard-cache-max-bytes", "bound on --shard-cache's disk use, e.g. 20G (0: 16 GiB)")
 	fs.Var(&f.cacheMax, "cache-max-bytes", "bound on --cache's size, e.g. 50G (0: none)")
+	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics (the loader's, the Go runtime's, the process's and, for object storage, the shard cache's) at http://ADDR/metrics while the bench runs, e.g. :9100")
 	fs.Var(&f.budget, "memory-budget", "every byte the loader may hold, e.g. 2Gi (0: the loader's default); raise it for photos over ~26 megapixels")
 	return f
 }

@@ -19,7 +19,9 @@ type benchResult struct {
 
 	Ceilings   []ceiling `json:"ceilings,omitempty"`
 	Bottleneck string    `json:"bottleneck,omitempty"`
-	H2D        string    `json:"h2d,omitempty"` // why the host-to-device copy was not measured
+	// Noise says where a ceiling is above an earlier one that runs fewer stages.
+	Noise []string `json:"noise,omitempty"`
+	H2D   string   `json:"h2d,omitempty"` // why the host-to-device copy was not measured
 
 	Sweep []string     `json:"sweep,omitempty"` // the swept settings, x axis first
 	Runs  []*runReport `json:"runs,omitempty"`
@@ -56,15 +58,21 @@ func (res *benchResult) fillStore() {
 // runReport is one measured run of the loader: what --json prints for a plain bench,
 // and one entry of a sweep or a stage-ceiling table.
 type runReport struct {
+	// Images over Seconds, the run's wall time: loader creation, the first epoch's
+	// warm-up and the gaps between epochs included.
 	Images     int64   `json:"images"`
 	Seconds    float64 `json:"seconds"`
 	ImagesPerS float64 `json:"images_per_s"`
-	// SteadyImagesPerS is the last epoch's rate: with more than one epoch it leaves out
-	// the first batch's latency and the first epoch's warm-up.
+	// SteadyImagesPerS and SteadyMBPerS are the rates of the epochs after the first:
+	// loader creation, the first batch's latency and the first epoch's warm-up left out.
+	// With one epoch they are that epoch's (warm-up included). The headline.
 	SteadyImagesPerS float64 `json:"steady_images_per_s"`
-	ReadBytes        int64   `json:"read_bytes"`
-	MBPerS           float64 `json:"mb_per_s"` // bytes read (files, or records of a cache) per second, 10^6
-	BadSamples       int64   `json:"bad_samples"`
+	SteadyMBPerS     float64 `json:"steady_mb_per_s"`
+	// CreateS is the time pipeline.New took (listing excluded: see OpenS).
+	CreateS    float64 `json:"create_s"`
+	ReadBytes  int64   `json:"read_bytes"`
+	MBPerS     float64 `json:"mb_per_s"` // bytes read (files, or records of a cache) per second over Seconds, 10^6
+	BadSamples int64   `json:"bad_samples"`
 	// FirstBatchS is the time from creating the loader to the first batch in hand.
 	FirstBatchS float64 `json:"first_batch_s"`
 
@@ -209,6 +217,7 @@ type epochResult struct {
 	Images      int64   `json:"images"`
 	Seconds     float64 `json:"seconds"`
 	ImagesPerS  float64 `json:"images_per_s"`
+	ReadBytes   int64   `json:"read_bytes"`
 	CacheHits   int64   `json:"cache_hits"`
 	CacheStored int64   `json:"cache_stored"`
 	// PeakAnon is the most anonymous resident memory sampled during the epoch.

@@ -19,6 +19,11 @@ type runOptions struct {
 	pr     *progress
 	// epochLine is called after each epoch, for the per-epoch lines of the text output.
 	epochLine func(epochResult)
+	// live, if set, is given the loader while it runs (--metrics-addr serves it).
+	live *liveLoader
+	// started, if set, is called once the loader is created, with the settings it
+	// starts with (the tuner's starting values where the configuration left them 0).
+	started func(settings)
 }
 
 // sampleEvery is how often a run samples its queues and redraws its progress bar;
@@ -41,12 +46,20 @@ func measure(ctx context.Context, src pipeline.Source, cfg *pipeline.Config, opt
 		return nil, err
 	}
 	defer ld.Close()
+	if opts.live != nil {
+		opts.live.set(ld)
+		defer opts.live.done() // before Close
+	}
+	created := time.Since(start)
 	eff := ld.Config()
-	rep := &runReport{
+	rep := &runReport{CreateS: created.Seconds(),
 		Backend: ld.Stats().Backends.Decode, WebP: ld.Stats().Backends.WebP, Config: eff.String(),
 		Settings: settings{Workers: eff.Tuning.Workers, IOWorkers: eff.Tuning.IOWorkers, Prefetch: eff.Tuning.Prefetch, Batch: eff.Batch.Size, MicroBatches: eff.Batch.MicroBatches, StopAfter: eff.StopAfter.String()},
 	}
 
+	if opts.started != nil {
+		opts.started(rep.Settings)
+	}
 	smp := startSampling(ld, mem, opts, start)
 	wait0 := ld.Stats().Wait
 	first, loop, err := runEpochs(ctx, ld, opts, rep, smp, mem, start)
@@ -79,6 +92,39 @@ func measure(ctx context.Context, src pipeline.Source, cfg *pipeline.Config, opt
 			Bytes: cs.Bytes, Full: cs.Full, Disabled: cs.Disabled}
 	}
 	return rep, nil
+}
+
+// liveLoader is the metrics.Source that --metrics-addr serves: the running loader's
+// Stats, or, between a sweep's or --stages' runs and after the last, the last loader's
+// final Stats.
+type liveLoader struct {
+	mu   sync.Mutex
+	ld   *pipeline.Loader
+	last pipeline.Stats
+}
+
+func (l *liveLoader) set(ld *pipeline.Loader) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.ld = ld
+}
+
+// done keeps the running loader's final Stats, before it is closed.
+func (l *liveLoader) done() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ld != nil {
+		l.last, l.ld = l.ld.Stats(), nil
+	}
+}
+
+func (l *liveLoader) Stats() pipeline.Stats {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ld != nil {
+		return l.ld.Stats()
+	}
+	return l.last
 }
 
 // runSampler samples a run's queues and memory while it runs, and draws its progress.
@@ -166,6 +212,7 @@ func runEpochs(ctx context.Context, ld *pipeline.Loader, opts *runOptions, rep *
 		loop += dt
 		after := ld.Stats()
 		er := epochResult{Epoch: e, Images: n, Seconds: dt.Seconds(), ImagesPerS: perSecond64(n, dt.Seconds()),
+			ReadBytes: after.Stages.Read.Bytes - before.Stages.Read.Bytes,
 			CacheHits: after.Cache.Hits - before.Cache.Hits, CacheStored: after.Cache.Stored - before.Cache.Stored,
 			PeakAnon: mem.endEpoch()}
 		rep.Epochs = append(rep.Epochs, er)
@@ -182,9 +229,7 @@ func runEpochs(ctx context.Context, ld *pipeline.Loader, opts *runOptions, rep *
 func (rep *runReport) fillTotals(st *pipeline.Stats, wall, first, user, sys time.Duration) {
 	rep.Seconds = wall.Seconds()
 	rep.ImagesPerS = perSecond64(rep.Images, rep.Seconds)
-	if k := len(rep.Epochs); k > 0 {
-		rep.SteadyImagesPerS = rep.Epochs[k-1].ImagesPerS
-	}
+	rep.SteadyImagesPerS, rep.SteadyMBPerS = steadyRate(rep.Epochs)
 	rep.ReadBytes = st.Stages.Read.Bytes
 	rep.MBPerS = float64(st.Stages.Read.Bytes) / 1e6 / rep.Seconds
 	rep.BadSamples = st.Bad.Samples
@@ -216,6 +261,21 @@ func (rep *runReport) fillMemory(st *pipeline.Stats, mem *memSampler, scoped boo
 			m.AnonOverBudget = float64(peak.Anon) / float64(m.Budget)
 		}
 	}
+}
+
+// steadyRate is the throughput of the epochs after the first (their images over their
+// time, and likewise bytes read): the loader's workers started and its tuner settled.
+// With one epoch it is that epoch's, loader creation left out but warm-up included.
+func steadyRate(epochs []epochResult) (imagesPerS, mbPerS float64) {
+	if len(epochs) > 1 {
+		epochs = epochs[1:]
+	}
+	var n, b int64
+	var secs float64
+	for _, e := range epochs {
+		n, b, secs = n+e.Images, b+e.ReadBytes, secs+e.Seconds
+	}
+	return perSecond64(n, secs), perSecond64(b, secs) / 1e6
 }
 
 // stageBusyOf shares the stages' busy time out, in pipeline order.

@@ -39,29 +39,62 @@ type progressState struct {
 }
 
 // progress draws a progress bar, when its writer is a terminal, and keeps log lines
-// written meanwhile from tearing it. Updates and log lines may come from any goroutine.
+// and output lines written meanwhile from tearing it. Without a terminal it writes
+// nothing, or, when every is set, a progress line every so often (for CI logs).
+// Updates and log lines may come from any goroutine.
 type progress struct {
 	w     io.Writer
 	tty   bool
 	width int
+	every time.Duration // without a terminal, the interval between progress lines; 0: none
 
-	mu    sync.Mutex
-	drawn bool // the bar is on the current line
-	last  progressState
+	mu     sync.Mutex
+	drawn  bool // the bar is on the current line
+	last   progressState
+	lineAt time.Time // without a terminal: when the last line was written, or the run began
 }
+
+// progressLineEvery is how often bench writes a progress line when its stderr is not a
+// terminal. Tests shorten it.
+var progressLineEvery = 5 * time.Second
 
 func newProgress(w io.Writer) *progress {
 	return &progress{w: w, tty: isTerminal(w), width: termWidth()}
 }
 
 func (p *progress) update(s progressState) {
-	if !p.tty {
+	if !p.tty && p.every <= 0 {
 		return
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.last = s
-	p.draw()
+	if p.tty {
+		p.draw()
+		return
+	}
+	now := time.Now()
+	switch {
+	case p.lineAt.IsZero():
+		p.lineAt = now
+	case now.Sub(p.lineAt) >= p.every:
+		p.lineAt = now
+		fmt.Fprintln(p.w, progressText(s))
+	}
+}
+
+// printTo writes text, whole lines, to w (usually stdout) with the bar cleared from the
+// terminal first and redrawn after, so that the two never share a line.
+func (p *progress) printTo(w io.Writer, text string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.drawn {
+		fmt.Fprint(p.w, "\r\x1b[K")
+	}
+	io.WriteString(w, text)
+	if p.drawn {
+		p.draw()
+	}
 }
 
 func (p *progress) draw() {
@@ -87,6 +120,7 @@ func (p *progress) logf(format string, args ...any) {
 func (p *progress) finish(keep bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.lineAt = time.Time{}
 	if !p.drawn {
 		return
 	}
@@ -140,6 +174,29 @@ func progressLine(p progressState, width int) string {
 		bar = bar[:fill-1] + ">"
 	}
 	return prefix + "[" + bar + strings.Repeat(" ", room-fill) + "]" + stats
+}
+
+// progressText is one progress line without a terminal:
+//
+//	conveyor: workers=2 1234/5000 images (24.7%), 812 img/s, ETA 4m38s, bad 2
+func progressText(p progressState) string {
+	var b strings.Builder
+	b.WriteString("conveyor: ")
+	if p.Prefix != "" {
+		b.WriteString(p.Prefix + " ")
+	}
+	pct := 0.0
+	if p.Total > 0 {
+		pct = 100 * float64(p.Done) / float64(p.Total)
+	}
+	fmt.Fprintf(&b, "%d/%d images (%.1f%%), %.0f img/s", p.Done, p.Total, pct, p.Rate)
+	if p.Rate > 0 && p.Done < p.Total {
+		fmt.Fprintf(&b, ", ETA %s", shortDuration(time.Duration(float64(p.Total-p.Done)/p.Rate*float64(time.Second))))
+	}
+	if p.Bad > 0 || p.ShowBad {
+		fmt.Fprintf(&b, ", bad %d", p.Bad)
+	}
+	return b.String()
 }
 
 // shortDuration prints d to the second, at most two units: "12s", "4m38s", "2h05m".

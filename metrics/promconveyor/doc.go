@@ -10,6 +10,14 @@
 //	...
 //	reg.MustRegister(c)
 //
+// Serve does the rest too, in one line: it registers the Collector with the Go runtime's
+// and the process's collectors in a registry of its own and serves them at
+// http://ADDR/metrics until Close:
+//
+//	srv, err := promconveyor.Serve(":9100", ld, nil)
+//	...
+//	defer srv.Close()
+//
 // Loader metrics are named conveyor_loader_*, and those of the loader's cache, if it has
 // one, conveyor_cache_*. Counters end in _total; times are in seconds and sizes in bytes.
 // Useful expressions:

@@ -3,9 +3,11 @@ package promconveyor_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"log"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/conveyor-ml/conveyor/source"
@@ -101,4 +103,30 @@ func ExampleNewShardCollector_dataset() {
 	}
 	// Output:
 	// conveyor_objstore_requests_total 0
+}
+
+// A training program serves its loader's metrics, with the Go runtime's and the
+// process's, in one line; here the served page is read back.
+func ExampleServe() {
+	ld := fixed{Batches: 125} // in training: ld, err := pipeline.New(src, cfg)
+
+	srv, err := promconveyor.Serve("127.0.0.1:0", ld, nil) // in training: ":9100"
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Close()
+
+	resp, err := http.Get("http://" + srv.Addr() + "/metrics")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, l := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(l, "conveyor_loader_batches_total ") {
+			fmt.Println(l)
+		}
+	}
+	// Output:
+	// conveyor_loader_batches_total 125
 }
