@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 
 	"github.com/conveyor-ml/conveyor/cache"
+	"github.com/conveyor-ml/conveyor/internal/units"
 	"github.com/conveyor-ml/conveyor/objstore"
 	"golang.org/x/sync/errgroup"
 )
@@ -214,7 +215,7 @@ func openRemoteConverted(ctx context.Context, url string, store *objstore.Shards
 	fits := func(info *cache.Info) error {
 		for _, m := range info.Shards {
 			if m.Bytes > limit {
-				return fmt.Errorf("source: %s: shard %s holds %d bytes, more than the shard cache's limit of %d bytes (OpenOptions.Cache.MaxBytes, --shard-cache-max-bytes); raise the limit", name, b.URL(m.Name), m.Bytes, limit)
+				return fmt.Errorf("source: %s: shard %s holds %s, more than the shard cache's limit of %s (OpenOptions.Cache.MaxBytes, --shard-cache-max-bytes); raise the limit", name, b.URL(m.Name), units.Bytes(m.Bytes), units.Bytes(limit))
 			}
 		}
 		// The shard cache refuses a shard that is not the one the manifest recorded
@@ -248,7 +249,7 @@ func openRemoteConverted(ctx context.Context, url string, store *objstore.Shards
 		}
 		return err
 	}
-	desc := fmt.Sprintf("converted:%s (%d samples in %d shards, read through a shard cache of %d bytes)", name, c.Len(), len(c.info.Shards), limit)
+	desc := fmt.Sprintf("converted:%s (%d samples in %d shards, read through a shard cache of %s)", name, c.Len(), len(c.info.Shards), units.Bytes(limit))
 	return &Dataset{Source: c, Store: store, closer: closer, desc: desc}, nil
 }
 
