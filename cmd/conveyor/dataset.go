@@ -101,6 +101,9 @@ func manifestArg(arg string) bool {
 // holds dataset.json) or a loader's cache (it holds .shard files), which inspect and
 // verify read with the cache package rather than as a source.
 func cacheDir(dir string) bool {
+	if fi, err := os.Stat(dir); err == nil && !fi.IsDir() {
+		return false // a manifest or a shard
+	}
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return true // the cache's own errors name it

@@ -18,6 +18,7 @@ import (
 
 	"github.com/conveyor-ml/conveyor/cache"
 	"github.com/conveyor-ml/conveyor/internal/units"
+	"github.com/conveyor-ml/conveyor/objstore"
 	"github.com/conveyor-ml/conveyor/source"
 )
 
@@ -99,14 +100,14 @@ func inspect(args []string, stdout, stderr io.Writer) (err error) {
 	if err := oneDir(pos); err != nil {
 		return err
 	}
+	if *prune && objstore.IsRemote(pos[0]) {
+		return usagef("--prune deletes from a local converted dataset; %s is in object storage", pos[0])
+	}
 	ds, err := openRemoteIndex(ctx, pos[0])
 	if err != nil {
 		return err
 	}
 	defer ds.close()
-	if *prune && ds.remote != nil {
-		return usagef("--prune deletes from a local converted dataset; %s is in object storage", pos[0])
-	}
 	if ds.remote == nil && shardArgs([]string{ds.dir}) {
 		if *prune {
 			return usagef("--prune applies to a converted dataset, not to WebDataset shards")
@@ -358,7 +359,7 @@ func printInspect(w io.Writer, r *inspectResult) {
 			line("updated", "%s", r.Updated.Local().Format(time.DateTime))
 		}
 		if len(r.Specs) > 1 {
-			fmt.Fprintf(w, "other specs (not part of the dataset):\n")
+			fmt.Fprintf(w, "other specs (not part of the dataset; conveyor inspect %s --prune deletes them):\n", r.Dir)
 			for _, s := range r.Specs[1:] {
 				fmt.Fprintf(w, "  %d records, codec %s, %s: %s\n", s.Records, strings.Join(s.Codecs, ","), units.Bytes(s.Bytes), s.Spec)
 			}
