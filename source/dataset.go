@@ -382,7 +382,7 @@ func openManifest(url, name string) (*Dataset, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Dataset{Source: src}, nil
+	return &Dataset{Source: src, desc: "manifest:" + url}, nil
 }
 
 // isManifest reports whether name is a manifest by its extension: .csv, .jsonl or

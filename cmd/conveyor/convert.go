@@ -242,17 +242,23 @@ func (f *convertFlags) openSource() (src pipeline.Source, absSrc string, err err
 	return src, absSrc, nil
 }
 
-// checkSpec refuses a local DST holding a dataset of another spec or codec than this
-// run's, which converting into would switch to the new spec and leave the old one's
+// checkSpec refuses a local DST holding a dataset, converted whole, of another spec or
+// codec than this whole conversion's, which converting into would switch to the new spec and leave the old one's
 // files in place; with --replace it deletes that dataset's files instead, so the run
 // converts SRC anew.
 func (f *convertFlags) checkSpec(stderr io.Writer) error {
+	if !f.part.Whole() {
+		return nil // the parts' record refuses another spec (cache.SamePartedInfo)
+	}
 	info, err := cache.ReadInfo(f.dst)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
 	if err != nil {
 		return err
+	}
+	if info.Parts > 0 {
+		return nil // converting it whole is refused, naming its parts
 	}
 	spec, err := (&pipeline.ConvertOptions{Decode: f.dopts}).Spec()
 	if err != nil {

@@ -465,15 +465,16 @@ const notCacheHint = "; nor is it a converted dataset (no " + cache.InfoName + "
 // openLocalSource opens the local dataset arg that is not a cache directory: an
 // ImageFolder tree, a manifest or a folder of shards (source.Open).
 func openLocalSource(ctx context.Context, arg string, allowEmpty bool, logf func(string, ...any)) (*source.Dataset, error) {
-	ds, err := openDataset(ctx, arg, &source.OpenOptions{
+	ds, err := source.Open(ctx, arg, &source.OpenOptions{
 		WebDataset: &source.WebDatasetOptions{Logf: logf},
 		Folder:     &source.FolderOptions{AllowEmptyClasses: allowEmpty},
 	})
 	if err != nil {
-		if fi, serr := os.Stat(arg); serr == nil && fi.IsDir() {
-			err = fmt.Errorf("%w%s", err, notCacheHint)
+		var ee *source.EmptyClassError
+		if fi, serr := os.Stat(arg); serr == nil && fi.IsDir() && !errors.As(err, &ee) {
+			err = fmt.Errorf("%w%s", err, notCacheHint) // not a tree: perhaps a dataset lost
 		}
-		return nil, err
+		return nil, cliError(err)
 	}
 	return ds, nil
 }
