@@ -569,7 +569,15 @@ func pruneSpecs(c *cache.Cache, info *cache.Info, stdout io.Writer) error {
 		pruned[specs[name]]++
 		fmt.Fprintf(stdout, "deleted %s (spec %s)\n", filepath.Join(dir, name), specs[name])
 	}
-	fmt.Fprintf(stdout, "conveyor inspect: pruned %d shards (%s with their indexes) of %d other specs from %s; its dataset's spec %q stays\n",
-		len(names), units.Bytes(bytes), len(pruned), dir, info.Spec)
+	fmt.Fprintf(stdout, "conveyor inspect: pruned %s (%s with their indexes) of %s from %s; its dataset's spec %q stays\n",
+		nOf(len(names), "shard"), units.Bytes(bytes), nOf(len(pruned), "other spec"), dir, info.Spec)
 	return nil
+}
+
+// nOf is "1 shard", "2 shards": n and noun, plural when n is not 1.
+func nOf(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
