@@ -164,7 +164,7 @@ func TestHelp(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{[]string{"help"}, []string{"usage: conveyor <command>", "bench [DIR]", "convert SRC DST", "inspect DIR", "verify DIR", "version", "DIR/CLASS/*.jpg"}},
+		{[]string{"help"}, []string{"usage: conveyor <command>", "bench [DATASET]", "convert SRC DST", "inspect DATASET", "verify DATASET", "version", "DIR/CLASS/*.jpg", "--allow-empty-classes"}},
 		{[]string{"--help"}, []string{"usage: conveyor <command>"}},
 		{[]string{"-h"}, []string{"usage: conveyor <command>"}},
 		{[]string{"bench", "--help"}, []string{"usage: conveyor bench [DIR | SHARD.tar ... | URL] [flags]", "-shard-cache-max-bytes", "-on-error", "-max-bad", "-workers", "(default 0.01)"}},
@@ -172,8 +172,8 @@ func TestHelp(t *testing.T) {
 		{[]string{"help", "bench"}, []string{"usage: conveyor bench [DIR | SHARD.tar ... | URL] [flags]"}},
 		{[]string{"convert", "-h"}, []string{"usage: conveyor convert SRC DST [flags]", "-codec"}},
 		{[]string{"help", "convert"}, []string{"usage: conveyor convert SRC DST [flags]"}},
-		{[]string{"inspect", "--help"}, []string{"usage: conveyor inspect DIR [--json]", "-json"}},
-		{[]string{"verify", "-help"}, []string{"usage: conveyor verify DIR"}},
+		{[]string{"inspect", "--help"}, []string{"usage: conveyor inspect DIR [--json]", "-json", "-prune", "-allow-empty-classes"}},
+		{[]string{"verify", "-help"}, []string{"usage: conveyor verify DIR", "-allow-empty-classes"}},
 		{[]string{"version", "--help"}, []string{"usage: conveyor version"}},
 	} {
 		code, stdout, stderr := runCLI(t, tc.args...)
