@@ -32,7 +32,10 @@ Decodes every image of the ImageFolder tree SRC (SRC/CLASS/*.jpg, one folder per
 resizes it and stores its pixels in the cache directory DST, which "conveyor bench DST" and
 source.OpenConverted read without decoding. A rerun skips the files already stored,
 so an interrupted conversion (Ctrl-C) resumes. Files that fail to decode are listed in
-DST/%s and do not change the exit status.
+DST/%s and do not change the exit status. A DST holding a dataset of another spec or
+codec (another --size, --codec or decoder) is refused: --replace deletes that dataset's
+files and converts anew (conveyor inspect DST --prune deletes the shards of other specs
+that earlier conversions left).
 
 DST/%s says whether the conversion completed and, once it ends, lists its shards
 with their sizes, record counts and checksums, which bench and verify check DST
