@@ -132,8 +132,15 @@ func (f *benchFlags) openDirSource(ctx context.Context, dir string, logf func(st
 	if converted && f.cacheDir != "" {
 		return nil, fmt.Errorf("%s is a converted dataset, a cache already; leave out --cache", dir)
 	}
+	wo := &source.WebDatasetOptions{Logf: logf, PrefetchShards: f.shardPrefetch}
+	if f.shardIndex != "" {
+		var err error
+		if wo.ShardSamples, wo.Classes, err = readShardIndex(f.shardIndex); err != nil {
+			return nil, err
+		}
+	}
 	ds, err := openDataset(ctx, dir, &source.OpenOptions{
-		WebDataset: &source.WebDatasetOptions{Logf: logf, PrefetchShards: f.shardPrefetch},
+		WebDataset: wo,
 		Converted:  &source.ConvertedOptions{AllowIncomplete: f.allowIncomplete, Logf: logf},
 		Folder:     &source.FolderOptions{AllowEmptyClasses: f.allowEmpty},
 	})
@@ -142,6 +149,9 @@ func (f *benchFlags) openDirSource(ctx context.Context, dir string, logf func(st
 	}
 	*closers = append(*closers, ds.Close)
 	src := ds.Source
+	if _, shards := src.(*source.WebDatasetSource); f.shardIndex != "" && !shards {
+		return nil, usagef("--shard-index applies to WebDataset shards (a folder of them, a shard list or a URL), not %v", ds)
+	}
 	if conv, ok := src.(*source.Converted); ok && f.ord == pipeline.ShardOrder {
 		// The Converted declares no shards (it lists samples in path order):
 		// the shard order over it would read one-sample shards.

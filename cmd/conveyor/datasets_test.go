@@ -247,3 +247,23 @@ func TestInspectPrune(t *testing.T) {
 		t.Errorf("--prune of a tree: exit %d, %s", code, stderr)
 	}
 }
+
+// bench reads a folder of shards lazily with the shard index inspect --json wrote of
+// it; --shard-index with a source that is not shards is a usage error.
+func TestBenchShardFolderIndex(t *testing.T) {
+	forms := datasetForms(t)
+	code, stdout, stderr := runCLI(t, "inspect", forms["shards"], "--json")
+	if code != 0 {
+		t.Fatalf("inspect --json: exit %d\n%s", code, stderr)
+	}
+	index := filepath.Join(t.TempDir(), "index.json")
+	if err := os.WriteFile(index, []byte(stdout), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := benchJSON(t, forms["shards"], "--epochs", "1", "--workers", "1", "--shard-index", index); r.Samples != 10 || r.Classes != 2 {
+		t.Errorf("bench with --shard-index: %d samples in %d classes", r.Samples, r.Classes)
+	}
+	if code, _, stderr := runCLI(t, "bench", forms["tree"], "--shard-index", index); code != 2 || !strings.Contains(stderr, "--shard-index applies to WebDataset shards") {
+		t.Errorf("--shard-index with a tree: exit %d, %s", code, stderr)
+	}
+}
