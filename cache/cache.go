@@ -198,6 +198,20 @@ func (c *Cache) Records(spec string) []Ref {
 	return slices.CompactFunc(refs, func(a, b Ref) bool { return a.Path == b.Path })
 }
 
+// ShardSpecs returns the spec of each shard file in the directory, by file name
+// (NAME.shard): what a tool deleting the shards of a spec no longer used looks at.
+func (c *Cache) ShardSpecs() map[string]string {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	m := map[string]string{}
+	for _, sh := range c.shards {
+		if !sh.gone {
+			m[sh.name+shardExt] = sh.spec
+		}
+	}
+	return m
+}
+
 // Specs counts the indexed records of each spec.
 func (c *Cache) Specs() map[string]int {
 	c.mu.RLock()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -33,6 +34,9 @@ type OpenOptions struct {
 	// Converted configures a converted dataset, local or in object storage. Default nil:
 	// ConvertedOptions' defaults.
 	Converted *ConvertedOptions
+	// Folder configures listing a local ImageFolder tree. Default nil: FolderOptions'
+	// defaults (an empty class folder is an error).
+	Folder *FolderOptions
 }
 
 // clone copies o (nil: the zero options) and the source's own options in it; Store and
@@ -46,6 +50,7 @@ func (o *OpenOptions) clone() *OpenOptions {
 		c.WebDataset = c.WebDataset.clone()
 	}
 	c.Converted = c.Converted.clone()
+	c.Folder = c.Folder.clone()
 	return &c
 }
 
@@ -61,6 +66,7 @@ func (o *OpenOptions) EnsureDefaults() *OpenOptions {
 		o.WebDataset.EnsureDefaults()
 	}
 	o.Converted = o.Converted.EnsureDefaults()
+	o.Folder = o.Folder.EnsureDefaults()
 	return o
 }
 
@@ -92,7 +98,11 @@ func (o OpenOptions) String() string {
 	if o.Converted != nil {
 		v = *o.Converted
 	}
-	return fmt.Sprintf("source.OpenOptions{Cache: %v, WebDataset: %v, Converted: {AllowIncomplete: %v, PrefetchShards: %d}}", c, w, v.AllowIncomplete, v.PrefetchShards)
+	f := FolderOptions{}
+	if o.Folder != nil {
+		f = *o.Folder
+	}
+	return fmt.Sprintf("source.OpenOptions{Cache: %v, WebDataset: %v, Converted: {AllowIncomplete: %v, PrefetchShards: %d}, Folder: {AllowEmptyClasses: %v}}", c, w, v.AllowIncomplete, v.PrefetchShards, f.AllowEmptyClasses)
 }
 
 // A Dataset is a dataset URL opened for training: its Source, and for WebDataset shards
@@ -144,8 +154,12 @@ func (d *Dataset) Close() error {
 
 // Open opens the dataset a URL names (objstore's syntax) for training:
 //
-//   - a local folder of class folders (DIR/CLASS/*.jpg): Dir;
+//   - a local folder of class folders (DIR/CLASS/*.jpg): Dir, with OpenOptions.Folder;
 //   - a local converted dataset (a folder holding dataset.json): OpenConverted;
+//   - a local manifest, a file ending in .csv, .jsonl or .ndjson: Manifest, its paths
+//     relative to the manifest's folder;
+//   - a local folder holding WebDataset .tar shards and no subfolders: its shards, as
+//     "DIR/*.tar" opens them;
 //   - WebDataset tar shards: one .tar file, a brace list or a glob, local
 //     ("/data/train-{000..099}.tar", "/data/*.tar") or remote
 //     ("s3://bucket/train-{000000..001023}.tar", "https://host/x-{0..3}.tar"), or an
@@ -180,6 +194,12 @@ func Open(ctx context.Context, url string, opts *OpenOptions) (*Dataset, error) 
 		return openShardIndex(ctx, url, o)
 	}
 	if !loc.Remote() && !isPattern(loc.Path) && !isTar(loc.Path) {
+		if isManifest(loc.Path) {
+			return openManifest(url, loc.Path)
+		}
+		if shardFolder(loc.Path) {
+			return Open(ctx, filepath.Join(loc.Path, "*.tar"), o)
+		}
 		return openLocal(url, loc.Path, o)
 	}
 	if (loc.Scheme == "http" || loc.Scheme == "https") && !isPattern(loc.Path) && !isTar(loc.Path) {
@@ -327,7 +347,7 @@ func openLocal(url, dir string, o *OpenOptions) (*Dataset, error) {
 		return nil, fmt.Errorf("source: %s: %w", url, err)
 	}
 	if !fi.IsDir() {
-		return nil, fmt.Errorf("source: %s: neither a folder nor a .tar shard", url)
+		return nil, fmt.Errorf("source: %s: not a folder, a .tar shard or a manifest (.csv, .jsonl, .ndjson)", url)
 	}
 	if _, err := os.Stat(filepath.Join(dir, cache.InfoName)); err == nil {
 		c, err := OpenConverted(dir, o.Converted)
@@ -336,11 +356,86 @@ func openLocal(url, dir string, o *OpenOptions) (*Dataset, error) {
 		}
 		return &Dataset{Source: c, closer: c.Close}, nil
 	}
-	src, err := Dir(dir, nil)
+	src, err := Dir(dir, o.Folder)
 	if err != nil {
+		if n := countTars(dir); n > 0 {
+			err = fmt.Errorf("%w; it holds %d WebDataset shards (.tar) beside its folders: name them, '%s'", err, n, filepath.Join(dir, "*.tar"))
+		}
 		return nil, err
 	}
 	return &Dataset{Source: src}, nil
+}
+
+// openManifest opens the local manifest file at name (Manifest), its paths relative to
+// its folder.
+func openManifest(url, name string) (*Dataset, error) {
+	if fi, err := os.Stat(name); err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return nil, fmt.Errorf("source: %s: %w", url, err)
+	} else if fi.IsDir() {
+		return nil, fmt.Errorf("source: %s: a folder, not a manifest file", url)
+	}
+	src, err := Manifest(os.DirFS(filepath.Dir(name)), filepath.Base(name))
+	if err != nil {
+		return nil, err
+	}
+	return &Dataset{Source: src, desc: "manifest:" + url}, nil
+}
+
+// isManifest reports whether name is a manifest by its extension: .csv, .jsonl or
+// .ndjson.
+func isManifest(name string) bool {
+	switch strings.ToLower(path.Ext(name)) {
+	case ".csv", ".jsonl", ".ndjson":
+		return true
+	}
+	return false
+}
+
+// shardFolder reports whether dir is a folder of WebDataset shards: it holds .tar files,
+// no dataset.json and no folders (but hidden ones). Its other files (a shard index, a
+// README) are left alone.
+func shardFolder(dir string) bool {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	tars := 0
+	for _, e := range ents {
+		name := e.Name()
+		switch {
+		case strings.HasPrefix(name, "."):
+		case name == cache.InfoName:
+			return false
+		case e.IsDir():
+			return false
+		case e.Type()&fs.ModeSymlink != 0:
+			if fi, err := os.Stat(filepath.Join(dir, name)); err == nil && fi.IsDir() {
+				return false // a class folder linked in
+			}
+			if isTar(name) {
+				tars++
+			}
+		case isTar(name):
+			tars++
+		}
+	}
+	return tars > 0
+}
+
+// countTars counts the .tar files directly in dir.
+func countTars(dir string) int {
+	ents, _ := os.ReadDir(dir)
+	n := 0
+	for _, e := range ents {
+		if !e.IsDir() && isTar(e.Name()) {
+			n++
+		}
+	}
+	return n
 }
 
 func isTar(name string) bool { return strings.EqualFold(path.Ext(name), ".tar") }

@@ -3,6 +3,7 @@ package source
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -363,10 +364,84 @@ func TestOpenDatasetLocal(t *testing.T) {
 		{filepath.Join(sd, "train-{000001..000004}.tar"), "train-000003.tar"},
 		{filepath.Join(sd, "none-*.tar"), "none-*.tar"},
 		{"ftp://host/x.tar", "ftp"},
-		{filepath.Join(tree, folder.Path(0)), "neither a folder nor a .tar shard"},
+		{filepath.Join(tree, folder.Path(0)), "not a folder, a .tar shard or a manifest"},
 	} {
 		if _, err := Open(ctx, c.url, nil); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: error %v, want one naming %s", c.url, err, c.want)
 		}
+	}
+}
+
+// Open reads a folder of shards as its shards, a manifest file as Manifest does, and an
+// ImageFolder tree with OpenOptions.Folder; a tree with shards beside its class folders
+// is read as a tree, and an error about it names the shards' pattern.
+func TestOpenDatasetShardFolderAndManifest(t *testing.T) {
+	tree := wdsTree(t, 2, 6)
+	folder, err := Dir(tree, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sd := t.TempDir()
+	shards := shardsOf(t, sd, folder, 5)
+	if err := os.WriteFile(filepath.Join(sd, "train.json"), []byte("{}"), 0o644); err != nil {
+		t.Fatal(err) // a file beside the shards (an index) leaves the folder one of shards
+	}
+	ctx := context.Background()
+	d, err := Open(ctx, sd, &OpenOptions{WebDataset: &WebDatasetOptions{Classes: folder.Classes(), Logf: quiet}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, ok := d.Source.(*WebDatasetSource)
+	if !ok || w.Len() != folder.Len() || !slices.Equal(w.Shards(), shards) {
+		t.Errorf("shard folder: %v", d)
+	}
+	d.Close()
+
+	var csv strings.Builder
+	for i := range folder.Len() {
+		fmt.Fprintf(&csv, "%s,%s\n", folder.Path(i), folder.Classes()[folder.Label(i)])
+	}
+	for _, name := range []string{"m.csv", "M.CSV"} {
+		man := filepath.Join(tree, name)
+		if err := os.WriteFile(man, []byte(csv.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		d, err := Open(ctx, man, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := collect(t, newLoader(t, d.Source, testConfig(2)), ctx, 0, 0)
+		b := collect(t, newLoader(t, folder, testConfig(2)), ctx, 0, 0)
+		if d.Source.Len() != folder.Len() || !bytes.Equal(a.data, b.data) || !slices.Equal(a.labels, b.labels) {
+			t.Errorf("%s: %v: samples or batches differ from the folder's", name, d)
+		}
+		d.Close()
+		os.Remove(man)
+	}
+	if _, err := Open(ctx, filepath.Join(tree, "none.jsonl"), nil); err == nil || !strings.Contains(err.Error(), "none.jsonl") {
+		t.Errorf("missing manifest: error %v, want one naming it", err)
+	}
+
+	// An empty class folder: an *EmptyClassError, unless the options allow it.
+	if err := os.Mkdir(filepath.Join(tree, "zzz"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var ee *EmptyClassError
+	if _, err := Open(ctx, tree, nil); !errors.As(err, &ee) || !slices.Equal(ee.Classes, []string{"zzz"}) || !strings.Contains(err.Error(), "AllowEmptyClasses") {
+		t.Errorf("empty class folder: error %v, want an *EmptyClassError naming zzz", err)
+	}
+	d, err = Open(ctx, tree, &OpenOptions{Folder: &FolderOptions{AllowEmptyClasses: true}})
+	if err != nil || len(d.Source.Classes()) != 3 {
+		t.Fatalf("AllowEmptyClasses: %v, %v", d, err)
+	}
+	d.Close()
+
+	// Shards beside class folders: the folder is a tree, and an error says how to name
+	// the shards.
+	if err := os.WriteFile(filepath.Join(tree, "x.tar"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(ctx, tree, nil); err == nil || !strings.Contains(err.Error(), filepath.Join(tree, "*.tar")) {
+		t.Errorf("tree with shards: error %v, want one naming %s", err, filepath.Join(tree, "*.tar"))
 	}
 }

@@ -144,6 +144,25 @@ func (o *FolderOptions) EnsureDefaults() *FolderOptions {
 // valid, as every FolderOptions is.
 func (o *FolderOptions) Validate() error { return nil }
 
+// An EmptyClassError is the error listing an ImageFolder tree returns when class folders
+// hold no image files and FolderOptions.AllowEmptyClasses is false. A program with a
+// setting of its own for AllowEmptyClasses (a command-line flag) names it in its message.
+type EmptyClassError struct {
+	Folder  string   // the tree, as given
+	Classes []string // the empty class folders, sorted
+}
+
+func (e *EmptyClassError) Error() string {
+	return e.Message("list with &FolderOptions{AllowEmptyClasses: true}")
+}
+
+// Message is the error's text with allow saying how to accept empty class folders
+// ("pass --allow-empty-classes").
+func (e *EmptyClassError) Message(allow string) string {
+	return fmt.Sprintf("source: image folder %s: class folder %q holds no image files (%s)%s; remove it, or %s",
+		e.Folder, e.Classes[0], strings.Join(imageExts, " "), more(len(e.Classes)-1, "other empty class folder"), allow)
+}
+
 // folderLayout is what an error about an ImageFolder tree tells the user to give.
 const folderLayout = "expected an ImageFolder tree DIR/CLASS/*.jpg (one folder per class)"
 
@@ -184,8 +203,7 @@ func (o *FolderOptions) imageFolder(t tree, name string) (pipeline.FileSource, e
 		return nil, fmt.Errorf("source: image folder %s: no image files in its %d class folders (%s); %s", name, len(s.classes), strings.Join(imageExts, " "), folderLayout)
 	}
 	if len(empty) > 0 && !o.AllowEmptyClasses {
-		return nil, fmt.Errorf("source: image folder %s: class folder %q holds no image files (%s)%s; remove it, or list with &FolderOptions{AllowEmptyClasses: true}",
-			name, empty[0], strings.Join(imageExts, " "), more(len(empty)-1, "other empty class folder"))
+		return nil, &EmptyClassError{Folder: name, Classes: empty}
 	}
 	s.trim()
 	return s, nil

@@ -479,6 +479,52 @@ func TestWriteWebDataset(t *testing.T) {
 	}
 }
 
+// WriteWebDataset keeps keys apart when a folder holds one name as .jpg, .png and
+// .webp (bench/photos.sh's tree): the later files' keys name their extensions, and
+// every file reads back as its own sample (x_png.jpg, whose key x.png took, too).
+func TestWriteWebDatasetRepeatedStem(t *testing.T) {
+	img := synthJPEG(t)
+	fsys := fstest.MapFS{
+		"m.csv":   {Data: []byte("d/x.jpg,0\nd/x.png,1\nd/x.webp,0\nd/x_png.jpg,1\n")},
+		"d/x.jpg": {Data: img}, "d/x.png": {Data: img[:100]}, "d/x.webp": {Data: img[:200]}, "d/x_png.jpg": {Data: img[:300]},
+	}
+	man, err := Manifest(fsys, "m.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	err = WriteWebDataset(&buf, man, 0, man.Len())
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := WebDataset(fstest.MapFS{"s.tar": {Data: buf.Bytes()}}, []string{"s.tar"}, &WebDatasetOptions{Classes: man.Classes(), Logf: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if src.Len() != 4 || src.Bad() != 0 {
+		t.Fatalf("%d samples, %d bad, want 4 and 0", src.Len(), src.Bad())
+	}
+	for i, key := range []string{"d/x", "d/x_png", "d/x_webp", "d/x_png_jpg"} {
+		f, _ := src.Open(i)
+		got, _ := io.ReadAll(f)
+		f.Close()
+		g, _ := man.Open(i)
+		want, _ := io.ReadAll(g)
+		g.Close()
+		if src.Path(i) != "s.tar/"+key || src.Label(i) != man.Label(i) || !bytes.Equal(got, want) {
+			t.Errorf("sample %d: %s label %d, %d bytes; want s.tar/%s label %d, %d bytes", i, src.Path(i), src.Label(i), len(got), key, man.Label(i), len(want))
+		}
+	}
+	// One path three times: its third key repeats the second's, an error naming it.
+	dup, err := Manifest(fstest.MapFS{"m.csv": {Data: []byte("x.jpg,0\nx.jpg,0\nx.jpg,0\n")}, "x.jpg": {Data: img}}, "m.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteWebDataset(io.Discard, dup, 0, 3); err == nil || !strings.Contains(err.Error(), "x.jpg: key x_jpg repeats") {
+		t.Errorf("error %v, want one naming x.jpg and its key x_jpg", err)
+	}
+}
+
 // BenchmarkWebDatasetIndex indexes one local shard of 1,000 samples (a 20 KB image, a
 // .cls and a .txt each): the cost WebDataset pays per shard before the first batch.
 func BenchmarkWebDatasetIndex(b *testing.B) {

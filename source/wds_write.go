@@ -18,8 +18,10 @@ import (
 // index order: per sample, its image under the key (its path without the extension,
 // dots in the base name replaced by '_', as a WebDataset key ends at the first dot), its
 // labels (.cls with one label; .json {"label": [...]} for a multi-label source), and its
-// metadata, each key an extension. An image that is not a JPEG, PNG or WebP by name, a
-// sample that cannot be read and keys that repeat are errors naming the sample. It is
+// metadata, each key an extension. A file whose key an earlier sample of the shard has
+// (photo.jpg then photo.png) takes its extension into its key (photo_png). An image that
+// is not a JPEG, PNG or WebP by name, a sample that cannot be read and keys that still
+// repeat are errors naming the sample. It is
 // how tests and benchmarks make shards from an ImageFolder; split a dataset into shards
 // by calling it once per range.
 func WriteWebDataset(w io.Writer, src pipeline.FileSource, from, to int) error {
@@ -41,6 +43,11 @@ func WriteWebDataset(w io.Writer, src pipeline.FileSource, from, to int) error {
 		}
 		dir, base := path.Split(strings.TrimSuffix(p, path.Ext(p)))
 		key := dir + strings.ReplaceAll(base, ".", "_")
+		if seen[key] {
+			// The same name as .jpg and .png, say: the later one's key names its
+			// extension (photo.png's is photo_png), as a key may not repeat in a shard.
+			key += "_" + ext
+		}
 		if seen[key] {
 			return fmt.Errorf("source: webdataset: %s: key %s repeats an earlier sample's", p, key)
 		}

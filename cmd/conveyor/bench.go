@@ -28,7 +28,8 @@ const benchUsage = `usage: conveyor bench [DIR | SHARD.tar ... | URL] [flags]
 
 Measures loader throughput on the ImageFolder tree DIR (DIR/CLASS/*.jpg, one folder
 per class), on the converted dataset DIR (one holding %s, made by conveyor
-convert), or on WebDataset tar shards (SHARD.tar ..., or a quoted pattern such as
+convert), on a manifest (a .csv of path,label lines or a .jsonl), or on WebDataset tar
+shards (a folder of them, SHARD.tar ..., or a quoted pattern such as
 'DIR/train-*.tar' or 'DIR/train-{000..099}.tar'), local or in object storage
 (s3://bucket/train-{000000..001023}.tar, s3://bucket/prefix/,
 https://host/train-{0..9}.tar), or named by a shard index beside them

@@ -42,6 +42,7 @@ type benchFlags struct {
 	cpuProfile, memProfile   string
 	onError                  string
 	allowIncomplete          bool
+	allowEmpty               bool // --allow-empty-classes
 	mixUp, cutMix            float64
 	mixSwitch, mixProb       float64
 	smoothing, maxBad        float64
@@ -104,6 +105,7 @@ func newBenchFlags(fs *flag.FlagSet) *benchFlags {
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof FILE)")
 	fs.StringVar(&f.memProfile, "memprofile", "", "write a heap profile (allocations and what is live at the end) to this file (go tool pprof -sample_index=alloc_space FILE)")
 	fs.StringVar(&f.onError, "on-error", "skip", "bad files (unreadable, undecodable): skip (log, count and replace them) or fail (end the run at the first)")
+	fs.BoolVar(&f.allowEmpty, allowEmptyFlag, false, allowEmptyUsage)
 	fs.BoolVar(&f.allowIncomplete, "allow-incomplete", false, "train on a converted DIR that is not known to be complete (its conversion stopped or is still running, it lost samples, or it has no manifest) instead of refusing it")
 	fs.Float64Var(&f.mixUp, "mixup", 0, "mix every batch with MixUp, λ ~ Beta(A, A), as timm's Mixup (0: off); soft targets")
 	fs.Float64Var(&f.cutMix, "cutmix", 0, "mix every batch with CutMix, λ ~ Beta(A, A) (0: off); with --mixup too, each batch picks one (--mix-switch)")

@@ -18,7 +18,7 @@ import (
 )
 
 // openSource opens what bench reads: the synthetic set, WebDataset shards or a dataset
-// URL, a converted DIR or an image folder; it fills res's dataset fields. close releases
+// URL, a converted DIR, an image folder, a manifest or a folder of shards; it fills res's dataset fields. close releases
 // the dataset once the loaders are closed.
 func (f *benchFlags) openSource(ctx context.Context, pos []string, logf func(string, ...any), res *benchResult) (src pipeline.Source, closeAll func(), err error) {
 	var closers []func() error
@@ -45,14 +45,14 @@ func (f *benchFlags) openSource(ctx context.Context, pos []string, logf func(str
 	case f.shards:
 		src, err = f.openShardSource(ctx, pos, logf, res, &closers)
 	default:
-		src, err = f.openDirSource(dir, logf, &closers)
+		src, err = f.openDirSource(ctx, dir, logf, &closers)
 	}
 	if err != nil {
 		return nil, nil, err
 	}
 	if f.readLatency > 0 {
 		if _, ok := src.(slowFiles); !ok {
-			return nil, nil, usagef("--read-latency applies to an image folder")
+			return nil, nil, usagef("--read-latency applies to an image folder or a manifest")
 		}
 	}
 	res.OpenS = time.Since(t0).Seconds()
@@ -117,39 +117,52 @@ func (f *benchFlags) openShardSource(ctx context.Context, pos []string, logf fun
 	return src, nil
 }
 
-// openDirSource opens a local DIR: a converted dataset, or an image folder (slowed by
-// --read-latency), adding what must be closed to closers.
-func (f *benchFlags) openDirSource(dir string, logf func(string, ...any), closers *[]func() error) (pipeline.Source, error) {
-	if err := checkDir(dir); err != nil {
+// openDirSource opens a local DATASET as source.Open does: a converted dataset, an
+// image folder (slowed by --read-latency), a manifest or a folder of shards, adding what
+// must be closed to closers.
+func (f *benchFlags) openDirSource(ctx context.Context, dir string, logf func(string, ...any), closers *[]func() error) (pipeline.Source, error) {
+	if err := checkLocal(dir); err != nil {
 		return nil, err
 	}
-	if _, err := os.Stat(filepath.Join(dir, cache.InfoName)); err != nil {
-		if f.allowIncomplete {
-			return nil, usagef("--allow-incomplete applies to a converted dataset (a DIR holding %s)", cache.InfoName)
-		}
-		src, err := openImageFolder(dir)
-		if err != nil {
-			return nil, err
-		}
-		if f.readLatency > 0 {
-			src = slowFiles{src.(pipeline.FileSource), f.readLatency}
-		}
-		return src, nil
+	_, statErr := os.Stat(filepath.Join(dir, cache.InfoName))
+	converted := statErr == nil
+	if f.allowIncomplete && !converted {
+		return nil, usagef("--allow-incomplete applies to a converted dataset (a DIR holding %s)", cache.InfoName)
 	}
-	if f.cacheDir != "" {
+	if converted && f.cacheDir != "" {
 		return nil, fmt.Errorf("%s is a converted dataset, a cache already; leave out --cache", dir)
 	}
-	conv, err := source.OpenConverted(dir, &source.ConvertedOptions{AllowIncomplete: f.allowIncomplete, Logf: logf})
+	wo := &source.WebDatasetOptions{Logf: logf, PrefetchShards: f.shardPrefetch}
+	if f.shardIndex != "" {
+		var err error
+		if wo.ShardSamples, wo.Classes, err = readShardIndex(f.shardIndex); err != nil {
+			return nil, err
+		}
+	}
+	ds, err := openDataset(ctx, dir, &source.OpenOptions{
+		WebDataset: wo,
+		Converted:  &source.ConvertedOptions{AllowIncomplete: f.allowIncomplete, Logf: logf},
+		Folder:     &source.FolderOptions{AllowEmptyClasses: f.allowEmpty},
+	})
 	if err != nil {
 		return nil, err
 	}
-	*closers = append(*closers, conv.Close)
-	if f.ord == pipeline.ShardOrder {
+	*closers = append(*closers, ds.Close)
+	src := ds.Source
+	if _, shards := src.(*source.WebDatasetSource); f.shardIndex != "" && !shards {
+		return nil, usagef("--shard-index applies to WebDataset shards (a folder of them, a shard list or a URL), not %v", ds)
+	}
+	if conv, ok := src.(*source.Converted); ok && f.ord == pipeline.ShardOrder {
 		// The Converted declares no shards (it lists samples in path order):
 		// the shard order over it would read one-sample shards.
 		return conv.ByShard(), nil
 	}
-	return conv, nil
+	if fs, ok := src.(pipeline.FileSource); ok && f.readLatency > 0 {
+		if _, shards := src.(*source.WebDatasetSource); !shards {
+			src = slowFiles{fs, f.readLatency}
+		}
+	}
+	return src, nil
 }
 
 // syntheticSet returns the directory of the built-in benchmark set, generating it once

@@ -67,16 +67,17 @@ func TestDatasetPathErrors(t *testing.T) {
 		{[]string{"bench", "photos/"}, "conveyor bench: source: image folder photos/: no class folders, only 2 images directly inside; " + layoutHint},
 		{[]string{"bench", "./empty"}, "conveyor bench: source: image folder ./empty: no class folders; " + layoutHint},
 		{[]string{"bench", "noimages"}, "conveyor bench: source: image folder noimages: no image files in its 2 class folders (.jpg .jpeg .png .gif .bmp .tif .tiff .webp); " + layoutHint},
-		{[]string{"bench", "file.jpg"}, "conveyor bench: file.jpg: not a directory"},
+		{[]string{"bench", "file.jpg"}, "conveyor bench: file.jpg: not a folder, a manifest (.csv, .jsonl, .ndjson) or a .tar shard"},
 		{[]string{"convert", "/nonexistent", "out"}, "conveyor convert: /nonexistent: no such file or directory"},
 		{[]string{"convert", "photos/", "out"}, "conveyor convert: source: image folder photos/: no class folders, only 2 images directly inside; " + layoutHint},
 		{[]string{"convert", "noimages", "out"}, "conveyor convert: source: image folder noimages: no image files in its 2 class folders (.jpg .jpeg .png .gif .bmp .tif .tiff .webp); " + layoutHint},
 		{[]string{"convert", "file.jpg", "out"}, "conveyor convert: file.jpg: not a directory"},
 		{[]string{"inspect", "/nonexistent"}, "conveyor inspect: /nonexistent: no such file or directory"},
-		{[]string{"inspect", "file.jpg"}, "conveyor inspect: file.jpg: not a directory"},
-		{[]string{"inspect", "photos/"}, "conveyor inspect: photos/: not a cache directory (no shards and no dataset.json); conveyor convert SRC DIR makes one"},
+		{[]string{"inspect", "file.jpg"}, "conveyor inspect: file.jpg: not a folder, a manifest (.csv, .jsonl, .ndjson) or a .tar shard"},
+		{[]string{"inspect", "photos/"}, "conveyor inspect: source: image folder photos/: no class folders, only 2 images directly inside; " + layoutHint + notCacheHint},
 		{[]string{"verify", "/nonexistent"}, "conveyor verify: /nonexistent: no such file or directory"},
-		{[]string{"verify", "empty"}, "conveyor verify: empty: not a cache directory (no shards and no dataset.json); conveyor convert SRC DIR makes one"},
+		{[]string{"verify", "empty"}, "conveyor verify: source: image folder empty: no class folders; " + layoutHint + notCacheHint},
+		{[]string{"verify", "file.jpg"}, "conveyor verify: file.jpg: not a folder, a manifest (.csv, .jsonl, .ndjson) or a .tar shard"},
 	} {
 		code, stdout, stderr := runCLI(t, tc.args...)
 		if code != 1 || stderr != tc.want+"\n" || stdout != "" {
@@ -134,6 +135,10 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"convert", "a", "b", "--quality", "0"}, "conveyor convert: --quality 0 not in [1, 100]", cmdHint},
 		{[]string{"convert", "a", "b", "--size", "-1"}, "conveyor convert: --size -1 < 0", cmdHint},
 		{[]string{"convert", "a", "b", "--workers", "0"}, "conveyor convert: --workers 0 < 1", cmdHint},
+		{[]string{"convert", "a", "b", "--size", "abc"}, `conveyor convert: invalid value "abc" for flag --size: want a whole number of pixels, e.g. 256 (0: full size)`, cmdHint},
+		{[]string{"convert", "a", "b", "--quality", "high"}, `conveyor convert: invalid value "high" for flag --quality: want a whole number from 1 to 100, e.g. 90`, cmdHint},
+		{[]string{"convert", "a", "b", "--workers", "many"}, `conveyor convert: invalid value "many" for flag --workers: want a whole number of workers, e.g. 4`, cmdHint},
+		{[]string{"inspect", "s3://bucket/x", "--prune"}, "conveyor inspect: --prune deletes from a local converted dataset; s3://bucket/x is in object storage", cmdHint},
 		{[]string{"convert", "a", "b", "--decoder", "fast"}, `conveyor convert: --decoder: decode: unknown backend "fast" (want "auto", "go" or "turbo")`, cmdHint},
 		{[]string{"inspect"}, "conveyor inspect: missing DIR", cmdHint},
 		{[]string{"inspect", "a", "b"}, `conveyor inspect: want one DIR, got 2 arguments: ["a" "b"]`, cmdHint},
@@ -159,7 +164,7 @@ func TestHelp(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{[]string{"help"}, []string{"usage: conveyor <command>", "bench [DIR]", "convert SRC DST", "inspect DIR", "verify DIR", "version", "DIR/CLASS/*.jpg"}},
+		{[]string{"help"}, []string{"usage: conveyor <command>", "bench [DATASET]", "convert SRC DST", "inspect DATASET", "verify DATASET", "version", "DIR/CLASS/*.jpg", "--allow-empty-classes"}},
 		{[]string{"--help"}, []string{"usage: conveyor <command>"}},
 		{[]string{"-h"}, []string{"usage: conveyor <command>"}},
 		{[]string{"bench", "--help"}, []string{"usage: conveyor bench [DIR | SHARD.tar ... | URL] [flags]", "-shard-cache-max-bytes", "-on-error", "-max-bad", "-workers", "(default 0.01)"}},
@@ -167,8 +172,8 @@ func TestHelp(t *testing.T) {
 		{[]string{"help", "bench"}, []string{"usage: conveyor bench [DIR | SHARD.tar ... | URL] [flags]"}},
 		{[]string{"convert", "-h"}, []string{"usage: conveyor convert SRC DST [flags]", "-codec"}},
 		{[]string{"help", "convert"}, []string{"usage: conveyor convert SRC DST [flags]"}},
-		{[]string{"inspect", "--help"}, []string{"usage: conveyor inspect DIR [--json]", "-json"}},
-		{[]string{"verify", "-help"}, []string{"usage: conveyor verify DIR"}},
+		{[]string{"inspect", "--help"}, []string{"usage: conveyor inspect DIR [--json]", "-json", "-prune", "-allow-empty-classes"}},
+		{[]string{"verify", "-help"}, []string{"usage: conveyor verify DIR", "-allow-empty-classes"}},
 		{[]string{"version", "--help"}, []string{"usage: conveyor version"}},
 	} {
 		code, stdout, stderr := runCLI(t, tc.args...)

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/conveyor-ml/conveyor/cache"
 	"github.com/conveyor-ml/conveyor/decode"
+	"github.com/conveyor-ml/conveyor/internal/units"
 	"github.com/conveyor-ml/conveyor/objstore"
 	"github.com/conveyor-ml/conveyor/pipeline"
 )
@@ -30,7 +32,10 @@ Decodes every image of the ImageFolder tree SRC (SRC/CLASS/*.jpg, one folder per
 resizes it and stores its pixels in the cache directory DST, which "conveyor bench DST" and
 source.OpenConverted read without decoding. A rerun skips the files already stored,
 so an interrupted conversion (Ctrl-C) resumes. Files that fail to decode are listed in
-DST/%s and do not change the exit status.
+DST/%s and do not change the exit status. A DST holding a dataset of another spec or
+codec (another --size, --codec or decoder) is refused: --replace deletes that dataset's
+files and converts anew (conveyor inspect DST --prune deletes the shards of other specs
+that earlier conversions left).
 
 DST/%s says whether the conversion completed and, once it ends, lists its shards
 with their sizes, record counts and checksums, which bench and verify check DST
@@ -105,6 +110,12 @@ func convert(args []string, stdout, stderr io.Writer) (err error) {
 		}
 	}
 
+	if !f.remote {
+		if err := f.checkSpec(stderr); err != nil {
+			return err
+		}
+	}
+
 	pr := newProgress(stderr)
 	c, err := cache.Open(f.dst, &cache.Options{Codec: f.cd, Quality: f.quality, MaxBytes: int64(f.maxBytes), ShardBytes: int64(f.shardBytes), ShardPrefix: f.part.ShardPrefix(), Logf: pr.logf})
 	if err != nil {
@@ -130,6 +141,8 @@ type convertFlags struct {
 	maxBytes, shardBytes   byteSize
 	partFlag, staging      string
 	deleteOrphans          bool
+	allowEmpty             bool // --allow-empty-classes
+	replace                bool // --replace
 
 	// Set by check.
 	srcDir, dst string // dst: the staging directory once prepareUpload has run
@@ -142,10 +155,13 @@ type convertFlags struct {
 // newConvertFlags defines convert's flags on fs.
 func newConvertFlags(fs *flag.FlagSet) *convertFlags {
 	f := &convertFlags{}
-	fs.IntVar(&f.size, "size", 256, "resize so the shorter side is this many pixels (never enlarging); 0 stores full size")
+	f.size, f.quality, f.workers = 256, 90, runtime.GOMAXPROCS(0)
+	fs.Var(intFlag{&f.size, "a whole number of pixels, e.g. 256 (0: full size)"}, "size", "resize so the shorter side is this many pixels (never enlarging); 0 stores full size")
 	fs.StringVar(&f.codec, "codec", string(cache.S2), fmt.Sprintf("how pixels are stored: %v", cache.Codecs))
-	fs.IntVar(&f.quality, "quality", 90, "JPEG quality for --codec jpeg, 1 to 100")
-	fs.IntVar(&f.workers, "workers", runtime.GOMAXPROCS(0), "files decoded at once")
+	fs.Var(intFlag{&f.quality, "a whole number from 1 to 100, e.g. 90"}, "quality", "JPEG quality for --codec jpeg, 1 to 100")
+	fs.Var(intFlag{&f.workers, "a whole number of workers, e.g. 4"}, "workers", "files decoded at once")
+	fs.BoolVar(&f.allowEmpty, allowEmptyFlag, false, allowEmptyUsage)
+	fs.BoolVar(&f.replace, "replace", false, "when DST holds a dataset of another spec or codec (another --size, --codec or decoder), delete its shards, indexes and records and convert SRC anew; without it such a DST is refused")
 	fs.Var(&f.maxBytes, "max-bytes", "bound on DST's size, e.g. 200G; conversion stops when full (0: none)")
 	fs.Var(&f.shardBytes, "shard-bytes", "size at which a new shard is started, e.g. 256M (at least 64K; 0: 1 GiB). A dataset read from object storage streams a shard at a time: smaller shards let a smaller shard cache hold the shards read at once")
 	fs.StringVar(&f.decoder, "decoder", decode.BackendAuto, "JPEG decoder: auto (libjpeg-turbo when it loads), go or turbo")
@@ -174,6 +190,9 @@ func (f *convertFlags) check(pos []string) error {
 	}
 	if f.staging != "" && !f.remote {
 		return usagef("--staging is for an s3:// DST; %s is local", f.dst)
+	}
+	if f.replace && f.remote {
+		return usagef("--replace is for a local DST; convert into another prefix than %s", f.dst)
 	}
 	var err error
 	if f.cd, err = cache.ParseCodec(f.codec); err != nil {
@@ -220,11 +239,99 @@ func (f *convertFlags) openSource() (src pipeline.Source, absSrc string, err err
 		// It would be listed as a class of the next run, shifting every label.
 		return nil, "", fmt.Errorf("DST %s is inside SRC %s: it would be listed as a class of SRC; choose a DST outside it", f.dst, f.srcDir)
 	}
-	if src, err = openImageFolder(f.srcDir); err != nil {
+	if src, err = openImageFolder(f.srcDir, f.allowEmpty); err != nil {
 		return nil, "", err
 	}
 	return src, absSrc, nil
 }
+
+// checkSpec refuses a local DST holding a dataset, converted whole, of another spec or
+// codec than this whole conversion's, which converting into would switch to the new spec and leave the old one's
+// files in place; with --replace it deletes that dataset's files instead, so the run
+// converts SRC anew.
+func (f *convertFlags) checkSpec(stderr io.Writer) error {
+	if !f.part.Whole() {
+		return nil // the parts' record refuses another spec (cache.SamePartedInfo)
+	}
+	info, err := cache.ReadInfo(f.dst)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if info.Parts > 0 {
+		return nil // converting it whole is refused, naming its parts
+	}
+	spec, err := (&pipeline.ConvertOptions{Decode: f.dopts}).Spec()
+	if err != nil {
+		return err
+	}
+	if info.Spec == spec && info.Codec == f.cd {
+		return nil
+	}
+	if !f.replace {
+		return fmt.Errorf("%s holds a dataset of spec %q, codec %s, but this run converts as %q, codec %s: run with the flags that made it to resume it, convert into another DST, or pass --replace to delete it and convert anew",
+			f.dst, info.Spec, info.Codec, spec, f.cd)
+	}
+	if holder, running := cache.Converting(f.dst); running {
+		return fmt.Errorf("%s: a conversion is running into it (%s); --replace deletes nothing while one runs", f.dst, holder)
+	}
+	removed, bytes, err := removeDataset(f.dst)
+	fmt.Fprintf(stderr, "conveyor convert: --replace: deleted %s (%s) of %s's dataset of spec %q, codec %s\n", nOf(removed, "file"), units.Bytes(bytes), f.dst, info.Spec, info.Codec)
+	return err
+}
+
+// removeDataset deletes the files of the converted dataset in dir: its shards and
+// indexes, dataset.json, its parts' records and the conversion reports. Other files stay.
+func removeDataset(dir string) (removed int, bytes int64, err error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, e := range ents {
+		n := e.Name()
+		ours := strings.HasSuffix(n, ".shard") || strings.HasSuffix(n, ".idx") || n == cache.InfoName ||
+			strings.HasPrefix(n, "dataset.part-") && strings.HasSuffix(n, ".json") ||
+			strings.HasPrefix(n, "convert-report") && strings.HasSuffix(n, ".txt")
+		if !ours || e.IsDir() {
+			continue
+		}
+		fi, _ := e.Info()
+		if err := os.Remove(filepath.Join(dir, n)); err != nil {
+			return removed, bytes, err
+		}
+		removed++
+		if fi != nil {
+			bytes += fi.Size()
+		}
+	}
+	return removed, bytes, nil
+}
+
+// intFlag is an integer flag whose parse error says what is wanted.
+type intFlag struct {
+	p    *int
+	want string
+}
+
+func (f intFlag) String() string {
+	if f.p == nil {
+		return "0"
+	}
+	return strconv.Itoa(*f.p)
+}
+
+func (f intFlag) Set(s string) error {
+	v, err := strconv.Atoi(s)
+	if err != nil {
+		return fmt.Errorf("want %s", f.want)
+	}
+	*f.p = v
+	return nil
+}
+
+func (f intFlag) Get() any { return *f.p }
 
 // run converts src into c. A nil report means nothing was converted; otherwise err
 // says how the conversion ended, worded for the command line.

@@ -39,14 +39,81 @@ func checkDir(dir string) error {
 	return nil
 }
 
+// allowEmptyFlag is the flag of the commands that list an ImageFolder tree which
+// accepts class folders without images (source.FolderOptions.AllowEmptyClasses).
+const allowEmptyFlag = "allow-empty-classes"
+
+// allowEmptyUsage is allowEmptyFlag's help.
+const allowEmptyUsage = "accept class folders that hold no images in an ImageFolder tree (their labels get no samples) instead of refusing them"
+
 // openImageFolder opens the ImageFolder tree dir (source.Dir). Its errors name dir as the
 // user typed it and, when dir has no class folders or they hold no images, say what layout
-// is expected.
-func openImageFolder(dir string) (pipeline.Source, error) {
+// is expected; an empty class folder's names --allow-empty-classes.
+func openImageFolder(dir string, allowEmpty bool) (pipeline.Source, error) {
 	if err := checkDir(dir); err != nil {
 		return nil, err
 	}
-	return source.Dir(dir, nil)
+	src, err := source.Dir(dir, &source.FolderOptions{AllowEmptyClasses: allowEmpty})
+	return src, cliError(err)
+}
+
+// cliError rewrites the errors of package source whose advice names a Go setting so that
+// they name the command's flag instead: an empty class folder's, --allow-empty-classes.
+func cliError(err error) error {
+	var ee *source.EmptyClassError
+	if errors.As(err, &ee) {
+		return errors.New(ee.Message("pass --" + allowEmptyFlag))
+	}
+	return err
+}
+
+// openDataset opens the dataset arg names, one argument of a command, as source.Open
+// does (an ImageFolder tree, a converted dataset, a manifest, a folder of shards, a shard
+// pattern or a URL), with errors rewritten for the command line (cliError).
+func openDataset(ctx context.Context, arg string, o *source.OpenOptions) (*source.Dataset, error) {
+	ds, err := source.Open(ctx, arg, o)
+	return ds, cliError(err)
+}
+
+// checkLocal reports, naming arg as typed, when the local dataset arg does not exist or
+// is a file other than a manifest or a shard.
+func checkLocal(arg string) error {
+	fi, err := os.Stat(arg)
+	if err != nil {
+		return pathError(arg, err)
+	}
+	if !fi.IsDir() && !manifestArg(arg) && !strings.EqualFold(path.Ext(arg), ".tar") {
+		return fmt.Errorf("%s: not a folder, a manifest (.csv, .jsonl, .ndjson) or a .tar shard", arg)
+	}
+	return nil
+}
+
+// manifestArg reports whether arg names a manifest (source.Manifest) by its extension.
+func manifestArg(arg string) bool {
+	switch strings.ToLower(path.Ext(arg)) {
+	case ".csv", ".jsonl", ".ndjson":
+		return true
+	}
+	return false
+}
+
+// cacheDir reports whether the local dir is a cache directory: a converted dataset (it
+// holds dataset.json) or a loader's cache (it holds .shard files), which inspect and
+// verify read with the cache package rather than as a source.
+func cacheDir(dir string) bool {
+	if fi, err := os.Stat(dir); err == nil && !fi.IsDir() {
+		return false // a manifest or a shard
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return true // the cache's own errors name it
+	}
+	for _, e := range ents {
+		if e.Name() == cache.InfoName || strings.HasSuffix(e.Name(), ".shard") {
+			return true
+		}
+	}
+	return false
 }
 
 // shardArgs reports whether args name WebDataset shards rather than a folder: every one

@@ -10,12 +10,15 @@ import (
 	"io"
 	"io/fs"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/conveyor-ml/conveyor/cache"
 	"github.com/conveyor-ml/conveyor/internal/units"
+	"github.com/conveyor-ml/conveyor/objstore"
 	"github.com/conveyor-ml/conveyor/source"
 )
 
@@ -84,10 +87,12 @@ func inspect(args []string, stdout, stderr io.Writer) (err error) {
 	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: conveyor inspect DIR [--json]\n       conveyor inspect SHARDS [--json]\n\nDescribes the cache directory DIR, a converted dataset or a loader's cache, read-only;\nor WebDataset shards named by a local or remote URL ('DIR/train-{000..099}.tar',\ns3://bucket/train-{000000..001023}.tar, s3://bucket/prefix/): shards, samples, classes,\nbad samples and each shard's sample count (WebDatasetOptions.ShardSamples). --json's\noutput is a shard index (WebDataset's wids format, plus class names): kept beside the\nshards as NAME.json, conveyor bench NAME.json (or source.Open) opens them\nwithout reading every shard first; conveyor bench --shard-index reads it too.\nDIR may be an s3:// or http(s):// prefix holding a converted dataset: only its\ndataset.json, part records and shard indexes are fetched, not its shards.\n\nflags:\n")
+		fmt.Fprintf(fs.Output(), "usage: conveyor inspect DIR [--json] [--prune]\n       conveyor inspect SHARDS [--json]\n       conveyor inspect TREE|MANIFEST [--json]\n\nDescribes the cache directory DIR, a converted dataset or a loader's cache, read-only\n(--prune deletes the shards of a converted dataset's other specs: what conversions with\nother flags left); an ImageFolder tree or a manifest (.csv, .jsonl): samples, classes\nand file formats; or WebDataset shards: a folder of .tar files, or a local or remote\nURL ('DIR/train-{000..099}.tar', s3://bucket/train-{000000..001023}.tar,\ns3://bucket/prefix/): shards, samples, classes,\nbad samples and each shard's sample count (WebDatasetOptions.ShardSamples). --json's\noutput is a shard index (WebDataset's wids format, plus class names): kept beside the\nshards as NAME.json, conveyor bench NAME.json (or source.Open) opens them\nwithout reading every shard first; conveyor bench --shard-index reads it too.\nDIR may be an s3:// or http(s):// prefix holding a converted dataset: only its\ndataset.json, part records and shard indexes are fetched, not its shards.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	jsonOut := fs.Bool("json", false, "print one JSON object instead of text")
+	allowEmpty := fs.Bool(allowEmptyFlag, false, allowEmptyUsage)
+	prune := fs.Bool("prune", false, "delete the shards and indexes of a local converted dataset that hold records of other specs than the dataset's (left by conversions with other flags), saying what it deleted")
 	pos, err := parseFlags(fs, args, stdout)
 	if err != nil {
 		return err
@@ -95,15 +100,30 @@ func inspect(args []string, stdout, stderr io.Writer) (err error) {
 	if err := oneDir(pos); err != nil {
 		return err
 	}
+	if *prune && objstore.IsRemote(pos[0]) {
+		return usagef("--prune deletes from a local converted dataset; %s is in object storage", pos[0])
+	}
 	ds, err := openRemoteIndex(ctx, pos[0])
 	if err != nil {
 		return err
 	}
 	defer ds.close()
 	if ds.remote == nil && shardArgs([]string{ds.dir}) {
+		if *prune {
+			return usagef("--prune applies to a converted dataset, not to WebDataset shards")
+		}
 		return inspectShards(ctx, pos[0], *jsonOut, stdout, stderr)
 	}
 	if ds.remote == nil {
+		if err := checkLocal(ds.dir); err != nil {
+			return err
+		}
+		if !cacheDir(ds.dir) {
+			if *prune {
+				return usagef("--prune applies to a converted dataset (a DIR holding %s); %s holds none", cache.InfoName, pos[0])
+			}
+			return inspectSource(ctx, pos[0], *allowEmpty, *jsonOut, stdout, stderr)
+		}
 		signalsKill()
 	}
 	c, info, err := openReadOnly(ds, stderr)
@@ -111,6 +131,9 @@ func inspect(args []string, stdout, stderr io.Writer) (err error) {
 		return err
 	}
 	defer c.Close()
+	if *prune {
+		return pruneSpecs(c, info, stdout)
+	}
 	// Checking the dataset lists the records of remote shards, so describe them after
 	// it; a local dataset is described as opened, before the check lists the records of
 	// shards that cannot be read.
@@ -336,7 +359,7 @@ func printInspect(w io.Writer, r *inspectResult) {
 			line("updated", "%s", r.Updated.Local().Format(time.DateTime))
 		}
 		if len(r.Specs) > 1 {
-			fmt.Fprintf(w, "other specs (not part of the dataset):\n")
+			fmt.Fprintf(w, "other specs (not part of the dataset; conveyor inspect %s --prune deletes them):\n", r.Dir)
 			for _, s := range r.Specs[1:] {
 				fmt.Fprintf(w, "  %d records, codec %s, %s: %s\n", s.Records, strings.Join(s.Codecs, ","), units.Bytes(s.Bytes), s.Spec)
 			}
@@ -405,6 +428,11 @@ func inspectShards(ctx context.Context, url string, jsonOut bool, stdout, stderr
 		return err
 	}
 	defer ds.Close()
+	return describeShards(ds, url, jsonOut, stdout)
+}
+
+// describeShards describes the WebDataset shards ds, which url names.
+func describeShards(ds *source.Dataset, url string, jsonOut bool, stdout io.Writer) error {
 	w, ok := ds.Source.(*source.WebDatasetSource)
 	if !ok {
 		return fmt.Errorf("%s: not WebDataset shards", url)
@@ -428,4 +456,128 @@ func inspectShards(ctx context.Context, url string, jsonOut bool, stdout, stderr
 		fmt.Fprintf(stdout, "object store   %d requests, %s fetched, %d retries\n", o.Requests, units.Bytes(o.BytesFetched), o.Retries)
 	}
 	return nil
+}
+
+// notCacheHint follows an error opening a local folder that inspect or verify read as
+// a source, since they read converted datasets too.
+const notCacheHint = "; nor is it a converted dataset (no " + cache.InfoName + "; conveyor convert SRC DIR makes one)"
+
+// openLocalSource opens the local dataset arg that is not a cache directory: an
+// ImageFolder tree, a manifest or a folder of shards (source.Open).
+func openLocalSource(ctx context.Context, arg string, allowEmpty bool, logf func(string, ...any)) (*source.Dataset, error) {
+	ds, err := source.Open(ctx, arg, &source.OpenOptions{
+		WebDataset: &source.WebDatasetOptions{Logf: logf},
+		Folder:     &source.FolderOptions{AllowEmptyClasses: allowEmpty},
+	})
+	if err != nil {
+		var ee *source.EmptyClassError
+		if fi, serr := os.Stat(arg); serr == nil && fi.IsDir() && !errors.As(err, &ee) {
+			err = fmt.Errorf("%w%s", err, notCacheHint) // not a tree: perhaps a dataset lost
+		}
+		return nil, cliError(err)
+	}
+	return ds, nil
+}
+
+// sourceResult is what inspect --json prints for an ImageFolder tree or a manifest.
+type sourceResult struct {
+	Dataset string         `json:"dataset"`
+	Samples int            `json:"samples"`
+	Classes []classCount   `json:"classes"`
+	Formats map[string]int `json:"formats"` // samples per file extension, lower case
+}
+
+// inspectSource describes the local dataset arg that is not a cache directory: an
+// ImageFolder tree or a manifest (samples, classes, file formats), or a folder of
+// WebDataset shards as inspectShards does.
+func inspectSource(ctx context.Context, arg string, allowEmpty, jsonOut bool, stdout, stderr io.Writer) error {
+	logf := func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) }
+	ds, err := openLocalSource(ctx, arg, allowEmpty, logf)
+	if err != nil {
+		return err
+	}
+	defer ds.Close()
+	if _, ok := ds.Source.(*source.WebDatasetSource); ok {
+		return describeShards(ds, arg, jsonOut, stdout)
+	}
+	src := ds.Source
+	res := sourceResult{Dataset: ds.String(), Samples: src.Len(), Formats: map[string]int{}}
+	counts := make([]int, len(src.Classes()))
+	for i := range src.Len() {
+		if l := src.Label(i); l >= 0 && l < len(counts) {
+			counts[l]++
+		}
+		res.Formats[strings.ToLower(filepath.Ext(src.Path(i)))]++
+	}
+	for k, name := range src.Classes() {
+		res.Classes = append(res.Classes, classCount{Name: name, Samples: counts[k]})
+	}
+	if jsonOut {
+		return json.NewEncoder(stdout).Encode(res)
+	}
+	line := func(k, format string, a ...any) { fmt.Fprintf(stdout, "%-13s %s\n", k, fmt.Sprintf(format, a...)) }
+	line("dataset", "%s", res.Dataset)
+	line("samples", "%d (files, not read: conveyor verify decodes them)", res.Samples)
+	line("classes", "%s", classSummary(res.Classes))
+	var formats []string
+	for _, ext := range slices.Sorted(maps.Keys(res.Formats)) {
+		formats = append(formats, fmt.Sprintf("%s %d", ext, res.Formats[ext]))
+	}
+	line("formats", "%s", strings.Join(formats, ", "))
+	return nil
+}
+
+// pruneSpecs deletes the shards, and their indexes, of the local converted dataset in
+// c that hold records of other specs than info's (the dataset's), and says what it
+// deleted. Nothing is deleted while a conversion runs into the directory.
+func pruneSpecs(c *cache.Cache, info *cache.Info, stdout io.Writer) error {
+	dir := c.Dir()
+	if info == nil {
+		return fmt.Errorf("%s: --prune applies to a converted dataset; this is a loader's cache (no %s), whose specs are all in use", dir, cache.InfoName)
+	}
+	if holder, running := cache.Converting(dir); running {
+		return fmt.Errorf("%s: a conversion is running into it (%s); --prune deletes nothing while one runs", dir, holder)
+	}
+	specs := c.ShardSpecs()
+	var names []string
+	for _, name := range slices.Sorted(maps.Keys(specs)) {
+		if specs[name] != info.Spec {
+			names = append(names, name)
+		}
+	}
+	if len(names) == 0 {
+		fmt.Fprintf(stdout, "conveyor inspect: %s holds no shards of other specs than %q; nothing to prune\n", dir, info.Spec)
+		return nil
+	}
+	var bytes int64
+	pruned := map[string]int{}
+	for _, name := range names {
+		for _, file := range []string{name, strings.TrimSuffix(name, ".shard") + ".idx"} {
+			p := filepath.Join(dir, file)
+			fi, err := os.Stat(p)
+			if errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			if err == nil {
+				err = os.Remove(p)
+			}
+			if err != nil {
+				return fmt.Errorf("--prune: %w", err)
+			}
+			bytes += fi.Size()
+		}
+		pruned[specs[name]]++
+		fmt.Fprintf(stdout, "deleted %s (spec %s)\n", filepath.Join(dir, name), specs[name])
+	}
+	fmt.Fprintf(stdout, "conveyor inspect: pruned %s (%s with their indexes) of %s from %s; its dataset's spec %q stays\n",
+		nOf(len(names), "shard"), units.Bytes(bytes), nOf(len(pruned), "other spec"), dir, info.Spec)
+	return nil
+}
+
+// nOf is "1 shard", "2 shards": n and noun, plural when n is not 1.
+func nOf(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -1,11 +1,15 @@
 // Command conveyor benchmarks conveyor's image loader and manages converted datasets.
 //
-//	conveyor bench [DIR] [flags]      loader throughput on an ImageFolder tree or a converted dataset
+//	conveyor bench [DATASET] [flags]  loader throughput on any dataset (see below)
 //	conveyor convert SRC DST [flags]  decode and resize an ImageFolder tree into a cache directory
-//	conveyor inspect DIR [--json]     describe a cache directory, or WebDataset shards by URL
+//	conveyor inspect DATASET [--json] describe a dataset: a cache directory, shards, a tree, a manifest
 //	conveyor show DATASET [flags]     a contact sheet PNG of a batch after the recipe's augmentations
-//	conveyor verify DIR               check every record of a cache directory, or every sample of WebDataset shards
+//	conveyor verify DATASET           check every record, sample or image file of a dataset, listing the bad ones
 //	conveyor version                  the module version, VCS revision and Go version
+//
+// A DATASET is what source.Open reads: an ImageFolder tree (DIR/CLASS/*.jpg), a converted
+// dataset (conveyor convert's DST), a manifest (.csv, .jsonl), a folder of WebDataset .tar
+// shards, a shard pattern ('DIR/train-{000..099}.tar') or an s3:// or http(s):// URL.
 //
 // Run "conveyor <command> --help" for a command's flags. A usage error (unknown flag, bad
 // value, missing argument, unknown command) exits 2, any other error 1. Ctrl-C (SIGINT)
@@ -29,24 +33,30 @@ func usage(w io.Writer) {
 	fmt.Fprintf(w, `usage: conveyor <command> [arguments]
 
 commands:
-  bench [DIR]       measure loader throughput (images/s) on an ImageFolder tree or a
-                    converted dataset; without DIR, on a built-in synthetic ImageNet-like set;
+  bench [DATASET]   measure loader throughput (images/s) on a DATASET (below); without
+                    one, on a built-in synthetic ImageNet-like set;
                     --stages names the bottleneck, --step 30ms the consumer's wait,
                     --workers 1,2,4 sweeps and plots
   convert SRC DST   decode every image of the ImageFolder tree SRC, resize it (shorter
                     side 256 by default) and store its pixels in the cache directory DST;
                     resumable, bad files listed in DST/%s
-  inspect DIR       describe a cache directory: spec, codec, samples, classes, sizes, bytes;
-                    or WebDataset shards by URL: shards, samples, per-shard counts
+  inspect DATASET   describe a cache directory: spec, codec, samples, classes, sizes, bytes
+                    (--prune deletes other specs' shards); WebDataset shards: shards,
+                    samples, per-shard counts; a tree or manifest: samples, classes, formats
   show DATASET      write a contact sheet PNG: a batch after the recipe's augmentations
                     (and mixing), each sample with its label
-  verify DIR        read every record of a cache directory and list the damaged ones;
-                    or every sample of WebDataset shards (files, pattern or URL): the bad ones
+  verify DATASET    read every record of a cache directory and list the damaged ones; every
+                    sample of WebDataset shards, or decode every file of a tree or manifest,
+                    and list the bad ones
   version           print the module version, VCS revision and Go version
   help [COMMAND]    print this, or a command's flags
 
-An ImageFolder tree holds one folder per class: DIR/CLASS/*.jpg (any depth below CLASS;
-.jpg .jpeg .png .gif .bmp .tif .tiff .webp).
+A DATASET is an ImageFolder tree, one folder per class: DIR/CLASS/*.jpg (any depth below
+CLASS; .jpg .jpeg .png .gif .bmp .tif .tiff .webp; an empty class folder is refused
+without --allow-empty-classes); a converted dataset (conveyor convert's DST); a manifest
+(.csv of path,label or .jsonl); a folder of WebDataset .tar shards, or a shard pattern
+('DIR/train-{000..099}.tar'); or an s3:// or http(s):// URL of shards or a converted
+dataset.
 
 Run "conveyor <command> --help" for a command's flags.
 `, reportName)

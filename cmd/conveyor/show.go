@@ -42,7 +42,7 @@ func show(args []string, stdout, stderr io.Writer) (err error) {
 	fs := flag.NewFlagSet("show", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: conveyor show DATASET [flags]\n\nWrites a contact sheet: the first batch of an epoch, after the recipe's augmentations\n(and after mixing, with --mixup or --cutmix), one tile per sample with its label, as a\nPNG. The picture to look at before a long run. DATASET is anything bench reads: an\nImageFolder tree, a converted dataset, WebDataset shards or an s3:// or http(s):// URL.\n\nflags:\n")
+		fmt.Fprintf(fs.Output(), "usage: conveyor show DATASET [flags]\n\nWrites a contact sheet: the first batch of an epoch, after the recipe's augmentations\n(and after mixing, with --mixup or --cutmix), one tile per sample with its label, as a\nPNG. The picture to look at before a long run. DATASET is anything bench reads: an\nImageFolder tree, a converted dataset, a manifest (.csv, .jsonl), WebDataset shards (a\nfolder of .tar files, a pattern) or an s3:// or http(s):// URL.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	var f showFlags
@@ -56,6 +56,7 @@ func show(args []string, stdout, stderr io.Writer) (err error) {
 	fs.Float64Var(&f.mixUp, "mixup", 0, "MixUp alpha (0: off)")
 	fs.Float64Var(&f.cutMix, "cutmix", 0, "CutMix alpha (0: off)")
 	fs.Float64Var(&f.smoothing, "smoothing", 0, "label smoothing, in [0, 1)")
+	allowEmpty := fs.Bool(allowEmptyFlag, false, allowEmptyUsage)
 	pos, err := parseFlags(fs, args, stdout)
 	if err != nil {
 		return err
@@ -63,7 +64,7 @@ func show(args []string, stdout, stderr io.Writer) (err error) {
 	if err := f.check(pos); err != nil {
 		return err
 	}
-	ds, err := source.Open(ctx, pos[0], nil)
+	ds, err := openDataset(ctx, pos[0], &source.OpenOptions{Folder: &source.FolderOptions{AllowEmptyClasses: *allowEmpty}})
 	if err != nil {
 		return pathError(pos[0], err)
 	}

@@ -18,13 +18,14 @@ import (
 	"github.com/conveyor-ml/conveyor/decode"
 	"github.com/conveyor-ml/conveyor/internal/units"
 	"github.com/conveyor-ml/conveyor/objstore"
+	"github.com/conveyor-ml/conveyor/pipeline"
 	"github.com/conveyor-ml/conveyor/source"
 	"golang.org/x/sync/errgroup"
 )
 
 // verifyUsage is verify's help, before the flags; %s is the converted dataset's info
 // file.
-const verifyUsage = `usage: conveyor verify DIR
+const verifyUsage = `usage: conveyor verify DIR|SHARDS|TREE|MANIFEST [flags]
 
 Checks the cache directory DIR, read-only: every shard's header and index, and every
 record, read and decoded, against both its checksums. For a converted dataset it also
@@ -46,7 +47,12 @@ DIR may also be WebDataset shards: .tar files, a pattern ('DIR/train-*.tar'), or
 brace list, local or remote ('s3://bucket/train-{000000..000099}.tar'). Every sample
 is checked: its image member read and decoded whole, its label parsed, its members
 grouped by key. Prints one line per bad sample, naming the shard and the sample's
-key, and exits 1 when there is any.
+key, and exits 1 when there is any. A folder holding .tar files (and no folders) is
+read as its shards.
+
+DIR may also be an ImageFolder tree (DIR/CLASS/*.jpg) or a manifest (.csv, .jsonl):
+every file is read and decoded whole. Prints one line per bad file, its path and why,
+then a summary line, and exits 1 when there is any.
 `
 
 func verify(args []string, stdout, stderr io.Writer) (err error) {
@@ -57,7 +63,10 @@ func verify(args []string, stdout, stderr io.Writer) (err error) {
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), verifyUsage, cache.InfoName)
+		fmt.Fprintf(fs.Output(), "\nflags:\n")
+		fs.PrintDefaults()
 	}
+	allowEmpty := fs.Bool(allowEmptyFlag, false, allowEmptyUsage)
 	pos, err := parseFlags(fs, args, stdout)
 	if err != nil {
 		return err
@@ -77,6 +86,12 @@ func verify(args []string, stdout, stderr io.Writer) (err error) {
 		return verifyShards(ctx, pos, stdout, stderr)
 	}
 	if ds.remote == nil {
+		if err := checkLocal(pos[0]); err != nil {
+			return err
+		}
+		if !cacheDir(pos[0]) {
+			return verifySource(ctx, pos[0], *allowEmpty, stdout)
+		}
 		signalsKill()
 	}
 	name, dir := pos[0], ds.dir // errors call the dataset by the name the user gave
@@ -209,6 +224,12 @@ func verifyShards(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	defer sh.close()
+	return checkShards(ctx, name, sh, stdout, stderr)
+}
+
+// checkShards checks every sample of the opened shards sh, which name names, and lists
+// the bad ones (see verifyShards).
+func checkShards(ctx context.Context, name string, sh *verifiedShards, stdout, stderr io.Writer) error {
 	src := sh.src
 	problems, err := checkSamples(ctx, src)
 	if err != nil {
@@ -236,15 +257,61 @@ func verifyShards(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			fmt.Fprintf(stderr, "conveyor: read %s: %d requests, %s fetched, %d retries\n", name, o.Requests, units.Bytes(o.BytesFetched), o.Retries)
 		}
 	}
-	if len(bad) > 0 {
-		const shown = 3
-		names := strings.Join(bad[:min(len(bad), shown)], ", ")
-		if len(bad) > shown {
-			names += fmt.Sprintf(", ... %d more", len(bad)-shown)
-		}
-		return fmt.Errorf("%d of %d samples are bad in %s: %s", len(bad), n, name, names)
+	return badVerdict(bad, n, "samples", name)
+}
+
+// badVerdict is the error verify ends with when bad of n samples (or files: what) of
+// the dataset name are bad, naming up to three; nil when none is.
+func badVerdict(bad []string, n int, what, name string) error {
+	if len(bad) == 0 {
+		return nil
 	}
-	return nil
+	const shown = 3
+	names := strings.Join(bad[:min(len(bad), shown)], ", ")
+	if len(bad) > shown {
+		names += fmt.Sprintf(", ... %d more", len(bad)-shown)
+	}
+	return fmt.Errorf("%d of %d %s are bad in %s: %s", len(bad), n, what, name, names)
+}
+
+// verifySource checks the local dataset arg that is not a cache directory: every file
+// of an ImageFolder tree or a manifest read and decoded whole, on as many goroutines as
+// Go may run, the bad ones listed with why; a folder of WebDataset shards as
+// verifyShards checks shards.
+func verifySource(ctx context.Context, arg string, allowEmpty bool, stdout io.Writer) error {
+	ds, err := openLocalSource(ctx, arg, allowEmpty, func(string, ...any) {})
+	if err != nil {
+		return err
+	}
+	defer ds.Close()
+	if w, ok := ds.Source.(*source.WebDatasetSource); ok {
+		return checkShards(ctx, arg, verifiedOf(ds, w), stdout, io.Discard)
+	}
+	src, ok := ds.Source.(pipeline.FileSource)
+	if !ok {
+		return fmt.Errorf("%s: %v holds no files to check", arg, ds)
+	}
+	problems, err := checkSamples(ctx, src)
+	if err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%s: checking its files: %w", arg, err)
+	}
+	base := arg // a manifest's paths are relative to its folder
+	if fi, err := os.Stat(arg); err == nil && !fi.IsDir() {
+		base = filepath.Dir(arg)
+	}
+	var bad []string
+	for i, p := range problems {
+		if p != "" {
+			f := filepath.Join(base, filepath.FromSlash(src.Path(i)))
+			fmt.Fprintf(stdout, "bad %s: %s\n", f, p)
+			bad = append(bad, f)
+		}
+	}
+	fmt.Fprintf(stdout, "conveyor verify files=%d classes=%d bad=%d\n", src.Len(), len(src.Classes()), len(bad))
+	return badVerdict(bad, src.Len(), "files", arg)
 }
 
 // verifiedShards are the WebDataset shards verify checks, opened.
@@ -280,13 +347,21 @@ func openVerifiedShards(ctx context.Context, args []string) (*verifiedShards, er
 		closeAll()
 		return nil, fmt.Errorf("%s: not WebDataset shards", args[0])
 	}
+	sh := verifiedOf(d, w)
+	sh.close = closeAll
+	return sh, nil
+}
+
+// verifiedOf is the WebDataset shards w of the dataset d, for verify: each shard named by
+// its path or URL. Its close does nothing: d's opener closes d.
+func verifiedOf(d *source.Dataset, w *source.WebDatasetSource) *verifiedShards {
 	where := func(k int) string {
 		if dir, ok := d.Store.Bucket.Local(); ok {
 			return filepath.Join(dir, filepath.FromSlash(w.Shards()[k]))
 		}
 		return d.Store.Bucket.URL(w.Shards()[k])
 	}
-	return &verifiedShards{src: w, ds: d, where: where, close: closeAll}, nil
+	return &verifiedShards{src: w, ds: d, where: where, close: func() {}}
 }
 
 // sampleChecker is one goroutine's decoder and buffers for checkSample.
@@ -299,7 +374,7 @@ type sampleChecker struct {
 // checkSamples checks every sample of src on as many goroutines as Go may run, each
 // with a decoder of its own, and returns each sample's problem ("" when good) in
 // sample order. Cancelling ctx stops it starting more.
-func checkSamples(ctx context.Context, src *source.WebDatasetSource) ([]string, error) {
+func checkSamples(ctx context.Context, src pipeline.FileSource) ([]string, error) {
 	n := src.Len()
 	problems := make([]string, n)
 	// A buffered channel of checkers is both their free-list and the limit.
@@ -339,7 +414,7 @@ func checkSamples(ctx context.Context, src *source.WebDatasetSource) ([]string, 
 const maxVerifyBytes = 1 << 30
 
 // checkSample reads and decodes sample i of src: "" when it is good, else why not.
-func checkSample(src *source.WebDatasetSource, dec *decode.Decoder, i int, buf []byte, img *decode.Image) ([]byte, *decode.Image, string) {
+func checkSample(src pipeline.FileSource, dec *decode.Decoder, i int, buf []byte, img *decode.Image) ([]byte, *decode.Image, string) {
 	f, err := src.Open(i)
 	if err != nil {
 		return buf, img, err.Error()
@@ -350,7 +425,7 @@ func checkSample(src *source.WebDatasetSource, dec *decode.Decoder, i int, buf [
 		return buf, img, err.Error()
 	}
 	if st.Size() > maxVerifyBytes {
-		return buf, img, fmt.Sprintf("image member of %s, more than the %s verify reads", units.Bytes(st.Size()), units.Bytes(maxVerifyBytes))
+		return buf, img, fmt.Sprintf("image of %s, more than the %s verify reads", units.Bytes(st.Size()), units.Bytes(maxVerifyBytes))
 	}
 	buf = slices.Grow(buf[:0], int(st.Size()))[:st.Size()]
 	if _, err := io.ReadFull(f, buf); err != nil {

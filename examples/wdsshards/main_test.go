@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -52,5 +53,37 @@ func TestShards(t *testing.T) {
 	}
 	if err := run(tree, dst, "x", 0, 1); err == nil || !strings.Contains(err.Error(), "-per") {
 		t.Fatalf("error %v, want one naming -per", err)
+	}
+}
+
+// A folder holding one name as .jpg and .png (bench/photos.sh's tree) is written whole:
+// the keys stay apart, whichever shard each file falls in.
+func TestShardsRepeatedStems(t *testing.T) {
+	tree, dst := t.TempDir(), t.TempDir()
+	files, err := synth.WriteTree(tree, &synth.TreeOptions{Classes: 2, PerClass: 3, Seed: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		data, err := os.ReadFile(f.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stem := strings.TrimSuffix(f.Path, filepath.Ext(f.Path))
+		for _, ext := range []string{".png", ".webp"} { // bytes of a JPEG: only names matter here
+			if err := os.WriteFile(stem+ext, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := run(tree, dst, "train", 100, 1); err != nil {
+		t.Fatal(err)
+	}
+	src, err := source.WebDatasetGlob(filepath.Join(dst, "train-*.tar"), &source.WebDatasetOptions{Classes: []string{"class00", "class01"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if src.Len() != 18 || src.Bad() != 0 {
+		t.Fatalf("%d samples, %d bad; want 18 and 0", src.Len(), src.Bad())
 	}
 }
