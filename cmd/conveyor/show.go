@@ -66,7 +66,7 @@ func show(args []string, stdout, stderr io.Writer) (err error) {
 	}
 	ds, err := openDataset(ctx, pos[0], &source.OpenOptions{Folder: &source.FolderOptions{AllowEmptyClasses: *allowEmpty}})
 	if err != nil {
-		return pathError(pos[0], err)
+		return err // source.Open names the dataset as given
 	}
 	defer ds.Close()
 	sheet, n, err := f.render(ctx, ds.Source)
