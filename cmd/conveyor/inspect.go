@@ -449,7 +449,7 @@ func describeShards(ds *source.Dataset, url string, jsonOut bool, stdout io.Writ
 	}
 	fmt.Fprintf(stdout, "dataset        %s\n", res.Dataset)
 	fmt.Fprintf(stdout, "shards         %d: %s ... %s\n", res.Shards, w.Shards()[0], w.Shards()[res.Shards-1])
-	fmt.Fprintf(stdout, "samples        %d (%d bad), %d classes\n", res.Samples, res.Bad, res.Classes)
+	fmt.Fprintf(stdout, "samples        %d (%d bad), %s\n", res.Samples, res.Bad, plural(res.Classes, "class"))
 	lo, hi := slices.Min(res.ShardSamples), slices.Max(res.ShardSamples)
 	fmt.Fprintf(stdout, "per shard      %d to %d samples (--json lists them: WebDatasetOptions.ShardSamples)\n", lo, hi)
 	if o := res.ObjStore; o != nil {

@@ -76,8 +76,8 @@ func show(args []string, stdout, stderr io.Writer) (err error) {
 	if err := writePNG(f.out, sheet); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "wrote %s: %d samples of %v (%s, %d px, epoch %d), %dx%d pixels\n",
-		f.out, n, ds, f.recipe, f.size, f.epoch, sheet.Bounds().Dx(), sheet.Bounds().Dy())
+	fmt.Fprintf(stdout, "wrote %s: %s of %v (%s, %d px, epoch %d), %dx%d pixels\n",
+		f.out, plural(n, "sample"), ds, f.recipe, f.size, f.epoch, sheet.Bounds().Dx(), sheet.Bounds().Dy())
 	return nil
 }
 

@@ -122,8 +122,8 @@ func verify(args []string, stdout, stderr io.Writer) (err error) {
 	fmt.Fprintf(stdout, "conveyor verify shards=%d records=%d bytes=%d damaged=%d unreadable_bytes=%d torn_shards=%d damaged_shards=%d lost_records=%d superseded=%d orphans=%d\n",
 		rep.Shards, rep.Records, rep.Bytes, rep.Damaged-rep.Superseded, rep.Unreadable, rep.TornShards, rep.DamagedShards, rep.Lost, rep.Superseded, len(orphaned))
 	if rep.TornShards > 0 {
-		fmt.Fprintf(stdout, "%d shards end in %s past their last whole record (a writer stopped mid-record); readers ignore them\n",
-			rep.TornShards, units.Bytes(rep.Unreadable))
+		fmt.Fprintf(stdout, "%s end in %s past their last whole record (a writer stopped mid-record); readers ignore them\n",
+			plural(rep.TornShards, "shard"), units.Bytes(rep.Unreadable))
 	}
 	incomplete := ""
 	if info != nil {
