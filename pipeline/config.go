@@ -299,8 +299,13 @@ const (
 	maxMemoryBudget = 1 << 50
 )
 
-// EnsureDefaults fills zero fields with their defaults.
-func (c *Config) EnsureDefaults() {
+// EnsureDefaults fills c's zero fields with their defaults and returns c; a nil c
+// becomes a new Config holding the defaults. New calls it on its copy of the Config,
+// then Validate.
+func (c *Config) EnsureDefaults() *Config {
+	if c == nil {
+		c = &Config{}
+	}
 	if c.Batch.Size == 0 {
 		c.Batch.Size = 64
 	}
@@ -345,10 +350,13 @@ func (c *Config) EnsureDefaults() {
 	}
 	c.Decode.EnsureDefaults()
 	c.Mix.EnsureDefaults()
+	return c
 }
 
-// Validate reports every invalid field: out of its range (each field's comment or the
-// bounds above), or inconsistent with another.
+// Validate reports every invalid field of c, defaults filled (see EnsureDefaults): out
+// of its range (each field's comment or the bounds above), or inconsistent with another.
+// The problems are joined into one error (errors.Join), each naming its field; nil when
+// c is usable.
 func (c *Config) Validate() error {
 	var errs []error
 	inRange := func(name string, v, lo, hi int) bool {

@@ -65,11 +65,58 @@ type ConvertReport struct {
 	BadFiles []SampleError // every bad file, in index order (in the last report)
 }
 
+// EnsureDefaults fills o's zero fields with their defaults and returns o; a nil o
+// becomes a new ConvertOptions holding the defaults. Convert calls it on its copy of the
+// options, then Validate.
+func (o *ConvertOptions) EnsureDefaults() *ConvertOptions {
+	if o == nil {
+		o = &ConvertOptions{}
+	}
+	o.Decode.EnsureDefaults()
+	if o.Workers == 0 {
+		o.Workers = min(runtime.GOMAXPROCS(0), maxWorkers)
+	}
+	if o.MaxFileBytes == 0 {
+		o.MaxFileBytes = 1 << 30
+	}
+	if o.Logf == nil {
+		o.Logf = log.Printf
+	}
+	return o
+}
+
+// Validate reports every invalid field of o, defaults filled (see EnsureDefaults),
+// joined into one error (errors.Join), each naming its field; nil when o is usable.
+func (o *ConvertOptions) Validate() error {
+	var errs []error
+	if err := o.Decode.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if o.Workers < 1 || o.Workers > maxWorkers {
+		errs = append(errs, fmt.Errorf("Workers %d not in [1, %d]", o.Workers, maxWorkers))
+	}
+	// The loader's memory budget holds five files of MaxFileBytes: 1 TiB each at most
+	// keeps it within Config's bound.
+	if o.MaxFileBytes < 1 || o.MaxFileBytes > maxConvertFileBytes {
+		errs = append(errs, fmt.Errorf("MaxFileBytes %d not in [1, %d] (1 TiB)", o.MaxFileBytes, int64(maxConvertFileBytes)))
+	}
+	if err := o.Part.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("Part: %w", err))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("pipeline: convert: %w", err)
+	}
+	return nil
+}
+
 // Spec is the spec Convert stores records under with these options' Decode (the decoder
 // it resolves included): what a converted dataset's record says it holds, for a caller
 // to check a stored conversion against before converting.
 func (opts *ConvertOptions) Spec() (string, error) {
-	o := opts.Decode
+	var o decode.Options
+	if opts != nil {
+		o = opts.Decode
+	}
 	o.EnsureDefaults()
 	if err := o.Validate(); err != nil {
 		return "", fmt.Errorf("pipeline: %w", err)
@@ -110,29 +157,8 @@ func Convert(ctx context.Context, src Source, c *cache.Cache, opts *ConvertOptio
 	if opts != nil {
 		o = *opts
 	}
-	o.Decode.EnsureDefaults()
-	if err := o.Decode.Validate(); err != nil {
-		return nil, fmt.Errorf("pipeline: convert: %w", err)
-	}
-	if o.Workers == 0 {
-		o.Workers = min(runtime.GOMAXPROCS(0), maxWorkers)
-	}
-	if o.MaxFileBytes == 0 {
-		o.MaxFileBytes = 1 << 30
-	}
-	if o.Logf == nil {
-		o.Logf = log.Printf
-	}
-	if o.Workers < 1 || o.Workers > maxWorkers {
-		return nil, fmt.Errorf("pipeline: convert: Workers %d not in [1, %d]", o.Workers, maxWorkers)
-	}
-	// The loader's memory budget holds five files of MaxFileBytes: 1 TiB each at most
-	// keeps it within Config's bound.
-	if o.MaxFileBytes < 1 || o.MaxFileBytes > maxConvertFileBytes {
-		return nil, fmt.Errorf("pipeline: convert: MaxFileBytes %d not in [1, %d] (1 TiB)", o.MaxFileBytes, int64(maxConvertFileBytes))
-	}
-	if err := o.Part.Validate(); err != nil {
-		return nil, fmt.Errorf("pipeline: convert: Part: %w", err)
+	if err := o.EnsureDefaults().Validate(); err != nil {
+		return nil, err
 	}
 	if want := o.Part.ShardPrefix(); c.Options().ShardPrefix != want {
 		return nil, fmt.Errorf("pipeline: convert: Part %v needs a cache opened with ShardPrefix %q, not %q (cache.Part.ShardPrefix)", o.Part, want, c.Options().ShardPrefix)

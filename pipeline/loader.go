@@ -105,8 +105,7 @@ func build(src Source, cfg *Config, conv *converting) (*Loader, error) {
 		return nil, err
 	}
 	autoWorkers, autoIO, autoPrefetch := !c.Tuning.NoAutotune && c.Tuning.Workers == 0, !c.Tuning.NoAutotune && c.Tuning.IOWorkers == 0, !c.Tuning.NoAutotune && c.Tuning.Prefetch == 0
-	c.EnsureDefaults()
-	if err := c.Validate(); err != nil {
+	if err := c.EnsureDefaults().Validate(); err != nil {
 		return nil, err
 	}
 	hostPack := c.hostPack()
