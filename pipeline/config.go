@@ -1,11 +1,7 @@
 package pipeline
 
 import (
-	"errors"
 	"fmt"
-	"log"
-	"math"
-	"runtime"
 	"strings"
 
 	"github.com/conveyor-ml/conveyor/augment"
@@ -15,47 +11,6 @@ import (
 	"github.com/conveyor-ml/conveyor/mixup"
 	"github.com/conveyor-ml/conveyor/pack"
 )
-
-// Fidelity says how closely the loader's pixels follow torchvision's on PIL images.
-type Fidelity int
-
-const (
-	// Fast takes the shortcuts that make decoding cheap: JPEGs decode at a reduced DCT
-	// scale when the resize allows it, only the crop of RandomResizedCrop is decoded
-	// (unless FullDecode), JPEG planes are resampled before converting to RGB, and the
-	// resampling kernels keep 16-bit intermediates. Pixels are within a measured bound of
-	// torchvision's (docs/DESIGN.md, "Fidelity"; testdata/golden).
-	Fast Fidelity = iota
-	// Exact gives torchvision 0.14's pixels with Pillow 9.4, bit for bit, with the
-	// native decoders (libjpeg-turbo, libwebp): every image decodes in full at full scale
-	// (decode.Options.Exact), and Resize, RandomResizedCrop and the decoder's resize use
-	// Pillow's arithmetic (decode.Resizer.Exact). EXIF orientation follows
-	// Decode.IgnoreOrientation: true matches torchvision's stock ImageFolder (its
-	// pil_loader does not rotate), false a loader that calls ImageOps.exif_transpose.
-	// The pure-Go JPEG decoder is not bit-exact (docs/DESIGN.md, "Fidelity").
-	Exact
-)
-
-func (f Fidelity) String() string {
-	switch f {
-	case Fast:
-		return "fast"
-	case Exact:
-		return "exact"
-	}
-	return fmt.Sprintf("Fidelity(%d)", int(f))
-}
-
-// Set sets f from its name, "fast" or "exact" (f is a flag.Value).
-func (f *Fidelity) Set(name string) error {
-	for v := Fast; v <= Exact; v++ {
-		if v.String() == name {
-			*f = v
-			return nil
-		}
-	}
-	return fmt.Errorf("pipeline: unknown fidelity %q (want fast or exact)", name)
-}
 
 // Config configures a Loader. The zero value of every field means its default; New works
 // on a copy, so a Config may be reused.
@@ -152,7 +107,7 @@ type BatchConfig struct {
 	MicroBatches int
 }
 
-// OrderConfig is Config.Order.Mode; see there.
+// OrderConfig is Config.Order; see there.
 type OrderConfig struct {
 	// Seed decides the order and every random augmentation; default 0.
 	Seed uint64
@@ -243,7 +198,7 @@ type TuningConfig struct {
 	MemoryBudget int64
 }
 
-// DeviceConfig is Config.Device.Name; see there.
+// DeviceConfig is Config.Device; see there.
 type DeviceConfig struct {
 	// Device is where batches are delivered: "cpu" (the host backend: batches stay in the
 	// pinned host buffers), "cuda" or "cuda:N" (GPU N: each finished batch is copied
@@ -279,183 +234,6 @@ type BadConfig struct {
 	MaxFraction float64
 }
 
-const (
-	mib = 1 << 20
-	// minWorkingBudget is the least memory New accepts beyond the pinned buffers.
-	minWorkingBudget = 16 * mib
-)
-
-// Bounds of the fields that size allocations, channels and goroutines. They are far
-// beyond any machine's needs, and they keep every size computed from them within an
-// int64: a batch buffer is at most maxBatchBytes, and Prefetch+1 of them at most 2^54
-// bytes.
-const (
-	maxBatchSize    = 1 << 20
-	maxWorkers      = 4096           // Workers, IOWorkers, and CPULimit in cores
-	maxPrefetch     = 2 * maxWorkers // the largest default: ⌈2·Workers/1⌉ micro-batches of one sample
-	maxWorld        = 1 << 24
-	maxShuffleBlock = math.MaxInt32 // positions in an epoch's order are int32
-	maxBatchBytes   = 1 << 40       // one batch buffer (a micro-batch with MicroBatches)
-	maxMemoryBudget = 1 << 50
-)
-
-// EnsureDefaults fills zero fields with their defaults.
-func (c *Config) EnsureDefaults() {
-	if c.Batch.Size == 0 {
-		c.Batch.Size = 64
-	}
-	if c.Batch.MicroBatches == 0 {
-		c.Batch.MicroBatches = 1
-	}
-	if c.Tuning.Workers == 0 {
-		c.Tuning.Workers = min(runtime.GOMAXPROCS(0), maxWorkers)
-	}
-	if c.Tuning.IOWorkers == 0 {
-		c.Tuning.IOWorkers = max(4, c.Tuning.Workers)
-	}
-	if c.Tuning.CPULimit == 0 {
-		c.Tuning.CPULimit = float64(min(runtime.GOMAXPROCS(0), maxWorkers))
-	}
-	if c.Tuning.Prefetch == 0 {
-		c.Tuning.Prefetch = 2
-		if micro := c.Batch.Size / max(c.Batch.MicroBatches, 1); c.Batch.MicroBatches > 1 && micro > 0 {
-			c.Tuning.Prefetch = max(2, (2*c.Tuning.Workers+micro-1)/micro)
-		}
-	}
-	if c.Device.Name == "" {
-		c.Device.Name = "cpu"
-	}
-	if c.Order.World == 0 {
-		c.Order.World = 1
-	}
-	if c.Order.Mode == ShardOrder && c.Order.Partitions == 0 {
-		c.Order.Partitions = c.Order.World
-	}
-	if c.Bad.MaxFraction == 0 {
-		c.Bad.MaxFraction = 0.01
-	}
-	if c.SampleCacheFill == 0 {
-		c.SampleCacheFill = 0.1
-	}
-	if c.Logf == nil {
-		c.Logf = log.Printf
-	}
-	if c.Fidelity == Exact {
-		c.Decode.Exact = true
-	}
-	c.Decode.EnsureDefaults()
-	c.Mix.EnsureDefaults()
-}
-
-// Validate reports every invalid field: out of its range (each field's comment or the
-// bounds above), or inconsistent with another.
-func (c *Config) Validate() error {
-	var errs []error
-	inRange := func(name string, v, lo, hi int) bool {
-		if v < lo || v > hi {
-			errs = append(errs, fmt.Errorf("%s %d not in [%d, %d]", name, v, lo, hi))
-			return false
-		}
-		return true
-	}
-	batchOK := inRange("BatchSize", c.Batch.Size, 1, maxBatchSize)
-	switch {
-	case c.Batch.MicroBatches < 1:
-		errs = append(errs, fmt.Errorf("MicroBatches %d < 1", c.Batch.MicroBatches))
-		batchOK = false
-	case batchOK && c.Batch.Size%c.Batch.MicroBatches != 0:
-		errs = append(errs, fmt.Errorf("MicroBatches %d does not divide BatchSize %d", c.Batch.MicroBatches, c.Batch.Size))
-		batchOK = false
-	}
-	inRange("Workers", c.Tuning.Workers, 1, maxWorkers)
-	inRange("IOWorkers", c.Tuning.IOWorkers, 1, maxWorkers)
-	prefetchOK := inRange("Prefetch", c.Tuning.Prefetch, 1, maxPrefetch)
-	if !(c.Tuning.CPULimit > 0 && c.Tuning.CPULimit <= maxWorkers) {
-		errs = append(errs, fmt.Errorf("CPULimit %g not in (0, %d] cores", c.Tuning.CPULimit, maxWorkers))
-	}
-	worldOK := inRange("World", c.Order.World, 1, maxWorld)
-	if worldOK && (c.Order.Rank < 0 || c.Order.Rank >= c.Order.World) {
-		errs = append(errs, fmt.Errorf("Rank %d not in [0, World=%d)", c.Order.Rank, c.Order.World))
-	}
-	switch c.Order.Mode {
-	case SampleOrder:
-		if c.Order.Partitions != 0 || c.Order.ShuffleBlock != 0 {
-			errs = append(errs, fmt.Errorf("Partitions %d and ShuffleBlock %d apply to Order %v only, not %v", c.Order.Partitions, c.Order.ShuffleBlock, ShardOrder, c.Order.Mode))
-		}
-	case ShardOrder:
-		switch {
-		case c.Order.Partitions < 1:
-			errs = append(errs, fmt.Errorf("Partitions %d < 1", c.Order.Partitions))
-		case worldOK && c.Order.Partitions%c.Order.World != 0:
-			errs = append(errs, fmt.Errorf("Partitions %d is not a multiple of World %d: each rank reads a whole number of partitions", c.Order.Partitions, c.Order.World))
-		case batchOK && worldOK && c.Batch.Size*c.Order.World%c.Order.Partitions != 0: // at most 2^44
-			errs = append(errs, fmt.Errorf("the global batch BatchSize×World = %d×%d is not a multiple of Partitions %d: every global batch takes as many samples from each partition",
-				c.Batch.Size, c.Order.World, c.Order.Partitions))
-		}
-		if c.Order.ShuffleBlock < 0 {
-			errs = append(errs, fmt.Errorf("ShuffleBlock %d < 0", c.Order.ShuffleBlock))
-		} else {
-			inRange("ShuffleBlock", c.Order.ShuffleBlock, 0, maxShuffleBlock)
-		}
-	default:
-		errs = append(errs, fmt.Errorf("Order %v", c.Order.Mode))
-	}
-	if c.Fidelity != Fast && c.Fidelity != Exact {
-		errs = append(errs, fmt.Errorf("Fidelity %v", c.Fidelity))
-	} else if c.Decode.Exact && c.Fidelity != Exact {
-		// Exact decoding with Fast resampling in the ops would be neither.
-		errs = append(errs, fmt.Errorf("Decode.Exact with Fidelity %v: set Fidelity to %v, which sets Decode.Exact", c.Fidelity, Exact))
-	}
-	if !(c.Bad.MaxFraction <= 1) { // NaN included
-		errs = append(errs, fmt.Errorf("MaxBadFraction %g: want a fraction ≤ 1 (negative: no limit)", c.Bad.MaxFraction))
-	}
-	if !(c.SampleCacheFill >= 0 && c.SampleCacheFill <= 1) {
-		errs = append(errs, fmt.Errorf("SampleCacheFill %g not in [0, 1]", c.SampleCacheFill))
-	}
-	if c.StopAfter < AllStages || c.StopAfter > AugmentStage {
-		errs = append(errs, fmt.Errorf("StopAfter %v", c.StopAfter))
-	}
-	if c.Device.Cast && c.Pack.DType == pack.Uint8 {
-		errs = append(errs, errors.New("Device.Cast needs a float Pack.DType; uint8 batches need no conversion"))
-	}
-	if c.Device.Cast && c.Augment.HasTensorOps() {
-		// With Device.Cast the host holds uint8 pixels, which cannot store normalised
-		// values such as normal noise or a value between two pixel levels.
-		errs = append(errs, errors.New("Device.Cast packs uint8 pixels on the host, but Augment ends with ops on the normalised sample (RandomErasing); drop Device.Cast, or erase on the device after the conversion"))
-	}
-	if c.Tuning.MemoryBudget < 0 || c.Tuning.MemoryBudget > maxMemoryBudget {
-		errs = append(errs, fmt.Errorf("MemoryBudget %d not in [0, %d] (1 PiB)", c.Tuning.MemoryBudget, int64(maxMemoryBudget)))
-	}
-	if err := c.Pack.Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("Pack: %w", err))
-	} else if batchOK && prefetchOK {
-		// Bounded above: a sample is below 2^31 bytes and a micro-batch at most 2^20
-		// samples, so the product cannot wrap.
-		host := c.hostPack()
-		sample := int64(host.Width) * int64(host.Height) * 3 * int64(host.DType.Size())
-		if n := int64(c.Batch.Size / c.Batch.MicroBatches); n*sample > maxBatchBytes {
-			errs = append(errs, fmt.Errorf("a batch buffer of %d %dx%d %v samples (BatchSize/MicroBatches) takes %d bytes, more than %d (1 TiB)",
-				n, host.Width, host.Height, host.DType, n*sample, int64(maxBatchBytes)))
-		}
-	}
-	if err := c.Mix.Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("Mix: %w", err))
-	}
-	if err := c.Decode.Validate(); err != nil {
-		errs = append(errs, err)
-	}
-	// Every op's parameters, and the size the ops end at when it does not depend on the
-	// image, are checked here rather than per sample: a mistake is the configuration's,
-	// not a file's.
-	if err := c.Augment.Validate(c.Pack.Width, c.Pack.Height); err != nil {
-		errs = append(errs, err)
-	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("pipeline: config: %w", err)
-	}
-	return nil
-}
-
 // hostPack is how samples are packed on the host: Pack, or with Device.Cast uint8 NHWC
 // pixels of Pack's size.
 func (c *Config) hostPack() pack.Options {
@@ -486,13 +264,13 @@ func (c *Config) String() string {
 		fmt.Fprintf(&b, " order=%v partitions=%d shuffle_block=%d", c.Order.Mode, c.Order.Partitions, c.Order.ShuffleBlock)
 	}
 	if c.Order.RanksFromEnv {
-		b.WriteString(" rank_from_env=true")
+		b.WriteString(" ranks_from_env=true")
 	}
 	if c.Batch.MicroBatches > 1 {
 		fmt.Fprintf(&b, " micro_batches=%d", c.Batch.MicroBatches)
 	}
 	if c.Device.Cast {
-		b.WriteString(" device_convert=true")
+		b.WriteString(" device_cast=true")
 	}
 	if c.Mix.Dense() {
 		fmt.Fprintf(&b, " mix={%v}", c.Mix)
@@ -511,39 +289,4 @@ func (c *Config) String() string {
 		fmt.Fprintf(&b, " cache={dir=%s %s fill=%g}", c.SampleCache.Dir(), o.String(), c.SampleCacheFill)
 	}
 	return b.String()
-}
-
-// Stage names the stages a sample goes through, for Config.StopAfter.
-type Stage int
-
-const (
-	AllStages    Stage = iota // read, decode, augment and pack: the full pipeline
-	ReadStage                 // read the file (or the cached record) whole
-	DecodeStage               // decode and resize first (or decode the cached record); with crop-aware decoding, also the first op's crop
-	AugmentStage              // run Config.Augment
-)
-
-func (s Stage) String() string {
-	switch s {
-	case AllStages:
-		return "all"
-	case ReadStage:
-		return "read"
-	case DecodeStage:
-		return "decode"
-	case AugmentStage:
-		return "augment"
-	}
-	return fmt.Sprintf("Stage(%d)", int(s))
-}
-
-// Set sets s from its name: read, decode, augment or all (s is a flag.Value).
-func (s *Stage) Set(name string) error {
-	for v := AllStages; v <= AugmentStage; v++ {
-		if v.String() == name {
-			*s = v
-			return nil
-		}
-	}
-	return fmt.Errorf("pipeline: unknown stage %q (want read, decode, augment or all)", name)
 }

@@ -135,3 +135,38 @@ func TestConvertOptionsBounds(t *testing.T) {
 		}
 	}
 }
+
+// The options convention: EnsureDefaults fills a nil or zero value and returns it, and
+// Validate reports every invalid field at once, not the first.
+func TestOptionsConvention(t *testing.T) {
+	c := (*Config)(nil).EnsureDefaults()
+	if c == nil || c.Batch.Size != 64 || c.Order.World != 1 || c.Device.Name != "cpu" || c.Logf == nil {
+		t.Fatalf("nil Config's defaults: %+v", c)
+	}
+	if d := &(Config{}); d.EnsureDefaults() != d {
+		t.Error("EnsureDefaults does not return its receiver")
+	}
+	c.Pack.Width, c.Pack.Height = 8, 8
+	c.Tuning.Workers, c.Order.World, c.SampleCacheFill = -1, 0, 2
+	err := c.Validate()
+	for _, want := range []string{"Workers -1 not in", "World 0 not in", "SampleCacheFill 2 not in"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate: %v, want every problem, %q among them", err, want)
+		}
+	}
+
+	o := (*ConvertOptions)(nil).EnsureDefaults()
+	if o == nil || o.Workers < 1 || o.MaxFileBytes != 1<<30 || o.Logf == nil || o.Decode.Backend == "" {
+		t.Fatalf("nil ConvertOptions' defaults: %+v", o)
+	}
+	if err := o.Validate(); err != nil {
+		t.Errorf("defaults: %v", err)
+	}
+	o.Workers, o.MaxFileBytes, o.Decode.MaxPixels = -1, -1, -1
+	err = o.Validate()
+	for _, want := range []string{"Workers -1 not in", "MaxFileBytes -1 not in", "MaxPixels -1 not in"} {
+		if err == nil || !strings.Contains(err.Error(), want) || !strings.HasPrefix(err.Error(), "pipeline: convert: ") {
+			t.Errorf("Validate: %v, want every problem, %q among them", err, want)
+		}
+	}
+}

@@ -65,11 +65,58 @@ type ConvertReport struct {
 	BadFiles []SampleError // every bad file, in index order (in the last report)
 }
 
+// EnsureDefaults fills o's zero fields with their defaults and returns o; a nil o
+// becomes a new ConvertOptions holding the defaults. Convert calls it on its copy of the
+// options, then Validate.
+func (o *ConvertOptions) EnsureDefaults() *ConvertOptions {
+	if o == nil {
+		o = &ConvertOptions{}
+	}
+	o.Decode.EnsureDefaults()
+	if o.Workers == 0 {
+		o.Workers = min(runtime.GOMAXPROCS(0), maxWorkers)
+	}
+	if o.MaxFileBytes == 0 {
+		o.MaxFileBytes = 1 << 30
+	}
+	if o.Logf == nil {
+		o.Logf = log.Printf
+	}
+	return o
+}
+
+// Validate reports every invalid field of o, defaults filled (see EnsureDefaults),
+// joined into one error (errors.Join), each naming its field; nil when o is usable.
+func (o *ConvertOptions) Validate() error {
+	var errs []error
+	if err := o.Decode.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if o.Workers < 1 || o.Workers > maxWorkers {
+		errs = append(errs, fmt.Errorf("Workers %d not in [1, %d]", o.Workers, maxWorkers))
+	}
+	// The loader's memory budget holds five files of MaxFileBytes: 1 TiB each at most
+	// keeps it within Config's bound.
+	if o.MaxFileBytes < 1 || o.MaxFileBytes > maxConvertFileBytes {
+		errs = append(errs, fmt.Errorf("MaxFileBytes %d not in [1, %d] (1 TiB)", o.MaxFileBytes, int64(maxConvertFileBytes)))
+	}
+	if err := o.Part.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("Part: %w", err))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("pipeline: convert: %w", err)
+	}
+	return nil
+}
+
 // Spec is the spec Convert stores records under with these options' Decode (the decoder
 // it resolves included): what a converted dataset's record says it holds, for a caller
 // to check a stored conversion against before converting.
 func (opts *ConvertOptions) Spec() (string, error) {
-	o := opts.Decode
+	var o decode.Options
+	if opts != nil {
+		o = opts.Decode
+	}
 	o.EnsureDefaults()
 	if err := o.Validate(); err != nil {
 		return "", fmt.Errorf("pipeline: %w", err)
@@ -110,74 +157,123 @@ func Convert(ctx context.Context, src Source, c *cache.Cache, opts *ConvertOptio
 	if opts != nil {
 		o = *opts
 	}
-	o.Decode.EnsureDefaults()
-	if err := o.Decode.Validate(); err != nil {
-		return nil, fmt.Errorf("pipeline: convert: %w", err)
+	if err := o.EnsureDefaults().Validate(); err != nil {
+		return nil, err
 	}
-	if o.Workers == 0 {
-		o.Workers = min(runtime.GOMAXPROCS(0), maxWorkers)
+	if err := convertible(src, c, &o); err != nil {
+		return nil, err
 	}
-	if o.MaxFileBytes == 0 {
-		o.MaxFileBytes = 1 << 30
+	whole := src
+	src, lo, err := partOfSource(src, o.Part)
+	if err != nil {
+		return nil, err
 	}
-	if o.Logf == nil {
-		o.Logf = log.Printf
+	release, err := lockConversion(c, o.Part)
+	if err != nil {
+		return nil, err
 	}
-	if o.Workers < 1 || o.Workers > maxWorkers {
-		return nil, fmt.Errorf("pipeline: convert: Workers %d not in [1, %d]", o.Workers, maxWorkers)
+	defer release()
+	start := time.Now()
+	cv := &converting{maxFileBytes: o.MaxFileBytes, bad: map[int]SampleError{}}
+	ld, err := convertLoader(src, c, &o, cv)
+	if err != nil {
+		return nil, err
 	}
-	// The loader's memory budget holds five files of MaxFileBytes: 1 TiB each at most
-	// keeps it within Config's bound.
-	if o.MaxFileBytes < 1 || o.MaxFileBytes > maxConvertFileBytes {
-		return nil, fmt.Errorf("pipeline: convert: MaxFileBytes %d not in [1, %d] (1 TiB)", o.MaxFileBytes, int64(maxConvertFileBytes))
+	defer ld.Close()
+	info, writeInfo, err := startInfo(c, whole, src, &o, ld.spec)
+	if err != nil {
+		return nil, err
 	}
-	if err := o.Part.Validate(); err != nil {
-		return nil, fmt.Errorf("pipeline: convert: Part: %w", err)
+
+	progress := func(done int) ConvertReport {
+		st := ld.Stats()
+		return ConvertReport{
+			Spec:  ld.spec,
+			Total: src.Len(), Done: done, Stored: int(st.Cache.Stored), Skipped: int(cv.skipped.Load()),
+			Repaired: int(cv.repaired.Load()), Bad: int(st.Bad.Samples), Bytes: cv.fileBytes.Load(), Elapsed: time.Since(start),
+		}
 	}
+	done, stopErr := runConversion(ctx, ld, o.Progress, progress)
+	if why := c.Stats().Disabled; why != "" && stopErr != nil && strings.HasSuffix(stopErr.Error(), cache.ErrDisabled.Error()) {
+		stopErr = fmt.Errorf("%w (%s)", stopErr, why) // say why writing stopped: a full disk, say
+	}
+	rep := progress(done)
+	for _, i := range slices.Sorted(maps.Keys(cv.bad)) {
+		e := cv.bad[i]
+		e.Index += lo // the index in src, not in the part
+		rep.BadFiles = append(rep.BadFiles, e)
+	}
+	stopErr = finishInfo(c, ld.spec, src, o.Part, info, writeInfo, rep.Bad, stopErr)
+	if o.Progress != nil {
+		o.Progress(rep)
+	}
+	if stopErr != nil {
+		return &rep, fmt.Errorf("pipeline: convert stopped after %d of %d files: %w", rep.Done, rep.Total, stopErr)
+	}
+	return &rep, nil
+}
+
+// convertible checks that src can be converted into c with o: its samples are image
+// files with one label each, and c was opened for o.Part.
+func convertible(src Source, c *cache.Cache, o *ConvertOptions) error {
 	if want := o.Part.ShardPrefix(); c.Options().ShardPrefix != want {
-		return nil, fmt.Errorf("pipeline: convert: Part %v needs a cache opened with ShardPrefix %q, not %q (cache.Part.ShardPrefix)", o.Part, want, c.Options().ShardPrefix)
+		return fmt.Errorf("pipeline: convert: Part %v needs a cache opened with ShardPrefix %q, not %q (cache.Part.ShardPrefix)", o.Part, want, c.Options().ShardPrefix)
 	}
 	if err := checkKind(src); err != nil {
-		return nil, fmt.Errorf("pipeline: convert: %w", err)
+		return fmt.Errorf("pipeline: convert: %w", err)
 	}
 	if _, ok := src.(FileSource); !ok {
-		return nil, fmt.Errorf("pipeline: convert: %v holds stored pixels, not image files", src)
+		return fmt.Errorf("pipeline: convert: %v holds stored pixels, not image files", src)
 	}
 	if isMultiLabel(src) {
 		// A record holds one label: converting would keep each sample's smallest one.
-		return nil, fmt.Errorf("pipeline: convert: %v is multi-label, and a converted dataset stores one label per sample; train from the manifest", src)
+		return fmt.Errorf("pipeline: convert: %v is multi-label, and a converted dataset stores one label per sample; train from the manifest", src)
 	}
 	if ps, ok := src.(PixelSource); ok {
 		// A view over a converted dataset is a FileSource too; its stored samples have no
 		// files to convert.
 		for i := range src.Len() {
 			if _, _, stored := ps.Stored(i); stored {
-				return nil, fmt.Errorf("pipeline: convert: sample %d (%q) of %v is stored pixels, not an image file; convert the image files it came from", i, src.Path(i), src)
+				return fmt.Errorf("pipeline: convert: sample %d (%q) of %v is stored pixels, not an image file; convert the image files it came from", i, src.Path(i), src)
 			}
 		}
 	}
 	if src.Len() == 0 {
-		return nil, errors.New("pipeline: convert: empty source")
+		return errors.New("pipeline: convert: empty source")
 	}
-	whole := src
-	lo, hi := o.Part.Range(src.Len())
-	if !o.Part.Whole() {
-		if o.Part.Count > src.Len() {
-			return nil, fmt.Errorf("pipeline: convert: part %v: %v holds %d samples, fewer than %d parts; convert in at most %d parts", o.Part, src, src.Len(), o.Part.Count, src.Len())
-		}
-		src = partOf{FileSource: whole.(FileSource), lo: lo, n: hi - lo}
+	return nil
+}
+
+// partOfSource is the samples of whole that part converts (whole itself for the whole
+// Part), and the index in whole of the first of them.
+func partOfSource(whole Source, part cache.Part) (Source, int, error) {
+	lo, hi := part.Range(whole.Len())
+	if part.Whole() {
+		return whole, lo, nil
 	}
-	lockConversion := c.LockConversion
-	if !o.Part.Whole() {
-		lockConversion = func() (func(), error) { return c.LockPart(o.Part) }
+	if part.Count > whole.Len() {
+		return nil, 0, fmt.Errorf("pipeline: convert: part %v: %v holds %d samples, fewer than %d parts; convert in at most %d parts", part, whole, whole.Len(), part.Count, whole.Len())
 	}
-	release, err := lockConversion()
+	return partOf{FileSource: whole.(FileSource), lo: lo, n: hi - lo}, lo, nil
+}
+
+// lockConversion takes c's conversion lock, or with a Part that part's own, and returns
+// its release.
+func lockConversion(c *cache.Cache, part cache.Part) (func(), error) {
+	lock := c.LockConversion
+	if !part.Whole() {
+		lock = func() (func(), error) { return c.LockPart(part) }
+	}
+	release, err := lock()
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: convert: %w; wait for that conversion to end, or stop it (a later run resumes where it stopped)", err)
 	}
-	defer release()
-	start := time.Now()
-	cv := &converting{maxFileBytes: o.MaxFileBytes, bad: map[int]SampleError{}}
+	return release, nil
+}
+
+// convertLoader is the loader that runs a conversion of src into c: sequential, decoding
+// in full and storing every sample, replacing none.
+func convertLoader(src Source, c *cache.Cache, o *ConvertOptions, cv *converting) (*Loader, error) {
 	// Samples are stored, never packed: the batches only pace the stages and carry no
 	// pixels, so they are one byte a sample. Reads are budgeted for MaxFileBytes files.
 	cfg := &Config{
@@ -195,12 +291,18 @@ func Convert(ctx context.Context, src Source, c *cache.Cache, opts *ConvertOptio
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: convert: %w", err)
 	}
-	defer ld.Close()
-	info := &cache.Info{Version: cache.WholeInfoVersion, FormatVersion: cache.FormatVersion, Spec: ld.spec, Codec: c.Options().Codec, Source: o.Source, Samples: src.Len(), Classes: src.Classes()}
+	return ld, nil
+}
+
+// startInfo writes the dataset's Info as the run starts, incomplete: dataset.json, or
+// with a Part, the dataset.json the parts share (created or checked) and the part's own
+// file. It returns the Info, of src (the part converted), and what writes it again.
+func startInfo(c *cache.Cache, whole, src Source, o *ConvertOptions, spec string) (*cache.Info, func() error, error) {
+	info := &cache.Info{Version: cache.WholeInfoVersion, FormatVersion: cache.FormatVersion, Spec: spec, Codec: c.Options().Codec, Source: o.Source, Samples: src.Len(), Classes: src.Classes()}
 	writeInfo := func() error { return cache.WriteInfo(c.Dir(), info) }
 	if o.Part.Whole() {
 		if old, err := cache.ReadInfo(c.Dir()); err == nil && old.Parts > 0 {
-			return nil, fmt.Errorf("pipeline: convert: %s holds a dataset converted in %d parts; convert with Part set (conveyor convert --part i/%d) to resume it, or into an empty directory", c.Dir(), old.Parts, old.Parts)
+			return nil, nil, fmt.Errorf("pipeline: convert: %s holds a dataset converted in %d parts; convert with Part set (conveyor convert --part i/%d) to resume it, or into an empty directory", c.Dir(), old.Parts, old.Parts)
 		} else if err == nil && (old.Spec != info.Spec || old.Codec != info.Codec) {
 			o.Logf("pipeline: convert: %s held a dataset of spec %q, codec %s; converting again as %q, codec %s",
 				c.Dir(), old.Spec, old.Codec, info.Spec, info.Codec)
@@ -212,25 +314,20 @@ func Convert(ctx context.Context, src Source, c *cache.Cache, opts *ConvertOptio
 		all.Samples, all.Parts, all.Updated = whole.Len(), o.Part.Count, time.Now().UTC()
 		all.Listing = cache.ListingHash(whole.Len(), whole.Path)
 		if err := cache.CreatePartedInfo(c.Dir(), &all); err != nil {
-			return nil, fmt.Errorf("pipeline: convert: part %v: %w", o.Part, err)
+			return nil, nil, fmt.Errorf("pipeline: convert: part %v: %w", o.Part, err)
 		}
 		writeInfo = func() error { return cache.WritePartInfo(c.Dir(), o.Part, info) }
 	}
 	info.Updated = time.Now().UTC()
 	if err := writeInfo(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	return info, writeInfo, nil
+}
 
-	progress := func(done int) ConvertReport {
-		st := ld.Stats()
-		return ConvertReport{
-			Spec:  ld.spec,
-			Total: src.Len(), Done: done, Stored: int(st.Cache.Stored), Skipped: int(cv.skipped.Load()),
-			Repaired: int(cv.repaired.Load()), Bad: int(st.Bad.Samples), Bytes: cv.fileBytes.Load(), Elapsed: time.Since(start),
-		}
-	}
-	done := 0
-	var stopErr error
+// runConversion iterates ld's epoch, the conversion, reporting progress about ten times
+// a second, and returns the cursor it reached and the error that stopped it.
+func runConversion(ctx context.Context, ld *Loader, report func(ConvertReport), progress func(done int) ConvertReport) (done int, stopErr error) {
 	var last time.Time
 	for b, err := range ld.Epoch(ctx, 0) {
 		if err != nil {
@@ -239,46 +336,39 @@ func Convert(ctx context.Context, src Source, c *cache.Cache, opts *ConvertOptio
 		}
 		done = b.Cursor
 		b.Release()
-		if o.Progress != nil && time.Since(last) >= 100*time.Millisecond {
+		if report != nil && time.Since(last) >= 100*time.Millisecond {
 			last = time.Now()
-			o.Progress(progress(done))
+			report(progress(done))
 		}
 	}
-	if why := c.Stats().Disabled; why != "" && stopErr != nil && strings.HasSuffix(stopErr.Error(), cache.ErrDisabled.Error()) {
-		stopErr = fmt.Errorf("%w (%s)", stopErr, why) // say why writing stopped: a full disk, say
-	}
-	rep := progress(done)
-	for _, i := range slices.Sorted(maps.Keys(cv.bad)) {
-		e := cv.bad[i]
-		e.Index += lo // the index in src, not in the part
-		rep.BadFiles = append(rep.BadFiles, e)
-	}
+	return done, stopErr
+}
+
+// finishInfo writes the dataset's Info as the run ends: the manifest of the shards
+// holding its records, how many of src's samples are stored, how many were bad, and
+// whether it completed or why it stopped. It returns the error that stopped the run, or
+// the first that finishing met.
+func finishInfo(c *cache.Cache, spec string, src Source, part cache.Part, info *cache.Info, writeInfo func() error, bad int, stopErr error) error {
 	// The manifest records what this run leaves, complete or not, so that a dataset opened
 	// with AllowIncomplete is checked too.
-	if m, err := c.Manifest(ld.spec); err != nil {
+	if m, err := c.Manifest(spec); err != nil {
 		stopErr = cmp.Or(stopErr, err)
 	} else {
 		info.Shards = m
 	}
 	info.Complete = stopErr == nil
-	if info.Stored = len(c.Records(ld.spec)); !o.Part.Whole() {
-		info.Stored = storedIn(c.Records(ld.spec), src) // the other parts' records are theirs
+	if info.Stored = len(c.Records(spec)); !part.Whole() {
+		info.Stored = storedIn(c.Records(spec), src) // the other parts' records are theirs
 	}
 	if stopErr != nil {
 		info.Stopped = fmt.Sprintf("stopped with %d of %d files stored: %v", info.Stored, info.Samples, stopErr)
 	}
-	info.Bad = rep.Bad
+	info.Bad = bad
 	info.Updated = time.Now().UTC()
 	if err := writeInfo(); err != nil && stopErr == nil {
 		stopErr = err
 	}
-	if o.Progress != nil {
-		o.Progress(rep)
-	}
-	if stopErr != nil {
-		return &rep, fmt.Errorf("pipeline: convert stopped after %d of %d files: %w", rep.Done, rep.Total, stopErr)
-	}
-	return &rep, nil
+	return stopErr
 }
 
 // partOf is samples [lo, lo+n) of a FileSource: the part of it one conversion stores.

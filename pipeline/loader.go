@@ -93,7 +93,9 @@ type Loader struct {
 // buffers up front, so an impossible memory budget fails here, before training starts.
 func New(src Source, cfg *Config) (*Loader, error) { return build(src, cfg, nil) }
 
-// build is New; conv is set when the loader runs Convert.
+// build is New; conv is set when the loader runs Convert. It sets the loader up in
+// steps: the effective Config, the packer, the tuner, what the source offers, the
+// order, the memory budget's shares, the device and the workers.
 func build(src Source, cfg *Config, conv *converting) (*Loader, error) {
 	if err := checkKind(src); err != nil {
 		return nil, err
@@ -109,8 +111,7 @@ func build(src Source, cfg *Config, conv *converting) (*Loader, error) {
 		return nil, err
 	}
 	autoWorkers, autoIO, autoPrefetch := !c.Tuning.NoAutotune && c.Tuning.Workers == 0, !c.Tuning.NoAutotune && c.Tuning.IOWorkers == 0, !c.Tuning.NoAutotune && c.Tuning.Prefetch == 0
-	c.EnsureDefaults()
-	if err := c.Validate(); err != nil {
+	if err := c.EnsureDefaults().Validate(); err != nil {
 		return nil, err
 	}
 	hostPack := c.hostPack()
@@ -138,8 +139,37 @@ func build(src Source, cfg *Config, conv *converting) (*Loader, error) {
 	l.tensorOps = c.Augment.HasTensorOps()
 	l.augment, l.mirror = foldMirror(c.Augment)
 	l.fill = cache.NewFillPolicy(c.SampleCacheFill)
-	if l.classes, err = denseClasses(src, &c, conv); err != nil {
+	if err := l.useSource(src, &c, conv); err != nil {
 		return nil, err
+	}
+	if err := l.setOrder(src, &c); err != nil {
+		return nil, err
+	}
+	pinnedBytes, err := l.shareMemory(&c, batchBytes)
+	if err != nil {
+		return nil, err
+	}
+	if err := l.openDevice(devConv, batchBytes, pinnedBytes); err != nil {
+		return nil, err
+	}
+	l.tune.ld = l
+	l.workers = make([]*worker, l.tune.maxWorkers)
+	for i := range l.workers {
+		l.workers[i] = &worker{}
+		l.workers[i].reset(l)
+	}
+	l.spec = specOf(c.Decode, l.workers[0].dec.Backend())
+	l.backends.decode, l.backends.webp = l.decodeBackend(), l.webpBackend()
+	return l, nil
+}
+
+// useSource records what src offers beyond Source, as the capabilities it implements:
+// its classes for dense targets, metadata, files, planned reads and stored pixels; and
+// whether the first op's crop is decoded with the sample.
+func (l *Loader) useSource(src Source, c *Config, conv *converting) error {
+	var err error
+	if l.classes, err = denseClasses(src, c, conv); err != nil {
+		return err
 	}
 	if l.classes > 0 {
 		l.off, l.on = mixup.SmoothValues(c.Mix.Smoothing, l.classes)
@@ -159,11 +189,17 @@ func build(src Source, cfg *Config, conv *converting) (*Loader, error) {
 	if !c.FullDecode && c.Decode.Resize.Mode == decode.ResizeNone && len(c.Augment) > 0 {
 		l.region, _ = c.Augment[0].(augment.RegionOp)
 	}
+	return nil
+}
+
+// setOrder sets up the sampler for c.Order: the epoch's order and this rank's share of
+// it, with ShardOrder the source's shards, partitions and shuffle window.
+func (l *Loader) setOrder(src Source, c *Config) error {
 	l.sampler = sampler{n: src.Len(), seed: c.Order.Seed, shuffle: !c.Order.Sequential, rank: c.Order.Rank, world: c.Order.World, dropUneven: c.Order.DropUneven}
 	if c.Order.Mode == ShardOrder {
 		ends, err := shardEnds(src)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		shards := src.Len()
 		if ends != nil {
@@ -179,25 +215,32 @@ func build(src Source, cfg *Config, conv *converting) (*Loader, error) {
 		}
 		l.sampler.parts, l.sampler.ends, l.sampler.block, l.sampler.batch = c.Order.Partitions, ends, l.cfg.Order.ShuffleBlock, c.Batch.Size
 		if src.Len() < c.Order.Partitions {
-			return nil, fmt.Errorf("pipeline: %d samples cannot fill %d partitions (Partitions)", src.Len(), c.Order.Partitions)
+			return fmt.Errorf("pipeline: %d samples cannot fill %d partitions (Partitions)", src.Len(), c.Order.Partitions)
 		}
 	}
 	if l.sampler.shardLen() == 0 {
-		return nil, fmt.Errorf("pipeline: %d samples cannot be split among %d ranks", src.Len(), c.Order.World)
+		return fmt.Errorf("pipeline: %d samples cannot be split among %d ranks", src.Len(), c.Order.World)
 	}
 	if c.Batch.DropLast && l.sampler.shardLen() < c.Batch.Size {
-		return nil, fmt.Errorf("pipeline: DropLast with %d samples per epoch and BatchSize %d leaves no batch", l.sampler.shardLen(), c.Batch.Size)
+		return fmt.Errorf("pipeline: DropLast with %d samples per epoch and BatchSize %d leaves no batch", l.sampler.shardLen(), c.Batch.Size)
 	}
+	return nil
+}
+
+// shareMemory sizes the memory budget (its default too) and shares it out: the pinned
+// batch buffers and dense targets first, then a fifth of the rest for reads and the
+// remainder for decoding. It returns the pinned buffers' bytes.
+func (l *Loader) shareMemory(c *Config, batchBytes int64) (pinnedBytes int64, err error) {
 	// Validate bounds a buffer to maxBatchBytes and nbuf to maxPrefetch+1 or 17: no
 	// product here wraps.
-	pinnedBytes := int64(l.nbuf) * pageRound(batchBytes)
+	pinnedBytes = int64(l.nbuf) * pageRound(batchBytes)
 	// Dense targets, a row of floats per sample beside each batch buffer, are held from
 	// here on, so they count as the pinned buffers do.
 	targetBytes := int64(0)
 	if l.classes > 0 {
 		row := int64(l.micro) * 4
 		if int64(l.classes) > maxBatchBytes/row {
-			return nil, fmt.Errorf("pipeline: dense targets of %d classes for %d samples take more than %d bytes a batch buffer", l.classes, l.micro, int64(maxBatchBytes))
+			return 0, fmt.Errorf("pipeline: dense targets of %d classes for %d samples take more than %d bytes a batch buffer", l.classes, l.micro, int64(maxBatchBytes))
 		}
 		targetBytes = int64(l.nbuf) * row * int64(l.classes)
 	}
@@ -210,7 +253,7 @@ func build(src Source, cfg *Config, conv *converting) (*Loader, error) {
 		if targetBytes > 0 {
 			held = fmt.Sprintf(" and %d bytes of dense targets", targetBytes)
 		}
-		return nil, fmt.Errorf("pipeline: MemoryBudget %d bytes leaves %d after %d batch buffers of %d bytes%s; need at least %d more",
+		return 0, fmt.Errorf("pipeline: MemoryBudget %d bytes leaves %d after %d batch buffers of %d bytes%s; need at least %d more",
 			l.cfg.Tuning.MemoryBudget, working, l.nbuf, batchBytes, held, minWorkingBudget-working)
 	}
 	if l.classes > 0 {
@@ -225,18 +268,7 @@ func build(src Source, cfg *Config, conv *converting) (*Loader, error) {
 	// Buffers the tuner has not mapped are not the process's yet: the returner's limit
 	// rises as they are (tuner.set).
 	l.returns = newReturner(l.cfg.Tuning.MemoryBudget - int64(l.nbuf-c.Tuning.Prefetch-1)*pageRound(batchBytes))
-	if err := l.openDevice(devConv, batchBytes, pinnedBytes); err != nil {
-		return nil, err
-	}
-	l.tune.ld = l
-	l.workers = make([]*worker, l.tune.maxWorkers)
-	for i := range l.workers {
-		l.workers[i] = &worker{}
-		l.workers[i].reset(l)
-	}
-	l.spec = specOf(c.Decode, l.workers[0].dec.Backend())
-	l.backends.decode, l.backends.webp = l.decodeBackend(), l.webpBackend()
-	return l, nil
+	return pinnedBytes, nil
 }
 
 // growBuffers maps up to n more batch buffers for the tuner and raises the memory

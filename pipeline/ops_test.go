@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"fmt"
 	"image"
 	"io/fs"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"github.com/conveyor-ml/conveyor/augment"
 	"github.com/conveyor-ml/conveyor/decode"
 	"github.com/conveyor-ml/conveyor/internal/treetest"
+	"github.com/conveyor-ml/conveyor/pack"
 )
 
 // A configuration mistake fails New, naming the op and the field, instead of turning
@@ -58,6 +60,15 @@ func (o *panicOp) Apply(c *augment.Context, src *decode.Image) (*decode.Image, e
 }
 func (o *panicOp) String() string { return "panicOp" }
 
+// panicTensorOp panics on every packed sample, where the packing step runs it.
+type panicTensorOp struct{}
+
+func (panicTensorOp) Apply(_ *augment.Context, src *decode.Image) (*decode.Image, error) {
+	return src, nil
+}
+func (panicTensorOp) ApplyTensor(*augment.Context, pack.Sample) error { panic("tensor op bug") }
+func (panicTensorOp) String() string                                  { return "panicTensorOp" }
+
 // failOp returns an error on every sample: after New, a bug in the op.
 type failOp struct{}
 
@@ -80,6 +91,7 @@ func TestOpPanicsAndErrorsEndTheEpoch(t *testing.T) {
 		want string
 	}{
 		{"panic", &panicOp{}, "user op bug"},
+		{"panic-tensor", &panicTensorOp{}, "tensor op bug"},
 		{"error", failOp{}, "op broke"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -98,7 +110,7 @@ func TestOpPanicsAndErrorsEndTheEpoch(t *testing.T) {
 				t.Errorf("error names sample %d, want 0", se.Index)
 			}
 			var pe *PanicError
-			if tc.name == "panic" && (!errors.As(got, &pe) || !strings.Contains(string(pe.Stack), "panicOp")) {
+			if strings.HasPrefix(tc.name, "panic") && (!errors.As(got, &pe) || !strings.Contains(string(pe.Stack), strings.TrimPrefix(fmt.Sprintf("%T", tc.op), "*pipeline."))) {
 				t.Fatalf("want a *PanicError with the op in its stack, got %v", got)
 			}
 			if st := ld.Stats(); st.Bad.Samples != 0 {

@@ -116,7 +116,6 @@ type worker struct {
 	actx   *augment.Context
 	img    decode.Image
 	held   int64 // decode memory reserved for the scratch above, kept between samples
-	inOps  bool  // the augment ops' code (Region, OutputSize, Apply) or the packer is running
 
 	labels []int      // a sample's labels, for its target row
 	pcg    rand.PCG   // the batch mixing draw's generator, reseeded per batch
@@ -124,27 +123,35 @@ type worker struct {
 	mixer  mixup.Mixer
 }
 
-// guarded runs sample, turning a panic into an error that carries the stack: in the
-// decoder, a bad sample (hostile bytes found a decoder bug; the file is named and skipped
-// when skipping); in an augment op or the packer, an error that ends the epoch, as any op
-// error after New does. The worker's state is rebuilt, since the panic may have left it
+// guarded runs sample, turning a panic into an error that carries the stack. The steps
+// that run the augment ops' code or the packer catch their own (recoverOp): an error
+// that ends the epoch, as any op error after New does. Any other panic is the decoder's
+// (hostile bytes found a decoder bug), or the sample cache's: a bad sample, named and
+// skipped when skipping. The worker's state is rebuilt, since the panic may have left it
 // half-written.
 func (w *worker) guarded(r *run, it readItem) (err error) {
-	w.inOps = false
 	defer func() {
-		v := recover()
-		if v == nil {
-			return
-		}
-		p := &PanicError{Value: v, Stack: debug.Stack()}
-		w.reset(r.l)
-		if w.inOps {
-			err = r.opFailure(it.task, p)
-		} else {
-			err = fmt.Errorf("decoding: %w", p)
+		if v := recover(); v != nil {
+			err = fmt.Errorf("decoding: %w", w.caught(r.l, v))
 		}
 	}()
 	return w.sample(r, it)
+}
+
+// recoverOp, deferred by the steps that run the augment ops' code or the packer, turns
+// a panic there into the error of a failing op (run.opFailure), which ends the epoch.
+func (w *worker) recoverOp(r *run, t task, err *error) {
+	if v := recover(); v != nil {
+		*err = r.opFailure(t, w.caught(r.l, v))
+	}
+}
+
+// caught is a recovered panic v with the stack; it rebuilds the worker's state, which the
+// panic may have left half-written.
+func (w *worker) caught(l *Loader, v any) *PanicError {
+	p := &PanicError{Value: v, Stack: debug.Stack()}
+	w.reset(l)
+	return p
 }
 
 // unreserve drops the worker's scratch and gives back the decode memory it held for it.
@@ -196,80 +203,162 @@ func (w *worker) reset(l *Loader) {
 	w.img = decode.Image{}
 }
 
+// sample decodes, augments and packs sample it into its slot, as steps: its size, the
+// crop it decodes, the memory the rest needs, decoding, storing it in the sample cache,
+// the ops and packing. Config.StopAfter ends it early.
 func (w *worker) sample(r *run, it readItem) error {
 	l := r.l
-	var cfg decode.Config
-	if it.hit {
-		cfg = decode.Config{Width: int(it.ref.Width), Height: int(it.ref.Height)}
-	} else {
-		var err error
-		if cfg, err = w.dec.Config(it.data); err != nil {
-			return err
-		}
+	cfg, err := w.header(&it)
+	if err != nil {
+		return err
 	}
 	// The random stream starts here, so drawing the crop before reserving memory for it
 	// takes the same numbers as drawing it when decoding would.
 	w.actx.Seed(l.cfg.Order.Seed, uint64(r.epoch), int64(it.idx)+int64(it.attempt)<<40)
-	var d decodePlan
-	w.inOps = true // the ops' own code: a panic in Region ends the epoch, as one in Apply
-	if l.region != nil && !it.store {
-		// Crop-aware decode: draw the crop from the header's (or record's) size, decode
-		// only it.
-		var err error
-		if d.rect, d.w, d.h, err = l.region.Region(w.actx, cfg.Width, cfg.Height); err != nil {
-			return r.opFailure(it.task, err)
-		}
-		d.region = true
-	}
-	w.inOps = false
-	need, iw, ih, err := l.decodeNeed(w.dec, it, cfg, d)
+	d, err := w.planCrop(r, &it, cfg)
 	if err != nil {
 		return err
+	}
+	release, err := w.reserve(r, &it, cfg, d)
+	if err != nil {
+		return err
+	}
+	if release != nil {
+		defer release()
+	}
+	t0 := time.Now()
+	img, ops, err := w.decode(l, &it, d)
+	if err != nil {
+		return err
+	}
+	t1 := l.stats.decode.add(t0, int64(img.Width*img.Height))
+	if it.store {
+		if t1, err = w.store(l, it, img, t1); err != nil {
+			return err
+		}
+	}
+	if l.cfg.StopAfter == DecodeStage {
+		l.fill.Worked(t1.Sub(t0))
+		return nil
+	}
+	out, err := w.applyOps(r, &it, ops, img)
+	if err != nil {
+		return err
+	}
+	t2 := l.stats.augment.add(t1, 1)
+	if l.cfg.StopAfter == AugmentStage {
+		l.fill.Worked(t2.Sub(t0))
+		return nil
+	}
+	if err := w.pack(r, &it, ops, out); err != nil {
+		return err
+	}
+	t3 := l.stats.pack.add(t2, int64(l.sampleBytes))
+	l.fill.Worked(t3.Sub(t0))
+	l.returns.check(t3)
+	return nil
+}
+
+// header is sample it's size: its record's, or its file header's.
+func (w *worker) header(it *readItem) (decode.Config, error) {
+	if it.hit {
+		return decode.Config{Width: int(it.ref.Width), Height: int(it.ref.Height)}, nil
+	}
+	return w.dec.Config(it.data)
+}
+
+// planCrop plans a crop-aware decode: when the first op is a region op and the sample is
+// not to be stored, it draws the crop from the header's (or record's) size, and only the
+// crop is decoded. The draw is the op's own code: its panic ends the epoch, as one in
+// Apply.
+func (w *worker) planCrop(r *run, it *readItem, cfg decode.Config) (d decodePlan, err error) {
+	l := r.l
+	if l.region == nil || it.store {
+		return d, nil
+	}
+	defer w.recoverOp(r, it.task, &err)
+	if d.rect, d.w, d.h, err = l.region.Region(w.actx, cfg.Width, cfg.Height); err != nil {
+		return d, r.opFailure(it.task, err)
+	}
+	d.region = true
+	return d, nil
+}
+
+// reserve reserves the decode memory sample it needs, decoded as d plans and then
+// augmented: the worker's retained share when it fits there, kept for the next sample,
+// or else a reservation of its own, which the returned release gives back (nil for a
+// share).
+func (w *worker) reserve(r *run, it *readItem, cfg decode.Config, d decodePlan) (release func(), err error) {
+	l := r.l
+	need, iw, ih, err := l.decodeNeed(w.dec, *it, cfg, d)
+	if err != nil {
+		return nil, err
 	}
 	chain := l.augment
 	if d.region {
 		chain = chain[1:]
 	}
-	w.inOps = true
-	opsBytes, ow, oh := l.opsNeed(chain, iw, ih)
-	w.inOps = false
+	opsBytes, ow, oh, err := w.opsSize(r, it, chain, iw, ih)
+	if err != nil {
+		return nil, err
+	}
 	need += opsBytes
 	if retain := l.dec.retain.Load(); need <= retain {
-		if w.held != retain {
-			w.unreserve(l) // none, or a share from before the worker count changed
-			t0 := time.Now()
-			err := l.dec.acquire(r.ctx, retain)
-			l.tune.memWait.Add(int64(time.Since(t0)))
-			if err != nil {
-				return err
-			}
-			w.held = retain
-		}
-	} else {
-		// Larger than what a worker keeps: reserve it on its own, holding nothing else
-		// while waiting (so workers cannot deadlock), and drop the grown scratch after.
-		if need > l.dec.size && opsBytes > need/2 {
-			return fmt.Errorf("%w: the augment ops would make a %dx%d image of this %dx%d one, about %d bytes with decoding, more than the %d bytes of decode memory Config.MemoryBudget leaves", decode.ErrTooLarge, ow, oh, cfg.Width, cfg.Height, need, l.dec.size)
-		}
-		if need > l.dec.size {
-			return fmt.Errorf("%w: %dx%d needs about %d bytes of decode memory, more than the %d bytes Config.MemoryBudget leaves for decoding; raise it", decode.ErrTooLarge, cfg.Width, cfg.Height, need, l.dec.size)
-		}
-		w.unreserve(l)
-		t0 := time.Now()
-		release, err := l.dec.acquireLarge(r.ctx, need)
-		l.tune.memWait.Add(int64(time.Since(t0)))
-		if err != nil {
-			return err
-		}
-		defer func() {
-			w.reset(l)
-			release()
-			l.returns.dropped(need)
-		}()
+		return nil, w.holdShare(r, retain)
 	}
+	// Larger than what a worker keeps: reserve it on its own, holding nothing else
+	// while waiting (so workers cannot deadlock), and drop the grown scratch after.
+	if need > l.dec.size && opsBytes > need/2 {
+		return nil, fmt.Errorf("%w: the augment ops would make a %dx%d image of this %dx%d one, about %d bytes with decoding, more than the %d bytes of decode memory Config.MemoryBudget leaves", decode.ErrTooLarge, ow, oh, cfg.Width, cfg.Height, need, l.dec.size)
+	}
+	if need > l.dec.size {
+		return nil, fmt.Errorf("%w: %dx%d needs about %d bytes of decode memory, more than the %d bytes Config.MemoryBudget leaves for decoding; raise it", decode.ErrTooLarge, cfg.Width, cfg.Height, need, l.dec.size)
+	}
+	w.unreserve(l)
 	t0 := time.Now()
-	ops := l.augment
-	var img *decode.Image
+	large, err := l.dec.acquireLarge(r.ctx, need)
+	l.tune.memWait.Add(int64(time.Since(t0)))
+	if err != nil {
+		return nil, err
+	}
+	return func() {
+		w.reset(l)
+		large()
+		l.returns.dropped(need)
+	}, nil
+}
+
+// opsSize is Loader.opsNeed for chain on a width×height image, run as the ops' code: a
+// panic in an op's OutputSize ends the epoch.
+func (w *worker) opsSize(r *run, it *readItem, chain augment.Pipeline, width, height int) (need int64, ow, oh int, err error) {
+	defer w.recoverOp(r, it.task, &err)
+	need, ow, oh = r.l.opsNeed(chain, width, height)
+	return need, ow, oh, nil
+}
+
+// holdShare makes the worker hold a retained share of retain bytes, which it keeps
+// between samples.
+func (w *worker) holdShare(r *run, retain int64) error {
+	if w.held == retain {
+		return nil
+	}
+	l := r.l
+	w.unreserve(l) // none, or a share from before the worker count changed
+	t0 := time.Now()
+	err := l.dec.acquire(r.ctx, retain)
+	l.tune.memWait.Add(int64(time.Since(t0)))
+	if err != nil {
+		return err
+	}
+	w.held = retain
+	return nil
+}
+
+// decode decodes sample it as d plans, from its record or its file, whole or only the
+// crop. ops is the augment chain still to run: without its first op when the crop was
+// decoded with the sample.
+func (w *worker) decode(l *Loader, it *readItem, d decodePlan) (img *decode.Image, ops augment.Pipeline, err error) {
+	ops = l.augment
 	switch {
 	case it.hit && d.region:
 		// Only the bands of rows the crop keeps, then the crop's resampling, exactly as
@@ -287,29 +376,25 @@ func (w *worker) sample(r *run, it readItem) error {
 	default:
 		img, err = w.dec.Decode(&w.img, it.data)
 	}
-	if err != nil {
-		return err
+	return img, ops, err
+}
+
+// applyOps runs the augment ops on the decoded image; an op's error or panic ends the
+// epoch.
+func (w *worker) applyOps(r *run, it *readItem, ops augment.Pipeline, img *decode.Image) (out *decode.Image, err error) {
+	defer w.recoverOp(r, it.task, &err)
+	if out, err = ops.Apply(w.actx, img); err != nil {
+		return nil, r.opFailure(it.task, err)
 	}
-	t1 := l.stats.decode.add(t0, int64(img.Width*img.Height))
-	if it.store {
-		if t1, err = w.store(l, it, img, t1); err != nil {
-			return err
-		}
-	}
-	if l.cfg.StopAfter == DecodeStage {
-		l.fill.Worked(t1.Sub(t0))
-		return nil
-	}
-	w.inOps = true
-	out, err := ops.Apply(w.actx, img)
-	if err != nil {
-		return r.opFailure(it.task, err)
-	}
-	t2 := l.stats.augment.add(t1, 1)
-	if l.cfg.StopAfter == AugmentStage {
-		l.fill.Worked(t2.Sub(t0))
-		return nil
-	}
+	return out, nil
+}
+
+// pack writes out into the sample's slot, mirrored when the folded mirror op draws so,
+// then runs the ops on the packed sample (RandomErasing); an error or panic there ends
+// the epoch, as an op's.
+func (w *worker) pack(r *run, it *readItem, ops augment.Pipeline, out *decode.Image) (err error) {
+	defer w.recoverOp(r, it.task, &err)
+	l := r.l
 	slot := it.b.Data[it.slot*l.sampleBytes : (it.slot+1)*l.sampleBytes]
 	if l.mirror != nil && l.mirror.Mirrors(w.actx) {
 		err = l.packer.PackMirrored(slot, out)
@@ -326,8 +411,5 @@ func (w *worker) sample(r *run, it readItem) error {
 			return r.opFailure(it.task, err)
 		}
 	}
-	t3 := l.stats.pack.add(t2, int64(l.sampleBytes))
-	l.fill.Worked(t3.Sub(t0))
-	l.returns.check(t3)
 	return nil
 }

@@ -410,7 +410,7 @@ func TestBenchOrderAndRankFromEnv(t *testing.T) {
 	t.Setenv("RANK", "1")
 	t.Setenv("WORLD_SIZE", "2")
 	res := benchJSON(t, dir, "--order", "shards", "--partitions", "4", "--rank-from-env")
-	for _, want := range []string{"rank=1/2", "order=shards partitions=4 shuffle_block=4", "rank_from_env=true"} {
+	for _, want := range []string{"rank=1/2", "order=shards partitions=4 shuffle_block=4", "ranks_from_env=true"} {
 		if !strings.Contains(res.Config, want) {
 			t.Errorf("config lacks %q: %s", want, res.Config)
 		}
