@@ -65,57 +65,11 @@ func toRGB(dst *Image, m image.Image, lut *[256][3]uint8) {
 			}
 		}
 	case *image.RGBA:
-		for y := 0; y < dst.Height; y++ {
-			s := m.Pix[y*m.Stride:][:4*dst.Width]
-			d := dst.Row(y)
-			for x := range dst.Width {
-				q := s[4*x : 4*x+4 : 4*x+4]
-				p := d[3*x : 3*x+3 : 3*x+3]
-				switch a := uint32(q[3]); a {
-				case 0xff:
-					p[0], p[1], p[2] = q[0], q[1], q[2]
-				case 0:
-					p[0], p[1], p[2] = 0, 0, 0
-				default:
-					// color.NRGBAModel on the 16-bit expansions (v*0x101) reduces to this.
-					p[0] = uint8(uint32(q[0]) * 0xffff / a >> 8)
-					p[1] = uint8(uint32(q[1]) * 0xffff / a >> 8)
-					p[2] = uint8(uint32(q[2]) * 0xffff / a >> 8)
-				}
-			}
-		}
+		fromRGBA(dst, m)
 	case *image.RGBA64:
-		for y := 0; y < dst.Height; y++ {
-			s := m.Pix[y*m.Stride:][:8*dst.Width]
-			d := dst.Row(y)
-			for x := range dst.Width {
-				q := s[8*x : 8*x+8 : 8*x+8]
-				p := d[3*x : 3*x+3 : 3*x+3]
-				switch a := uint32(q[6])<<8 | uint32(q[7]); a {
-				case 0xffff:
-					p[0], p[1], p[2] = q[0], q[2], q[4]
-				case 0:
-					p[0], p[1], p[2] = 0, 0, 0
-				default:
-					p[0] = uint8((uint32(q[0])<<8 | uint32(q[1])) * 0xffff / a >> 8)
-					p[1] = uint8((uint32(q[2])<<8 | uint32(q[3])) * 0xffff / a >> 8)
-					p[2] = uint8((uint32(q[4])<<8 | uint32(q[5])) * 0xffff / a >> 8)
-				}
-			}
-		}
+		fromRGBA64(dst, m)
 	case *image.CMYK:
-		for y := 0; y < dst.Height; y++ {
-			s := m.Pix[y*m.Stride:][:4*dst.Width]
-			d := dst.Row(y)
-			for x := range dst.Width {
-				q := s[4*x : 4*x+4 : 4*x+4]
-				p := d[3*x : 3*x+3 : 3*x+3]
-				w := 0xffff - uint32(q[3])*0x101
-				p[0] = uint8((0xffff - uint32(q[0])*0x101) * w / 0xffff >> 8)
-				p[1] = uint8((0xffff - uint32(q[1])*0x101) * w / 0xffff >> 8)
-				p[2] = uint8((0xffff - uint32(q[2])*0x101) * w / 0xffff >> 8)
-			}
-		}
+		fromCMYK(dst, m)
 	case *image.Paletted:
 		paletteLUT(lut, m.Palette)
 		for y := 0; y < dst.Height; y++ {
@@ -384,4 +338,67 @@ func asYCbCr(m image.Image) *image.YCbCr {
 		return &m.YCbCr
 	}
 	return nil
+}
+
+// fromRGBA writes premultiplied 8-bit RGBA as non-premultiplied RGB, as
+// color.NRGBAModel does.
+func fromRGBA(dst *Image, m *image.RGBA) {
+	for y := 0; y < dst.Height; y++ {
+		s := m.Pix[y*m.Stride:][:4*dst.Width]
+		d := dst.Row(y)
+		for x := range dst.Width {
+			q := s[4*x : 4*x+4 : 4*x+4]
+			p := d[3*x : 3*x+3 : 3*x+3]
+			switch a := uint32(q[3]); a {
+			case 0xff:
+				p[0], p[1], p[2] = q[0], q[1], q[2]
+			case 0:
+				p[0], p[1], p[2] = 0, 0, 0
+			default:
+				// color.NRGBAModel on the 16-bit expansions (v*0x101) reduces to this.
+				p[0] = uint8(uint32(q[0]) * 0xffff / a >> 8)
+				p[1] = uint8(uint32(q[1]) * 0xffff / a >> 8)
+				p[2] = uint8(uint32(q[2]) * 0xffff / a >> 8)
+			}
+		}
+	}
+}
+
+// fromRGBA64 writes premultiplied 16-bit RGBA as non-premultiplied 8-bit RGB, as
+// color.NRGBAModel does, keeping the high bytes.
+func fromRGBA64(dst *Image, m *image.RGBA64) {
+	for y := 0; y < dst.Height; y++ {
+		s := m.Pix[y*m.Stride:][:8*dst.Width]
+		d := dst.Row(y)
+		for x := range dst.Width {
+			q := s[8*x : 8*x+8 : 8*x+8]
+			p := d[3*x : 3*x+3 : 3*x+3]
+			switch a := uint32(q[6])<<8 | uint32(q[7]); a {
+			case 0xffff:
+				p[0], p[1], p[2] = q[0], q[2], q[4]
+			case 0:
+				p[0], p[1], p[2] = 0, 0, 0
+			default:
+				p[0] = uint8((uint32(q[0])<<8 | uint32(q[1])) * 0xffff / a >> 8)
+				p[1] = uint8((uint32(q[2])<<8 | uint32(q[3])) * 0xffff / a >> 8)
+				p[2] = uint8((uint32(q[4])<<8 | uint32(q[5])) * 0xffff / a >> 8)
+			}
+		}
+	}
+}
+
+// fromCMYK writes CMYK as RGB with color.CMYKModel's arithmetic.
+func fromCMYK(dst *Image, m *image.CMYK) {
+	for y := 0; y < dst.Height; y++ {
+		s := m.Pix[y*m.Stride:][:4*dst.Width]
+		d := dst.Row(y)
+		for x := range dst.Width {
+			q := s[4*x : 4*x+4 : 4*x+4]
+			p := d[3*x : 3*x+3 : 3*x+3]
+			w := 0xffff - uint32(q[3])*0x101
+			p[0] = uint8((0xffff - uint32(q[0])*0x101) * w / 0xffff >> 8)
+			p[1] = uint8((0xffff - uint32(q[1])*0x101) * w / 0xffff >> 8)
+			p[2] = uint8((0xffff - uint32(q[2])*0x101) * w / 0xffff >> 8)
+		}
+	}
 }

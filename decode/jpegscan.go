@@ -280,11 +280,20 @@ func (d *jpegFast) block(c *jpegComp, plane []byte, bx, by int) error {
 		ac = true
 	}
 	d.acc, d.n = acc, n
+	d.put(c, plane, bx, by, ac)
+	return nil
+}
+
+// put inverse-transforms the decoded block into block (bx, by) of plane when it lies in
+// c's region (a block without AC coefficients is one flat value), and clears it for the
+// next; ac says whether it has AC coefficients.
+func (d *jpegFast) put(c *jpegComp, plane []byte, bx, by int, ac bool) {
+	blk := &d.blk
 	if bx < c.x0 || bx >= c.x1 || by < c.y0 || by >= c.y1 {
 		if ac {
 			clear(blk[:])
 		}
-		return nil
+		return
 	}
 	dst := plane[by*8*c.stride+bx*8:]
 	if !ac {
@@ -295,9 +304,8 @@ func (d *jpegFast) block(c *jpegComp, plane []byte, bx, by int) error {
 				row[x] = v
 			}
 		}
-		return nil
+		return
 	}
 	idctIslow(blk, dst, c.stride)
 	clear(blk[:])
-	return nil
 }

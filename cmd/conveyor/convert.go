@@ -278,7 +278,7 @@ func (f *convertFlags) checkSpec(stderr io.Writer) error {
 		return fmt.Errorf("%s: a conversion is running into it (%s); --replace deletes nothing while one runs", f.dst, holder)
 	}
 	removed, bytes, err := removeDataset(f.dst)
-	fmt.Fprintf(stderr, "conveyor convert: --replace: deleted %s (%s) of %s's dataset of spec %q, codec %s\n", nOf(removed, "file"), units.Bytes(bytes), f.dst, info.Spec, info.Codec)
+	fmt.Fprintf(stderr, "conveyor convert: --replace: deleted %s (%s) of %s's dataset of spec %q, codec %s\n", plural(removed, "file"), units.Bytes(bytes), f.dst, info.Spec, info.Codec)
 	return err
 }
 

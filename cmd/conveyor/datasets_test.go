@@ -225,7 +225,7 @@ func TestInspectPrune(t *testing.T) {
 		t.Fatalf("inspect shows no other spec, or not how to prune it:\n%s", stdout)
 	}
 	code, stdout, stderr := runCLI(t, "inspect", dst, "--prune")
-	if code != 0 || strings.Count(stdout, "deleted ") != len(moved) || !strings.Contains(stdout, "pruned "+nOf(len(moved), "shard")+" (") {
+	if code != 0 || strings.Count(stdout, "deleted ") != len(moved) || !strings.Contains(stdout, "pruned "+plural(len(moved), "shard")+" (") {
 		t.Fatalf("inspect --prune: exit %d\n%s%s", code, stdout, stderr)
 	}
 	for _, f := range append(moved, idx...) {
