@@ -18,7 +18,7 @@
 #   pipeline-tests.txt the loader on cuda:0: a 20 ms step never waits on a copy, with and
 #                      without Device.Cast, batches equal to the host's; Example_cuda
 #   bench.txt          conveyor bench on one synthetic set of JPEGs (written first), train
-#                      recipe, batch 256, 20 ms step: --device cuda:0, with --device-convert,
+#                      recipe, batch 256, 20 ms step: --device cuda:0, with --device-cast,
 #                      and --device cpu
 #   torch.txt          bench/peers/torch_dataloader.py on the same set, same recipe, batch,
 #                      workers and step, in its GPU mode (pin_memory, non_blocking copies,
@@ -155,7 +155,7 @@ step pipeline-tests 150 "$out/pipeline-tests.txt" \
 common=(--recipe train --batch "$batch" --workers "$workers" --epochs 2 --step 20ms)
 # The first run writes the synthetic set for the others and for PyTorch.
 step bench-cuda 90 "$out/bench.txt" "$bin/conveyor" bench --images "$images" --synthetic-dir "$data/set" "${common[@]}" --device "$dev"
-step bench-cuda-convert 60 "$out/bench.txt" "$bin/conveyor" bench "$data/set" "${common[@]}" --device "$dev" --device-convert
+step bench-cuda-convert 60 "$out/bench.txt" "$bin/conveyor" bench "$data/set" "${common[@]}" --device "$dev" --device-cast
 step bench-cpu 60 "$out/bench.txt" "$bin/conveyor" bench "$data/set" "${common[@]}" --device cpu
 
 torchdev=cuda

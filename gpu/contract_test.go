@@ -414,12 +414,12 @@ func TestContractCancellation(t *testing.T) {
 // its limit before allocating anything.
 func TestContractBudget(t *testing.T) {
 	eachBackend(t, func(t *testing.T, d *Device, f *gputest.Driver) {
-		conv, err := NewConverter(&pack.Options{Width: 32, Height: 24, Normalize: true})
+		conv, err := NewCaster(&pack.Options{Width: 32, Height: 24, Normalize: true})
 		if err != nil {
 			t.Fatal(err)
 		}
 		in := conv.InBytes(4)
-		o := RingOptions{Slots: 3, Bytes: in, Convert: conv, MaxBytes: 1000}
+		o := RingOptions{Slots: 3, Bytes: in, Cast: conv, MaxBytes: 1000}
 		if _, err := d.NewRing(&o); err == nil || !strings.Contains(err.Error(), "more than its limit of 1000") {
 			t.Fatalf("ring over its limit: %v", err)
 		}
@@ -459,10 +459,10 @@ func TestContractBudget(t *testing.T) {
 			t.Errorf("driver allocation changed while running: %d -> %d", before, f.Allocated())
 		}
 		closeRing(t, r)
-		if _, err := NewConverter(&pack.Options{Width: 4, Height: 4, DType: pack.Uint8}); err == nil {
+		if _, err := NewCaster(&pack.Options{Width: 4, Height: 4, DType: pack.Uint8}); err == nil {
 			t.Error("a uint8 converter was accepted")
 		}
-		if _, err := d.NewRing(&RingOptions{Slots: 1, Bytes: in + 1, Convert: conv}); err == nil {
+		if _, err := d.NewRing(&RingOptions{Slots: 1, Bytes: in + 1, Cast: conv}); err == nil {
 			t.Error("a converting ring of partial samples was accepted")
 		}
 	})
@@ -483,7 +483,7 @@ func TestContractConversion(t *testing.T) {
 					if norm && dt == pack.Float16 {
 						o.Mean, o.Std = [3]float32{0.5, 0.25, 0.125}, [3]float32{0.01, 0.3, 3} // large values, subnormal steps
 					}
-					conv, err := NewConverter(&o)
+					conv, err := NewCaster(&o)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -497,7 +497,7 @@ func TestContractConversion(t *testing.T) {
 							in[3*i], in[3*i+1], in[3*i+2] = byte(i), byte(255-i), byte(i*37)
 						}
 					}
-					r := newRing(t, d, RingOptions{Slots: 1, Bytes: len(in), Convert: conv})
+					r := newRing(t, d, RingOptions{Slots: 1, Bytes: len(in), Cast: conv})
 					s, _ := r.TryAcquire()
 					if err := s.Upload(in); err != nil {
 						t.Fatal(err)

@@ -16,7 +16,7 @@
 // an asynchronous host-to-device copy on the ring's non-blocking stream and records an
 // event, so the caller can tell (Ready), wait (Wait, which sleeps rather than spins) or
 // make another stream wait (WaitOn) without the copy ever blocking the producer. With a
-// Converter the ring copies uint8 NHWC pixels (a quarter of float32's bytes) and a kernel
+// Caster the ring copies uint8 NHWC pixels (a quarter of float32's bytes) and a kernel
 // converts them on the device into float32, float16 or bfloat16, NCHW or NHWC, optionally
 // normalised, bit for bit what pack.Packer writes on the host. The kernels are PTX
 // text (package kernels) that the driver compiles for the GPU at hand.

@@ -134,8 +134,8 @@ func TestHostFault(t *testing.T) {
 		return Success
 	}})
 	defer d.Close()
-	conv, _ := NewConverter(packOptions())
-	r := newRing(t, d, RingOptions{Slots: 1, Bytes: conv.InBytes(1), Convert: conv})
+	conv, _ := NewCaster(packOptions())
+	r := newRing(t, d, RingOptions{Slots: 1, Bytes: conv.InBytes(1), Cast: conv})
 	defer closeRing(t, r)
 	s, _ := r.Acquire(context.Background())
 	defer s.Release()
@@ -153,7 +153,7 @@ func TestHostFault(t *testing.T) {
 func TestRingOptionsValidate(t *testing.T) {
 	d := NewHost(nil)
 	defer d.Close()
-	conv, err := NewConverter(packOptions())
+	conv, err := NewCaster(packOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +164,7 @@ func TestRingOptionsValidate(t *testing.T) {
 	}{
 		{"nil", nil, []string{"Slots 0 must be ≥ 1", "Bytes 0 must be ≥ 1"}},
 		{"negative", &RingOptions{Slots: -1, Bytes: -2}, []string{"Slots -1 must be ≥ 1", "Bytes -2 must be ≥ 1"}},
-		{"partial sample", &RingOptions{Slots: 0, Bytes: conv.InBytes(1) + 1, Convert: conv}, []string{"Slots 0 must be ≥ 1", "not a whole number of 8x6 uint8 samples"}},
+		{"partial sample", &RingOptions{Slots: 0, Bytes: conv.InBytes(1) + 1, Cast: conv}, []string{"Slots 0 must be ≥ 1", "not a whole number of 8x6 uint8 samples"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			verr := c.o.EnsureDefaults().Validate()

@@ -28,7 +28,7 @@ func TestGPUReport(t *testing.T) {
 	defer d.Close()
 	drv := d.drv.(*cudaDriver)
 	const batch = 64
-	conv, err := NewConverter(&pack.Options{Width: 224, Height: 224, Normalize: true})
+	conv, err := NewCaster(&pack.Options{Width: 224, Height: 224, Normalize: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func TestGPUReport(t *testing.T) {
 		return gbps(reps*size, time.Since(t0))
 	}
 	ringGBps := ring(RingOptions{Slots: 2, Bytes: size}, func(i int) []byte { return bufs[i%3] })
-	convGBps := ring(RingOptions{Slots: 2, Bytes: conv.InBytes(batch), Convert: conv}, func(i int) []byte { return bufs[i%3][:conv.InBytes(batch)] })
+	convGBps := ring(RingOptions{Slots: 2, Bytes: conv.InBytes(batch), Cast: conv}, func(i int) []byte { return bufs[i%3][:conv.InBytes(batch)] })
 	slices.Sort(plain)
 	info, err := Driver()
 	if err != nil {

@@ -258,7 +258,7 @@ func TestSlotReuseKernelOrder(t *testing.T) {
 		if !ok {
 			t.Skip("the host backend runs nothing asynchronously")
 		}
-		conv, err := NewConverter(&pack.Options{Width: 224, Height: 224, Normalize: true})
+		conv, err := NewCaster(&pack.Options{Width: 224, Height: 224, Normalize: true})
 		must(t, err)
 		const samples = 64
 		in := conv.InBytes(samples)
@@ -302,7 +302,7 @@ func TestRingCloseRacesAcquire(t *testing.T) {
 	d := openT(t, "cpu")
 	defer d.Close()
 	for i := range 30000 {
-		r := newRing(t, d, RingOptions{Slots: 1, Bytes: 64, Convert: nil})
+		r := newRing(t, d, RingOptions{Slots: 1, Bytes: 64, Cast: nil})
 		done := make(chan struct{})
 		go func() {
 			defer close(done)

@@ -19,9 +19,9 @@ type RingOptions struct {
 	// Bytes is the most bytes one Upload copies from the host; required. With Convert it
 	// must be a whole number of uint8 samples, and each slot holds their converted size.
 	Bytes int
-	// Convert, when set, makes Upload convert uint8 NHWC samples on the device; see
+	// Cast, when set, makes Upload convert uint8 NHWC samples on the device; see
 	// Converter. Default nil: bytes are copied as they are.
-	Convert *Converter
+	Cast *Caster
 	// MaxBytes, when positive, is the most device memory the ring may take; NewRing fails,
 	// before allocating anything, if it needs more. Default 0: no limit.
 	MaxBytes int64
@@ -46,7 +46,7 @@ func (o *RingOptions) Validate() error {
 	}
 	if o.Bytes < 1 {
 		errs = append(errs, fmt.Errorf("gpu: ring: Bytes %d must be ≥ 1", o.Bytes))
-	} else if c := o.Convert; c != nil {
+	} else if c := o.Cast; c != nil {
 		if per := c.InBytes(1); o.Bytes%per != 0 {
 			errs = append(errs, fmt.Errorf("gpu: ring: Bytes %d is not a whole number of %dx%d uint8 samples (%d bytes each)", o.Bytes, c.o.Width, c.o.Height, per))
 		}
@@ -121,12 +121,12 @@ func (d *Device) NewRing(opts *RingOptions) (*Ring, error) {
 	}
 	r := &Ring{dev: d, o: o, slotSize: int64(o.Bytes), done: make(chan struct{})}
 	var staging int64
-	if c := o.Convert; c != nil {
+	if c := o.Cast; c != nil {
 		per := c.InBytes(1)
 		staging = int64(o.Bytes)
 		r.slotSize = int64(c.OutBytes(o.Bytes / per))
 	}
-	r.zeroCopy = d.kind == Host && o.Convert == nil
+	r.zeroCopy = d.kind == Host && o.Cast == nil
 	if !r.zeroCopy {
 		r.bytes = int64(o.Slots)*r.slotSize + staging
 	}
@@ -147,7 +147,7 @@ func (d *Device) NewRing(opts *RingOptions) (*Ring, error) {
 	if r.stream, err = d.drv.newStream(); err != nil {
 		return nil, err
 	}
-	if o.Convert != nil {
+	if o.Cast != nil {
 		if err := d.drv.loadConverter(); err != nil {
 			return nil, err
 		}

@@ -69,7 +69,7 @@ func (s *Slot) Upload(host []byte) error {
 	if len(host) == 0 || len(host) > r.o.Bytes {
 		return fmt.Errorf("gpu: upload of %d bytes into a ring of %d-byte slots", len(host), r.o.Bytes)
 	}
-	c := r.o.Convert
+	c := r.o.Cast
 	if c != nil && len(host)%c.InBytes(1) != 0 {
 		return fmt.Errorf("gpu: upload of %d bytes is not a whole number of %dx%d uint8 samples", len(host), c.o.Width, c.o.Height)
 	}

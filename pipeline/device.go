@@ -10,7 +10,7 @@ import (
 
 // openDevice opens the device, maps the pinned batch buffers (registered with the
 // driver on a GPU) and allocates the device ring. On failure it undoes what it did.
-func (l *Loader) openDevice(conv *gpu.Converter, batchBytes, pinnedBytes int64) (err error) {
+func (l *Loader) openDevice(conv *gpu.Caster, batchBytes, pinnedBytes int64) (err error) {
 	c := &l.cfg
 	l.dev = c.Device.GPU
 	if l.dev == nil {
@@ -51,7 +51,7 @@ func (l *Loader) openDevice(conv *gpu.Converter, batchBytes, pinnedBytes int64) 
 	if !onGPU && conv == nil {
 		l.slots = l.nbuf
 	}
-	if l.ring, err = l.dev.NewRing(&gpu.RingOptions{Slots: l.slots, Bytes: int(batchBytes), Convert: conv}); err != nil {
+	if l.ring, err = l.dev.NewRing(&gpu.RingOptions{Slots: l.slots, Bytes: int(batchBytes), Cast: conv}); err != nil {
 		return fmt.Errorf("pipeline: %w", err)
 	}
 	if onGPU {

@@ -115,10 +115,10 @@ func build(src Source, cfg *Config, conv *converting) (*Loader, error) {
 		return nil, err
 	}
 	hostPack := c.hostPack()
-	var devConv *gpu.Converter
+	var devConv *gpu.Caster
 	if c.Device.Cast {
 		var err error
-		if devConv, err = gpu.NewConverter(&c.Pack); err != nil {
+		if devConv, err = gpu.NewCaster(&c.Pack); err != nil {
 			return nil, fmt.Errorf("pipeline: %w", err)
 		}
 	}

@@ -69,22 +69,22 @@ func TestMixedBatches(t *testing.T) {
 	}
 	mix := mixup.Options{MixUp: 0.8, CutMix: 1, Smoothing: 0.1}
 	for _, c := range []struct {
-		name          string
-		dtype         pack.DType
-		layout        pack.Layout
-		deviceConvert bool
+		name       string
+		dtype      pack.DType
+		layout     pack.Layout
+		deviceCast bool
 	}{
 		{"float32-NCHW", pack.Float32, pack.NCHW, false},
 		{"float16-NHWC", pack.Float16, pack.NHWC, false},
 		{"bfloat16-NCHW", pack.BFloat16, pack.NCHW, false},
 		{"uint8-NCHW", pack.Uint8, pack.NCHW, false},
 		{"uint8-NHWC", pack.Uint8, pack.NHWC, false},
-		{"device-convert", pack.Float32, pack.NCHW, true},
+		{"device-cast", pack.Float32, pack.NCHW, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := testConfig(2)
 			cfg.Batch.Size = 7
-			cfg.Pack.DType, cfg.Pack.Layout, cfg.Device.Cast = c.dtype, c.layout, c.deviceConvert
+			cfg.Pack.DType, cfg.Pack.Layout, cfg.Device.Cast = c.dtype, c.layout, c.deviceCast
 			cfg.Pack.Normalize = c.dtype != pack.Uint8
 			plain := collectBatches(t, newLoader(t, src, cfg), 3, 0)
 			cfg.Mix = mix
@@ -94,7 +94,7 @@ func TestMixedBatches(t *testing.T) {
 				t.Fatalf("%d batches mixed, %d plain", len(mixed), len(plain))
 			}
 			hostLayout, hostDType := c.layout, c.dtype
-			if c.deviceConvert {
+			if c.deviceCast {
 				hostLayout, hostDType = pack.NHWC, pack.Uint8
 			}
 			kinds := map[bool]int{}
@@ -258,7 +258,7 @@ func TestMixBeforeDeviceCopy(t *testing.T) {
 		host := testConfig(2)
 		host.Mix, host.Device.Cast = mix, convert
 		var want []byte
-		conv, err := gpu.NewConverter(&host.Pack)
+		conv, err := gpu.NewCaster(&host.Pack)
 		if err != nil {
 			t.Fatal(err)
 		}

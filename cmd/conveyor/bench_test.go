@@ -379,8 +379,8 @@ func TestBenchMicroBatches(t *testing.T) {
 	}
 
 	f := gputest.Use(t) // the rest skips without the stand-in CUDA driver
-	whole = benchJSON(t, dir, "--batch", "8", "--device", "cuda:0", "--device-convert")
-	micro = benchJSON(t, dir, "--batch", "8", "--device", "cuda:0", "--device-convert", "--micro-batches", "4")
+	whole = benchJSON(t, dir, "--batch", "8", "--device", "cuda:0", "--device-cast")
+	micro = benchJSON(t, dir, "--batch", "8", "--device", "cuda:0", "--device-cast", "--micro-batches", "4")
 	if f.Allocated() != 0 {
 		t.Errorf("%d device bytes left after the runs", f.Allocated())
 	}

@@ -36,7 +36,7 @@ type benchFlags struct {
 	cacheDir, cacheCodec     string
 	cacheFill                float64
 	device                   string
-	deviceConvert            bool
+	deviceCast               bool
 	fidelity                 string
 	fullDecode               bool
 	cpuProfile, memProfile   string
@@ -99,7 +99,7 @@ func newBenchFlags(fs *flag.FlagSet) *benchFlags {
 	fs.StringVar(&f.cacheCodec, "cache-codec", string(cache.S2), fmt.Sprintf("how --cache stores pixels: %v", cache.Codecs))
 	fs.Float64Var(&f.cacheFill, "cache-fill", 0, "share of worker time storing into --cache may take, 0 to 1; 1 stores every sample at once (0: the loader's default, 0.1)")
 	fs.StringVar(&f.device, "device", "cpu", "where batches go: cpu, auto, cuda or cuda:N (GPU N: asynchronous copies into a device ring)")
-	fs.BoolVar(&f.deviceConvert, "device-convert", false, "copy uint8 pixels and convert to --dtype/--layout/--normalize on the device")
+	fs.BoolVar(&f.deviceCast, "device-cast", false, "copy uint8 pixels and convert to --dtype/--layout/--normalize on the device")
 	fs.StringVar(&f.fidelity, "fidelity", "", "pixels: exact (torchvision's with PIL, bit for bit: full decode, Pillow's resampling) or fast (DCT scaling, crop-aware decoding); default: the recipe's (eval exact, train and randaugment fast)")
 	fs.BoolVar(&f.fullDecode, "full-decode", false, "decode whole images even where the recipe's random crop allows decoding only the crop")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof FILE)")
@@ -228,7 +228,7 @@ func (f *benchFlags) config(logf func(string, ...any)) (base pipeline.Config, cl
 		Tuning:          pipeline.TuningConfig{IOWorkers: f.ioWorkers, NoAutotune: f.noAutotune, CPULimit: f.cpuLimit, MemoryBudget: int64(f.budget)},
 		Pack:            pack.Options{Width: f.size, Height: f.size, DType: f.dt, Layout: f.lay, Normalize: f.normalize && f.dt != pack.Uint8},
 		Mix:             mixup.Options{MixUp: f.mixUp, CutMix: f.cutMix, SwitchProb: f.mixSwitch, Prob: f.mixProb, Smoothing: f.smoothing},
-		Device:          pipeline.DeviceConfig{Name: f.device, Cast: f.deviceConvert},
+		Device:          pipeline.DeviceConfig{Name: f.device, Cast: f.deviceCast},
 		Bad:             pipeline.BadConfig{Fail: f.fail, MaxFraction: f.maxBad},
 		SampleCacheFill: f.cacheFill, FullDecode: f.fullDecode, Logf: logf,
 	}
