@@ -163,8 +163,12 @@ func plural(n int, noun string) string {
 // epoch, loader creation and the run as a whole, each saying what it includes.
 func printThroughput(row func(k, format string, a ...any), r *runReport) {
 	if len(r.Epochs) > 1 {
-		row("throughput", "%.1f images/s, %.1f MB/s read: steady state, epochs 1-%d (the first epoch and loader creation left out, below)",
-			r.SteadyImagesPerS, r.SteadyMBPerS, len(r.Epochs)-1)
+		which := "epoch 1"
+		if len(r.Epochs) > 2 {
+			which = fmt.Sprintf("epochs 1-%d", len(r.Epochs)-1)
+		}
+		row("throughput", "%.1f images/s, %.1f MB/s read: steady state, %s (the first epoch and loader creation left out, below)",
+			r.SteadyImagesPerS, r.SteadyMBPerS, which)
 	} else {
 		row("throughput", "%.1f images/s, %.1f MB/s read: one epoch, warm-up included (--epochs 2 or more measures the steady state)",
 			r.SteadyImagesPerS, r.SteadyMBPerS)
