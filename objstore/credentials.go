@@ -5,19 +5,23 @@ import (
 	"errors"
 	"io/fs"
 	"net"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 )
 
-// imdsTimeout bounds the credential lookup when the EC2 instance metadata service is the
-// only source left in the AWS chain (nothing in the environment or ~/.aws). On an
-// instance with a role it answers in milliseconds; elsewhere the SDK's own attempts at
-// it take seconds, and a user who forgot to export AWS_ACCESS_KEY_ID should hear so at
-// once, not after an SDK message about EC2 roles.
-const imdsTimeout = time.Second
+// imdsDialTimeout bounds the check that the EC2 instance metadata service is there at all,
+// made when it is the only source left in the AWS chain (nothing in the environment or
+// ~/.aws). Off EC2 its address answers nothing, and the SDK's own attempts at it take
+// seconds each; a user who forgot to export AWS_ACCESS_KEY_ID should hear so at once, not
+// after an SDK message about EC2 roles. A service that is there, however slowly it answers
+// (kube2iam, a throttled instance, many ranks starting at once), gets the SDK's own time.
+const imdsDialTimeout = 500 * time.Millisecond
 
 // credentialEnv lists the variables that give the AWS chain a source of credentials
 // other than the instance metadata service: keys, a profile, web identity (EKS), a
@@ -57,39 +61,93 @@ func onlyIMDS() bool {
 }
 
 // checkedCredentials wraps the AWS chain's provider so that a failure to find
-// credentials is a *credentialsError: not retried, and saying what to set.
+// credentials is a *credentialsError saying what to set; one that no retry can mend (no
+// source at all, or a metadata service saying there is no role) is final, not retried.
 type checkedCredentials struct {
 	inner    aws.CredentialsProvider
-	imdsOnly bool // the chain can only ask the instance metadata service; see imdsTimeout
+	imdsOnly bool // the chain can only ask the instance metadata service
 	endpoint bool // an endpoint is configured (not AWS S3)
 }
 
 func (c *checkedCredentials) Retrieve(ctx context.Context) (aws.Credentials, error) {
-	if c.imdsOnly {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, imdsTimeout)
-		defer cancel()
+	if c.imdsOnly && !imdsReachable(ctx) {
+		return aws.Credentials{}, &credentialsError{imdsOnly: true, endpoint: c.endpoint, final: true, err: errNoIMDS}
 	}
 	creds, err := c.inner.Retrieve(ctx)
 	if err != nil {
 		if errors.Is(err, context.Canceled) {
 			return creds, err
 		}
-		return creds, &credentialsError{imdsOnly: c.imdsOnly, endpoint: c.endpoint, err: err}
+		final := c.imdsOnly && (noRole(err) || imdsDisabled())
+		return creds, &credentialsError{imdsOnly: c.imdsOnly, endpoint: c.endpoint, final: final, err: err}
 	}
 	return creds, nil
 }
 
+// errNoIMDS is the metadata service's address answering nothing.
+var errNoIMDS = errors.New("the EC2 instance metadata service does not answer")
+
+// imdsDisabled reports whether AWS_EC2_METADATA_DISABLED turns the metadata service off.
+func imdsDisabled() bool { return strings.EqualFold(os.Getenv("AWS_EC2_METADATA_DISABLED"), "true") }
+
+// imdsReachable reports whether a TCP connection to the metadata service opens within
+// imdsDialTimeout (or whether it is disabled, which the SDK itself reports at once).
+func imdsReachable(ctx context.Context) bool {
+	if imdsDisabled() {
+		return true
+	}
+	host := "169.254.169.254:80"
+	if strings.EqualFold(os.Getenv("AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE"), "IPv6") {
+		host = "[fd00:ec2::254]:80"
+	}
+	if e := os.Getenv("AWS_EC2_METADATA_SERVICE_ENDPOINT"); e != "" {
+		if u, err := url.Parse(e); err == nil && u.Host != "" {
+			host = u.Host
+			if u.Port() == "" {
+				host = net.JoinHostPort(u.Hostname(), map[bool]string{true: "443", false: "80"}[u.Scheme == "https"])
+			}
+		}
+	}
+	d := net.Dialer{Timeout: imdsDialTimeout}
+	conn, err := d.DialContext(ctx, "tcp", host)
+	if err != nil {
+		return false
+	}
+	conn.Close()
+	return true
+}
+
+// noRole reports whether a credential source answered that it has nothing to give: an
+// HTTP 401, 403 or 404 from the metadata service (no role on this instance, or a sandbox
+// refusing the address).
+func noRole(err error) bool {
+	var re interface{ HTTPStatusCode() int }
+	if !errors.As(err, &re) {
+		return false
+	}
+	switch re.HTTPStatusCode() {
+	case http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound:
+		return true
+	}
+	return false
+}
+
 // A credentialsError is a request that could not be signed: the AWS chain found no
-// credentials, or the source it found failed. It matches fs.ErrPermission and is not
-// retried: another attempt would ask the same sources the same question.
+// credentials, or the source it found failed. It matches fs.ErrPermission. A final one
+// (no source at all, or one that says it has none) is not retried: another attempt
+// would ask the same sources the same question. Any other (a container endpoint or STS
+// failing for a moment, a slow metadata service) is retried as a transport error is.
 type credentialsError struct {
 	imdsOnly bool
 	endpoint bool
+	final    bool
 	err      error
 }
 
 func (e *credentialsError) Error() string {
+	if !e.final {
+		return "fetching AWS credentials: " + e.err.Error()
+	}
 	s := "no AWS credentials"
 	if !e.imdsOnly {
 		s = "no usable AWS credentials"

@@ -50,15 +50,12 @@ func TestMissingCredentialsFailFast(t *testing.T) {
 		http.Error(w, "no", http.StatusForbidden) // what some sandboxes and proxies answer
 	}))
 	defer forbidden.Close()
-	release := make(chan struct{})
-	hangs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select { // a metadata address nothing answers on (off EC2)
-		case <-release:
-		case <-r.Context().Done():
-		}
-	}))
-	defer hangs.Close()
-	defer close(release)
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	unreachable := "http://" + closed.Addr().String() // nothing answers there (off EC2)
+	closed.Close()
 
 	for _, tc := range []struct {
 		name     string
@@ -67,7 +64,7 @@ func TestMissingCredentialsFailFast(t *testing.T) {
 		endpoint bool   // AWS_ENDPOINT_URL set
 	}{
 		{name: "imds-forbidden", imds: forbidden.URL},
-		{name: "imds-hangs", imds: hangs.URL},
+		{name: "imds-unreachable", imds: unreachable},
 		{name: "imds-disabled", disabled: true},
 		{name: "endpoint-set", imds: forbidden.URL, endpoint: true},
 	} {

@@ -101,10 +101,13 @@ func retryable(err error) bool {
 	if errors.Is(err, context.Canceled) {
 		return false
 	}
-	// No credentials to sign with, or a host name that does not exist: the next
+	// No credentials to sign with anywhere, or a host name that does not exist: the next
 	// attempt would fail the same way, after a backoff the user waits through.
 	var ce *credentialsError
-	if errors.As(err, &ce) || dnsNotFound(err) {
+	if errors.As(err, &ce) {
+		return !ce.final // a source failing for a moment is tried again
+	}
+	if dnsNotFound(err) {
 		return false
 	}
 	var e *Error
