@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -282,29 +283,40 @@ func (f *convertFlags) checkSpec(stderr io.Writer) error {
 	return err
 }
 
-// removeDataset deletes the files of the converted dataset in dir: its shards and
-// indexes, dataset.json, its parts' records and the conversion reports. Other files stay.
+// removeDataset deletes the files of the converted dataset in dir, and only those: the
+// shards the cache package recognises (cache.Cache.ShardSpecs) with their indexes,
+// dataset.json and the conversion's report. Other files stay, whatever their names
+// (another tool's .idx, a user's notes). Symbolic links are removed, not their targets,
+// and counted by their own size.
 func removeDataset(dir string) (removed int, bytes int64, err error) {
-	ents, err := os.ReadDir(dir)
+	c, err := cache.Open(dir, &cache.Options{ReadOnly: true, Logf: func(string, ...any) {}})
 	if err != nil {
 		return 0, 0, err
 	}
-	for _, e := range ents {
-		n := e.Name()
-		ours := strings.HasSuffix(n, ".shard") || strings.HasSuffix(n, ".idx") || n == cache.InfoName ||
-			strings.HasPrefix(n, "dataset.part-") && strings.HasSuffix(n, ".json") ||
-			strings.HasPrefix(n, "convert-report") && strings.HasSuffix(n, ".txt")
-		if !ours || e.IsDir() {
+	var names []string
+	for shard := range c.ShardSpecs() {
+		names = append(names, shard, strings.TrimSuffix(shard, ".shard")+".idx")
+	}
+	c.Close()
+	slices.Sort(names)
+	names = append(names, reportName, cache.InfoName) // dataset.json last: the dataset reads as gone only when its shards are
+	for _, n := range names {
+		p := filepath.Join(dir, n)
+		fi, err := os.Lstat(p)
+		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
-		fi, _ := e.Info()
-		if err := os.Remove(filepath.Join(dir, n)); err != nil {
+		if err != nil {
+			return removed, bytes, err
+		}
+		if fi.IsDir() {
+			continue
+		}
+		if err := os.Remove(p); err != nil {
 			return removed, bytes, err
 		}
 		removed++
-		if fi != nil {
-			bytes += fi.Size()
-		}
+		bytes += fi.Size()
 	}
 	return removed, bytes, nil
 }

@@ -178,9 +178,23 @@ func TestConvertReplace(t *testing.T) {
 	if after, err := cache.ReadInfo(dst); err != nil || after.Spec != before.Spec || !slices.Equal(shards(), old) {
 		t.Fatalf("a refused convert changed the dataset: %v, %v, shards %q", after, err, shards())
 	}
+	// Files that are not the dataset's stay, whatever their names: another tool's
+	// index (DALI names its WebDataset indexes .idx), an old report, notes.
+	foreign := []string{"train-000.idx", "convert-report-old.txt", "notes.txt"}
+	for _, n := range foreign {
+		if err := os.WriteFile(filepath.Join(dst, n), []byte("not conveyor's"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	_, stderr, err := runConvert(t, tree, dst, "--size", "48", "--replace")
 	if err != nil || !strings.Contains(stderr, "--replace: deleted") {
 		t.Fatalf("convert --replace: %v\n%s", err, stderr)
+	}
+	for _, n := range foreign {
+		if _, err := os.Stat(filepath.Join(dst, n)); err != nil {
+			t.Errorf("--replace deleted %s, which is not the dataset's: %v", n, err)
+		}
+		os.Remove(filepath.Join(dst, n)) // verify, below, would call the .idx an orphan
 	}
 	after, err := cache.ReadInfo(dst)
 	if err != nil || after.Spec == before.Spec || !after.Complete || after.Stored != 8 {

@@ -163,7 +163,7 @@ func pruneSpecs(c *cache.Cache, info *cache.Info, stdout io.Writer) error {
 	for _, name := range names {
 		for _, file := range []string{name, strings.TrimSuffix(name, ".shard") + ".idx"} {
 			p := filepath.Join(dir, file)
-			fi, err := os.Stat(p)
+			fi, err := os.Lstat(p) // a link is removed, not its target: count the link
 			if errors.Is(err, fs.ErrNotExist) {
 				continue
 			}
