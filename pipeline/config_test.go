@@ -170,3 +170,40 @@ func TestOptionsConvention(t *testing.T) {
 		}
 	}
 }
+
+// oldSharded and oldPlanner are sources written for the capabilities' earlier forms.
+type oldSharded struct {
+	FileSource
+	ends []int
+}
+
+func (s oldSharded) ShardEnds() []int { return s.ends }
+
+type oldPlanner struct{ FileSource }
+
+func (oldPlanner) PlanEpoch(int, []int32) {}
+func (oldPlanner) PlanNext(int, []int32)  {}
+
+// A source that has a capability's method in an earlier form is refused, naming what it
+// lacks, rather than losing the capability without a word.
+func TestOldCapabilitiesRefused(t *testing.T) {
+	src, err := Dir(treetest.Shared(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		src  Source
+		want string
+	}{
+		{oldSharded{src, []int{src.Len()}}, "ShuffleBlock"},
+		{oldPlanner{src}, "PlanEpoch without an error result"},
+	} {
+		ld, err := New(c.src, testConfig(1))
+		if err == nil {
+			ld.Close()
+		}
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%T: New = %v, want an error naming %s", c.src, err, c.want)
+		}
+	}
+}

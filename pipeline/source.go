@@ -103,5 +103,20 @@ func checkKind(src Source) error {
 	if !files && !pixels {
 		return fmt.Errorf("pipeline: source %T has neither files (FileSource: Open) nor stored pixels (PixelSource: Stored); a type wrapping a source must embed one of those interfaces, not Source", src)
 	}
+	// A source written for the capabilities' earlier forms would lose them without a
+	// word (a ShardOrder of one-sample shards, no prefetching): say what it lacks.
+	if _, ok := src.(interface{ ShardEnds() []int }); ok {
+		if _, ok := src.(ShardedSource); !ok {
+			return fmt.Errorf("pipeline: source %T has ShardEnds but not ShuffleBlock() int, so it is no ShardedSource; add ShuffleBlock (0 asks for no least shuffle block)", src)
+		}
+	}
+	if _, ok := src.(interface{ PlanEpoch(int, []int32) }); ok {
+		return fmt.Errorf("pipeline: source %T has PlanEpoch without an error result, so it is no EpochPlanner; EpochPlanner's PlanEpoch returns an error (nil to accept the epoch) and it needs PlansReads() bool", src)
+	}
+	if _, ok := src.(interface{ PlanNext(int, []int32) }); ok {
+		if _, ok := src.(EpochPlanner); !ok {
+			return fmt.Errorf("pipeline: source %T has PlanNext but is no EpochPlanner; it needs PlansReads() bool and PlanEpoch(int, []int32) error", src)
+		}
+	}
 	return nil
 }

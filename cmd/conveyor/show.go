@@ -173,8 +173,8 @@ func (f *showFlags) draw(b *pipeline.Batch, classes []string) *image.RGBA {
 }
 
 // labelLines is a tile's caption: its class (or, with soft targets, its two largest
-// weights) and its source index, each cut to width characters (ASCII: the font has no
-// other glyphs; class names outside it show as boxes).
+// weights) and its source index, each cut to width bytes in the middle (the font has
+// ASCII glyphs only: other class names show as boxes, and a cut may split one).
 func labelLines(b *pipeline.Batch, s int, classes []string, width int) []string {
 	name := func(label int) string {
 		if label >= 0 && label < len(classes) {
@@ -203,11 +203,15 @@ func labelLines(b *pipeline.Batch, s int, classes []string, width int) []string 
 			second = fmt.Sprintf("%s %.2f ", name(order[1]), row[order[1]])
 		}
 	}
-	cut := func(t string) string {
-		if len(t) > width && width > 2 {
-			return t[:width-2] + ".."
+	cut := func(t string) string { // keep both ends: class names often share a prefix
+		if len(t) <= width {
+			return t
 		}
-		return t
+		if width < 5 {
+			return t[:max(width, 0)]
+		}
+		head := (width - 2) / 2
+		return t[:head] + ".." + t[len(t)-(width-2-head):]
 	}
 	return []string{cut(first), cut(second + fmt.Sprintf("#%d", b.Indices[s]))}
 }
