@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log"
 	"os"
 	"path"
 	"path/filepath"
@@ -362,6 +363,13 @@ func openLocal(url, dir string, o *OpenOptions) (*Dataset, error) {
 			err = fmt.Errorf("%w; it holds %d WebDataset shards (.tar) beside its folders: name them, '%s'", err, n, filepath.Join(dir, "*.tar"))
 		}
 		return nil, err
+	}
+	if n := countTars(dir); n > 0 {
+		logf := log.Printf
+		if o.WebDataset != nil && o.WebDataset.Logf != nil {
+			logf = o.WebDataset.Logf
+		}
+		logf("source: %s: read as an image folder; the .tar files beside its class folders (%d) are not read (name them as '%s' to read them as WebDataset shards)", url, n, filepath.Join(dir, "*.tar"))
 	}
 	return &Dataset{Source: src}, nil
 }

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/conveyor-ml/conveyor/internal/treetest"
 	"github.com/conveyor-ml/conveyor/pipeline"
 )
 
@@ -443,5 +444,24 @@ func TestOpenDatasetShardFolderAndManifest(t *testing.T) {
 	}
 	if _, err := Open(ctx, tree, nil); err == nil || !strings.Contains(err.Error(), filepath.Join(tree, "*.tar")) {
 		t.Errorf("tree with shards: error %v, want one naming %s", err, filepath.Join(tree, "*.tar"))
+	}
+}
+
+// A tree with .tar files beside its class folders opens as the tree, and says that the
+// shards are not read rather than ignoring them without a word.
+func TestOpenTreeBesideShards(t *testing.T) {
+	dir := treetest.New(t, 2, 2)
+	if err := os.WriteFile(filepath.Join(dir, "train-000.tar"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var logged []string
+	logf := func(format string, a ...any) { logged = append(logged, fmt.Sprintf(format, a...)) }
+	ds, err := Open(context.Background(), dir, &OpenOptions{WebDataset: &WebDatasetOptions{Logf: logf}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ds.Close()
+	if ds.Source.Len() != 4 || len(logged) != 1 || !strings.Contains(logged[0], "not read") || !strings.Contains(logged[0], "*.tar") {
+		t.Errorf("%d samples; logged %q", ds.Source.Len(), logged)
 	}
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"flag"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -234,6 +236,9 @@ func (f *benchFlags) config(logf func(string, ...any)) (base pipeline.Config, cl
 	}
 	closeCache = func() {}
 	if f.cacheDir != "" {
+		if _, err := os.Stat(filepath.Join(f.cacheDir, cache.InfoName)); err == nil {
+			return base, nil, fmt.Errorf("--cache %s is a converted dataset (it holds %s): give the loader's cache a directory of its own", f.cacheDir, cache.InfoName)
+		}
 		c, err := cache.Open(f.cacheDir, &cache.Options{Codec: f.codec, MaxBytes: int64(f.cacheMax), Logf: logf})
 		if err != nil {
 			return base, nil, err

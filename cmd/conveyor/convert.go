@@ -256,6 +256,11 @@ func (f *convertFlags) checkSpec(stderr io.Writer) error {
 	}
 	info, err := cache.ReadInfo(f.dst)
 	if errors.Is(err, fs.ErrNotExist) {
+		// Shards without dataset.json are a loader's decoded-sample cache (bench --cache,
+		// Config.SampleCache): a conversion writes dataset.json before its first shard.
+		if shards, _ := filepath.Glob(filepath.Join(f.dst, "*.shard")); len(shards) > 0 {
+			return fmt.Errorf("%s holds a loader's sample cache (%s, no %s), not a converted dataset: convert into another directory", f.dst, plural(len(shards), "shard"), cache.InfoName)
+		}
 		return nil
 	}
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/conveyor-ml/conveyor/cache"
+	"github.com/conveyor-ml/conveyor/internal/synth"
 	"github.com/conveyor-ml/conveyor/source"
 )
 
@@ -279,5 +280,30 @@ func TestBenchShardFolderIndex(t *testing.T) {
 	}
 	if code, _, stderr := runCLI(t, "bench", forms["tree"], "--shard-index", index); code != 2 || !strings.Contains(stderr, "--shard-index applies to WebDataset shards") {
 		t.Errorf("--shard-index with a tree: exit %d, %s", code, stderr)
+	}
+}
+
+// A loader's sample cache and a converted dataset are not each other: convert refuses a
+// DST holding a loader's cache (which --replace or --prune would then delete), and bench
+// refuses --cache naming a converted dataset (whose folder it would fill with records).
+func TestCacheAndDatasetKeptApart(t *testing.T) {
+	tree := t.TempDir()
+	if _, err := synth.WriteTree(tree, &synth.TreeOptions{Classes: 2, PerClass: 4, Seed: 1}); err != nil {
+		t.Fatal(err)
+	}
+	lc := filepath.Join(t.TempDir(), "lc")
+	if code, _, stderr := runCLI(t, "bench", tree, "--cache", lc, "--cache-fill", "1", "--epochs", "1", "--batch", "4", "--size", "32"); code != 0 {
+		t.Fatalf("bench --cache: exit %d\n%s", code, stderr)
+	}
+	_, _, err := runConvert(t, tree, lc, "--size", "32")
+	if err == nil || !strings.Contains(err.Error(), "loader's sample cache") {
+		t.Errorf("convert into a loader's cache: %v", err)
+	}
+	dst := filepath.Join(t.TempDir(), "dst")
+	if _, stderr, err := runConvert(t, tree, dst, "--size", "32"); err != nil {
+		t.Fatalf("convert: %v\n%s", err, stderr)
+	}
+	if code, _, stderr := runCLI(t, "bench", tree, "--cache", dst, "--epochs", "1", "--batch", "4", "--size", "32"); code == 0 || !strings.Contains(stderr, "is a converted dataset") {
+		t.Errorf("bench --cache on a converted dataset: exit %d\n%s", code, stderr)
 	}
 }
