@@ -221,7 +221,7 @@ func TestCacheDamagedRecordFallsBackToSource(t *testing.T) {
 		if i%10 != 0 {
 			continue
 		}
-		flipBit(t, filepath.Join(dir, r.Shard()), r)
+		treetest.FlipBit(t, filepath.Join(dir, r.Shard()), r.Offset(), int64(r.Bytes))
 		damaged++
 	}
 	var logs logSink
@@ -261,25 +261,6 @@ func (l *logSink) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
-}
-
-// flipBit flips one bit in the middle of r's payload on disk.
-func flipBit(t *testing.T, shard string, r cache.Ref) {
-	t.Helper()
-	f, err := os.OpenFile(shard, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	at := r.Offset() + int64(r.Bytes) - 1 - int64(r.Bytes/4)
-	b := []byte{0}
-	if _, err := f.ReadAt(b, at); err != nil {
-		t.Fatal(err)
-	}
-	b[0] ^= 0x10
-	if _, err := f.WriteAt(b, at); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // When the consumer is slower than the loader, the time the loader waits for it pays for

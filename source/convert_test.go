@@ -2,7 +2,6 @@ package source
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -49,7 +48,7 @@ func TestConvertResumesAndRepairs(t *testing.T) {
 		t.Fatalf("info %+v, %v", info, err)
 	}
 	refs := c.Records(rep.Spec)
-	flipBit(t, filepath.Join(dst, refs[0].Shard()), refs[0])
+	treetest.FlipBit(t, filepath.Join(dst, refs[0].Shard()), refs[0].Offset(), int64(refs[0].Bytes))
 	rep2, err := pipeline.Convert(context.Background(), src, c, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -76,24 +75,5 @@ func TestConvertResumesAndRepairs(t *testing.T) {
 		if conv.Label(int(idx)) != int(got.labels[i]) {
 			t.Fatalf("sample %d: label %d, dataset says %d", idx, got.labels[i], conv.Label(int(idx)))
 		}
-	}
-}
-
-// flipBit flips one bit in the middle of r's payload on disk.
-func flipBit(t *testing.T, shard string, r cache.Ref) {
-	t.Helper()
-	f, err := os.OpenFile(shard, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	at := r.Offset() + int64(r.Bytes) - 1 - int64(r.Bytes/4)
-	b := []byte{0}
-	if _, err := f.ReadAt(b, at); err != nil {
-		t.Fatal(err)
-	}
-	b[0] ^= 0x10
-	if _, err := f.WriteAt(b, at); err != nil {
-		t.Fatal(err)
 	}
 }

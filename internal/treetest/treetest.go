@@ -138,3 +138,23 @@ func HugePNG() []byte {
 	b.Write(binary.BigEndian.AppendUint32(nil, crc32.ChecksumIEEE(chunk)))
 	return b.Bytes()
 }
+
+// FlipBit flips one bit of the n bytes at off in file (a quarter before their end: in a
+// record's payload), as a damaged disk would.
+func FlipBit(t testing.TB, file string, off, n int64) {
+	t.Helper()
+	f, err := os.OpenFile(file, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	at := off + n - 1 - n/4
+	b := []byte{0}
+	if _, err := f.ReadAt(b, at); err != nil {
+		t.Fatal(err)
+	}
+	b[0] ^= 0x10
+	if _, err := f.WriteAt(b, at); err != nil {
+		t.Fatal(err)
+	}
+}
